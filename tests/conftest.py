@@ -1,0 +1,58 @@
+"""Shared fixtures: where ../shared is, MPI environment, and skips with stated reasons."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = (REPO.parent / "shared").resolve()
+FIXTURES = SHARED / "fixtures"
+REFDATA = SHARED / "reference-data"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is missing: CI places ../shared beside the checkout")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir(shared_dir: Path) -> Path:
+    return shared_dir / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def refdata_dir(shared_dir: Path) -> Path:
+    return shared_dir / "reference-data"
+
+
+def mpi_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for mpirun: root flags, no stray transport selection from the caller."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMPI_MCA_", "UCX_", "PMIX_MCA_"))}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if extra:
+        env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def probe_bin() -> Path:
+    """Build the probe once per session with its own Makefile (real mpicc, no mocks)."""
+    if shutil.which("mpicc") is None or shutil.which("mpirun") is None:
+        pytest.skip("mpicc/mpirun not found: install openmpi-bin libopenmpi-dev")
+    subprocess.run(["make", "-C", str(REPO / "kit" / "probe")], check=True,
+                   capture_output=True, text=True)
+    path = REPO / "kit" / "probe" / "pt2pt-probe"
+    assert path.is_file()
+    return path
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
