@@ -1,0 +1,343 @@
+"""Held-out validation of a fitted model, against the data's own floor and two baselines.
+
+Why distributional first: for small messages the noise is larger than the differences
+between models, so a model that gets the median right but the spread or the second band
+wrong would still simulate the wrong thing. The primary score is therefore the CRPS
+(continuous ranked probability score) of the model's predictive distribution against the
+held-out samples at each size, on time relative to the held-out median so that sizes with
+microsecond and second timings weigh alike. A score alone has no scale, so next to it we
+report the *floor*: the CRPS the training samples' own empirical distribution at that size
+reaches. A model cannot be expected to beat the data it was fitted on; within a small
+factor of the floor means it reproduces what was measured.
+
+Then the usual point numbers per size: relative error of the median, of the 95th
+percentile, and the share of held-out samples inside the model's [p05, p95] band (0.90 is
+ideal). The same numbers are computed for the Hockney and peak baselines
+(:mod:`kit.baselines`), which see the same training split.
+
+The split keeps every size on both sides ("repetition": per size, a seeded random share of
+the repetitions is held out), or is a plain seeded random split, or holds out whole runs
+(``groups``). When sizes were drawn log-uniformly and rarely repeat, sizes are pooled into
+narrow log-spaced cells so that each cell has enough samples for a distribution.
+
+The result is a plain JSON-compatible dict (stored as ``model.validation_`` so the model
+file keeps it); :func:`validation_table` turns it into a Polars table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import polars as pl
+from numpy.typing import ArrayLike, NDArray
+from scipy.stats import wasserstein_distance
+
+from kit.baselines import BASELINES
+from kit.errors import ModelError
+
+SPLIT_METHODS = ("repetition", "random", "group")
+VALIDATION_VERSION = 1
+
+
+class Predictive(Protocol):
+    """What validation needs from a fitted model (RegimeModel and the baselines have it)."""
+
+    def predict(self, size: ArrayLike) -> Any: ...
+    def predict_quantiles(self, size: ArrayLike, q: Any) -> Any: ...
+    def sample(self, size: ArrayLike, n: int = 1, random_state: Any = None) -> Any: ...
+
+
+# --------------------------------------------------------------------------- cells and splits
+
+
+def size_cells(size: ArrayLike, *, min_per_cell: int = 10,
+               cells_per_decade: int = 12) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Group samples by size: exact sizes when they repeat enough, else narrow log cells.
+
+    Returns ``(cell_id per sample, representative size per cell)``; the representative is
+    the median size of the cell's samples. Size 0 always gets a cell of its own.
+    """
+    x = np.asarray(size, dtype=np.float64).ravel()
+    uniq, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    if uniq.size and np.median(counts) >= min_per_cell:
+        return inverse.astype(np.int64), uniq
+    key = np.where(x > 0, np.floor(np.log10(np.maximum(x, 1.0)) * cells_per_decade), -1.0)
+    ukey, cell = np.unique(key, return_inverse=True)
+    reps = np.array([np.median(x[cell == i]) for i in range(ukey.size)], dtype=np.float64)
+    return cell.astype(np.int64), reps
+
+
+def holdout_mask(size: ArrayLike, *, method: str = "repetition", test_fraction: float = 0.3,
+                 random_state: int = 0, groups: ArrayLike | None = None) -> NDArray[np.bool_]:
+    """Boolean mask of held-out (test) samples; deterministic for a given ``random_state``."""
+    if method not in SPLIT_METHODS:
+        raise ModelError(f"unknown split method '{method}'", where="option --split",
+                         hint=f"use one of {', '.join(SPLIT_METHODS)}")
+    if not 0.0 < test_fraction < 1.0:
+        raise ModelError(f"test fraction {test_fraction} is not between 0 and 1",
+                         where="option --test-fraction", hint="use e.g. 0.3")
+    x = np.asarray(size, dtype=np.float64).ravel()
+    rng = np.random.default_rng(random_state)
+    test = np.zeros(x.size, dtype=bool)
+    if method == "random":
+        k = round(test_fraction * x.size)
+        test[rng.permutation(x.size)[:k]] = True
+        return test
+    if method == "group":
+        if groups is None:
+            raise ModelError("split 'group' needs groups (e.g. run ids)", where="option --split",
+                             hint="use --split repetition, or a dataset with several runs")
+        g = np.asarray(groups).ravel()
+        ug = np.unique(g)
+        if ug.size < 2:
+            raise ModelError("split 'group' needs at least two runs, found one",
+                             where="option --split", hint="use --split repetition")
+        k = max(1, round(test_fraction * ug.size))
+        held = rng.permutation(ug)[:k]
+        return np.isin(g, held)
+    cell, _ = size_cells(x)
+    order = rng.permutation(x.size)
+    # Stable sort by cell keeps the random order inside each cell.
+    by_cell = order[np.argsort(cell[order], kind="stable")]
+    bounds = np.flatnonzero(np.diff(cell[by_cell])) + 1
+    for members in np.split(by_cell, bounds):
+        if members.size < 2:
+            continue
+        k = min(members.size - 1, max(1, round(test_fraction * members.size)))
+        test[members[:k]] = True
+    return test
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def crps_ensemble(draws: ArrayLike, obs: ArrayLike) -> float:
+    """Mean CRPS of the empirical distribution of ``draws`` over the observations ``obs``.
+
+    ``CRPS(F, y) = E|X - y| - E|X - X'| / 2``, computed exactly for an ensemble in
+    O((m + k) log m) with sorted draws and prefix sums.
+    """
+    x = np.sort(np.asarray(draws, dtype=np.float64).ravel())
+    y = np.asarray(obs, dtype=np.float64).ravel()
+    m = x.size
+    if m == 0 or y.size == 0:
+        return float("nan")
+    csum = np.concatenate([[0.0], np.cumsum(x)])
+    j = np.searchsorted(x, y, side="right")
+    below = y * j - csum[j]
+    above = (csum[m] - csum[j]) - y * (m - j)
+    e_xy = (below + above) / m
+    i = np.arange(m)
+    e_xx = 2.0 * np.sum((2 * i - m + 1) * x) / (m * m)
+    return float(np.mean(e_xy) - 0.5 * e_xx)
+
+
+def _draws(model: Predictive, sizes: NDArray[np.float64], n: int,
+           rng: np.random.Generator) -> NDArray[np.float64]:
+    """``n`` predictive draws at each size, pooled; one call per size keeps shapes unambiguous."""
+    out = [np.asarray(model.sample(float(s), n, random_state=rng), dtype=np.float64).ravel()
+           for s in sizes]
+    return np.concatenate(out) if out else np.empty(0)
+
+
+def _quantile_at(model: Predictive, sizes: NDArray[np.float64], q: float) -> NDArray[np.float64]:
+    return np.asarray(model.predict_quantiles(sizes, q), dtype=np.float64).reshape(sizes.shape)
+
+
+def _rel(a: NDArray[np.float64] | float, b: NDArray[np.float64] | float) -> Any:
+    return np.abs(np.asarray(a) - np.asarray(b)) / np.asarray(b)
+
+
+def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, ArrayLike],
+                 test: tuple[ArrayLike, ArrayLike], *, n_draws: int = 400,
+                 max_sizes_per_cell: int = 16, random_state: int = 0) -> dict[str, Any]:
+    """Per-cell scores of already fitted models on held-out samples, and the floor.
+
+    ``train`` gives the floor (its empirical distribution per cell); ``test`` is scored.
+    Cells are formed on the test sizes together with the training sizes so that both
+    sides share them.
+    """
+    xtr, ytr = (np.asarray(a, dtype=np.float64).ravel() for a in train)
+    xte, yte = (np.asarray(a, dtype=np.float64).ravel() for a in test)
+    if xte.size == 0 or xtr.size == 0:
+        raise ModelError("validation needs samples on both sides of the split",
+                         hint="use more samples or a larger --test-fraction")
+    cell_all, reps = size_cells(np.concatenate([xtr, xte]))
+    ctr, cte = cell_all[: xtr.size], cell_all[xtr.size:]
+    rng = np.random.default_rng(random_state)
+
+    # Quantiles at every held-out sample's own size (vectorised once per model).
+    bands = {name: {q: _quantile_at(m, xte, q) for q in (0.05, 0.5, 0.95)}
+             for name, m in models.items()}
+
+    cols: dict[str, list[float]] = {k: [] for k in ("size", "size_lo", "size_hi", "n_test",
+                                                    "n_train", "floor_crps", "floor_w1")}
+    per: dict[str, dict[str, list[float]]] = {
+        name: {k: [] for k in ("crps", "w1", "median_err", "p95_err", "coverage")}
+        for name in models}
+    for c in np.unique(cte):
+        te = cte == c
+        tr = ctr == c
+        if tr.sum() < 2 or te.sum() < 1:
+            continue
+        y = yte[te]
+        med = float(np.median(y))
+        p95 = float(np.quantile(y, 0.95))
+        t_train = ytr[tr]
+        cols["size"].append(float(reps[c]))
+        cols["size_lo"].append(float(min(xte[te].min(), xtr[tr].min())))
+        cols["size_hi"].append(float(max(xte[te].max(), xtr[tr].max())))
+        cols["n_test"].append(float(te.sum()))
+        cols["n_train"].append(float(tr.sum()))
+        cols["floor_crps"].append(crps_ensemble(t_train, y) / med)
+        cols["floor_w1"].append(float(wasserstein_distance(t_train, y)) / med)
+        sizes = np.unique(xte[te])
+        if sizes.size > max_sizes_per_cell:
+            sizes = rng.choice(sizes, max_sizes_per_cell, replace=False)
+        per_size_n = max(8, math.ceil(n_draws / sizes.size))
+        for name, m in models.items():
+            draws = _draws(m, sizes, per_size_n, rng)
+            b = bands[name]
+            per[name]["crps"].append(crps_ensemble(draws, y) / med)
+            per[name]["w1"].append(float(wasserstein_distance(draws, y)) / med)
+            per[name]["median_err"].append(float(_rel(np.median(b[0.5][te]), med)))
+            per[name]["p95_err"].append(float(_rel(np.median(b[0.95][te]), p95)))
+            inside = (y >= b[0.05][te]) & (y <= b[0.95][te])
+            per[name]["coverage"].append(float(inside.mean()))
+    if not cols["size"]:
+        raise ModelError("no size has samples on both sides of the split",
+                         hint="use --split repetition or more samples per size")
+    return {"per_size": {**cols, "models": per}}
+
+
+def _ranges(sizes: NDArray[np.float64]) -> list[tuple[float, float]]:
+    """Decade ranges [10^k, 10^(k+1)) covering the sizes (size 0 joins the first)."""
+    pos = sizes[sizes > 0]
+    if pos.size == 0:
+        return [(0.0, 1.0)]
+    lo = math.floor(math.log10(pos.min()))
+    hi = math.floor(math.log10(pos.max()))
+    out = [(10.0**k, 10.0 ** (k + 1)) for k in range(lo, hi + 1)]
+    out[0] = (0.0, out[0][1])
+    return out
+
+
+def summarize(per_size: Mapping[str, Any]) -> dict[str, Any]:
+    """Whole-series and per-decade numbers from :func:`score_models` output."""
+    size = np.asarray(per_size["size"])
+    n_test = np.asarray(per_size["n_test"])
+    floor = np.asarray(per_size["floor_crps"])
+    summary: dict[str, Any] = {"floor": {"crps": float(floor.mean()),
+                                         "w1": float(np.mean(per_size["floor_w1"]))}}
+    for name, s in per_size["models"].items():
+        crps = np.asarray(s["crps"])
+        summary[name] = {
+            "crps": float(crps.mean()),
+            "crps_over_floor": float(crps.mean() / floor.mean()),
+            "w1": float(np.mean(s["w1"])),
+            "median_err": float(np.median(s["median_err"])),
+            "median_err_max": float(np.max(s["median_err"])),
+            "p95_err": float(np.median(s["p95_err"])),
+            "coverage": float(np.average(s["coverage"], weights=n_test)),
+        }
+    ranges = []
+    for lo, hi in _ranges(size):
+        sel = (size >= lo) & (size < hi)
+        if not sel.any():
+            continue
+        row: dict[str, Any] = {"size_min": lo, "size_max": hi, "n_sizes": int(sel.sum()),
+                               "floor": float(floor[sel].mean())}
+        for name, s in per_size["models"].items():
+            crps = float(np.asarray(s["crps"])[sel].mean())
+            row[name] = {"crps": crps, "crps_over_floor": crps / row["floor"],
+                         "median_err": float(np.median(np.asarray(s["median_err"])[sel]))}
+        ranges.append(row)
+    return {"summary": summary, "ranges": ranges}
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _clone_unfitted(estimator: Any) -> Any:
+    from sklearn.base import clone
+
+    try:
+        return clone(estimator)
+    except Exception as exc:  # not an sklearn estimator: refuse instead of scoring in-sample
+        raise ModelError(f"cannot refit {type(estimator).__name__} on the training split: {exc}",
+                         hint="pass an estimator with get_params()/set_params()") from exc
+
+
+def validate(estimator: Any, size: ArrayLike, time: ArrayLike, *, method: str = "repetition",
+             test_fraction: float = 0.3, random_state: int = 0, groups: ArrayLike | None = None,
+             baselines: Sequence[str] = ("hockney", "peak"), n_draws: int = 400,
+             extra_models: Mapping[str, Predictive] | None = None) -> dict[str, Any]:
+    """Refit a copy of ``estimator`` on a training split and score it on the held-out rest.
+
+    ``estimator`` may be fitted or not: only its parameters are used (``sklearn.clone``),
+    so the held-out samples never leak into the fit. ``extra_models`` are already fitted
+    models to score alongside (e.g. the known truth of a synthetic series).
+    """
+    x = np.asarray(size, dtype=np.float64).ravel()
+    y = np.asarray(time, dtype=np.float64).ravel()
+    ok = np.isfinite(x) & np.isfinite(y) & (y > 0) & (x >= 0)
+    g = None if groups is None else np.asarray(groups).ravel()[ok]
+    x, y = x[ok], y[ok]
+    if x.size < 4:
+        raise ModelError(f"only {x.size} usable samples; validation needs a few per size",
+                         hint="measure more repetitions")
+    test = holdout_mask(x, method=method, test_fraction=test_fraction,
+                        random_state=random_state, groups=g)
+    train = ~test
+    models: dict[str, Predictive] = {}
+    models["model"] = _clone_unfitted(estimator).fit(x[train], y[train])
+    for name in baselines:
+        models[name] = BASELINES[name]().fit(x[train], y[train])
+    if extra_models:
+        models.update(extra_models)
+    scored = score_models(models, (x[train], y[train]), (x[test], y[test]),
+                          n_draws=n_draws, random_state=random_state)
+    result: dict[str, Any] = {
+        "version": VALIDATION_VERSION,
+        "score": "crps_relative_to_heldout_median",
+        "split": {"method": method, "test_fraction": test_fraction, "seed": random_state,
+                  "n_train": int(train.sum()), "n_test": int(test.sum())},
+        "baselines": {name: models[name].to_dict() for name in baselines},  # type: ignore[attr-defined]
+        **summarize(scored["per_size"]),
+        "per_size": scored["per_size"],
+    }
+    return result
+
+
+def validate_into(model: Any, size: ArrayLike, time: ArrayLike, **kwargs: Any) -> dict[str, Any]:
+    """:func:`validate` and store the result as ``model.validation_`` (saved by kit.model.io)."""
+    result = validate(model, size, time, **kwargs)
+    model.validation_ = result
+    return result
+
+
+TABLE_COLUMNS = ("model", "crps", "crps_over_floor", "worst_range_over_floor", "median_err",
+                 "median_err_max", "p95_err", "coverage")
+
+
+def validation_table(result: Mapping[str, Any]) -> pl.DataFrame:
+    """One row per scored model (and the floor): the numbers the report and CLI show."""
+    rows = []
+    summary = result["summary"]
+    for name, s in summary.items():
+        if name == "floor":
+            continue
+        worst = max((r[name]["crps_over_floor"] for r in result.get("ranges", []) if name in r),
+                    default=float("nan"))
+        rows.append({"model": name, "crps": s["crps"], "crps_over_floor": s["crps_over_floor"],
+                     "worst_range_over_floor": worst, "median_err": s["median_err"],
+                     "median_err_max": s["median_err_max"], "p95_err": s["p95_err"],
+                     "coverage": s["coverage"]})
+    rows.append({"model": "floor", "crps": summary["floor"]["crps"], "crps_over_floor": 1.0,
+                 "worst_range_over_floor": 1.0, "median_err": None, "median_err_max": None,
+                 "p95_err": None, "coverage": None})
+    return pl.DataFrame(rows, schema={c: (pl.String if c == "model" else pl.Float64)
+                                      for c in TABLE_COLUMNS})
