@@ -1,0 +1,207 @@
+"""Which transport (or tool, or MPI library) is fastest at which message size.
+
+The question users ask of a campaign is rarely "what is the latency" but "when is
+transport A as good as B". A single average hides that the answer changes with size, so
+sizes are cut into narrow log-spaced bins (10 per decade by default: powers of two land in
+separate bins), and in each bin every series' median is compared with the best median.
+A series is *within X %* when its median is at most (1 + X/100) times the best. The share
+of bins in which a series is within X % is the one-number summary, counted only over bins
+where it was measured next to at least one other series.
+
+Raw samples are used where a series has them; tools that only print aggregates (OSU,
+SKaMPI) contribute their per-size ``mean`` rows instead, which the table marks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from kit.errors import UserError
+
+COMPARE_BY = {"transport": "transport", "tool": "tool", "mpi": "mpi_version",
+              "campaign": "campaign", "op": "op"}
+
+
+@dataclass
+class Comparison:
+    """Result of :func:`compare`: per-bin table, per-series shares, and the settings."""
+
+    by: str
+    within_pct: float
+    bins: pl.DataFrame  # size_lo, size_hi, size_mid, <series median columns>, best, within
+    shares: pl.DataFrame  # series, n_bins, n_within, share, stat
+    series: list[str]
+
+    def write(self, out_dir: Path) -> list[Path]:
+        """``compare-bins.csv``, ``compare-shares.csv`` and ``compare.png`` in ``out_dir``."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths = [out_dir / "compare-bins.csv", out_dir / "compare-shares.csv",
+                 out_dir / "compare.png"]
+        for frame, path in zip((self.bins, self.shares), paths[:2], strict=False):
+            tmp = path.with_suffix(".csv.tmp")
+            frame.write_csv(tmp)
+            tmp.replace(path)
+        plot_comparison(self, paths[2])
+        return paths
+
+
+def _pick_rows(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, dict[str, str]]:
+    """Raw rows per series where there are any, else its ``mean`` rows; warm-up excluded."""
+    if "warmup" in frame.columns:
+        frame = frame.filter(~pl.col("warmup").fill_null(False))
+    frame = frame.with_columns(pl.col(key).cast(pl.String).fill_null("?").alias("series"),
+                               pl.col("stat").cast(pl.String))
+    kinds: dict[str, str] = {}
+    parts = []
+    for name in sorted(frame["series"].unique().to_list()):
+        rows = frame.filter(pl.col("series") == name)
+        for stat in ("raw", "median", "mean"):
+            chosen = rows.filter(pl.col("stat") == stat)
+            if chosen.height:
+                kinds[name] = stat
+                parts.append(chosen.select("series", "size", "time"))
+                break
+    if not parts:
+        raise UserError("no raw, median or mean rows to compare",
+                        hint="ingest raw probe output or OSU/SKaMPI results first")
+    return pl.concat(parts), kinds
+
+
+def compare(frame: pl.DataFrame, *, by: str = "transport", within: float = 5.0,
+            bins_per_decade: int = 10) -> Comparison:
+    """Compare the series of ``frame`` (samples table, plus ``mpi_version`` for by=mpi)."""
+    if by not in COMPARE_BY:
+        raise UserError(f"cannot compare by '{by}'", where="option --by",
+                        hint=f"use one of {', '.join(COMPARE_BY)}")
+    if not within >= 0:
+        raise UserError(f"--within {within} is negative", where="option --within",
+                        hint="give a percentage such as 5")
+    key = COMPARE_BY[by]
+    if key not in frame.columns:
+        raise UserError(f"the data has no '{key}' column", where="option --by",
+                        hint="for --by mpi the dataset's runs table must be present")
+    rows, kinds = _pick_rows(frame, key)
+    rows = rows.filter(pl.col("time").is_finite() & (pl.col("time") > 0))
+    series = sorted(rows["series"].unique().to_list())
+    if len(series) < 2:
+        raise UserError(f"only one {by} in the data ({', '.join(series) or 'none'}); "
+                        "nothing to compare", where="option --by",
+                        hint="select a dataset or campaign with several of them, or another --by")
+    size = rows["size"].cast(pl.Float64)
+    cell = (pl.when(size > 0).then((size.log10() * bins_per_decade).floor())
+            .otherwise(-1.0)).alias("cell")
+    med = (rows.with_columns(cell)
+           .group_by("cell", "series")
+           .agg(pl.col("time").median().alias("median"), pl.len().alias("n"))
+           .sort("cell"))
+    wide = med.pivot(on="series", index="cell", values="median").sort("cell")
+    for s in series:
+        if s not in wide.columns:
+            wide = wide.with_columns(pl.lit(None, dtype=pl.Float64).alias(s))
+    values = wide.select(series).to_numpy().astype(np.float64)
+    cells = wide["cell"].to_numpy()
+    best = np.nanmin(np.where(np.isnan(values), np.inf, values), axis=1)
+    ok = values <= best[:, None] * (1.0 + within / 100.0)
+    present = ~np.isnan(values)
+    lo = np.where(cells < 0, 0.0, 10.0 ** (cells / bins_per_decade))
+    hi = np.where(cells < 0, 1.0, 10.0 ** ((cells + 1) / bins_per_decade))
+    within_names = [", ".join(s for s, w in zip(series, row, strict=True) if w) for row in ok]
+    bins = pl.DataFrame({"size_lo": lo, "size_hi": hi,
+                         "size_mid": np.where(cells < 0, 0.0, np.sqrt(lo * hi))})
+    bins = bins.with_columns(*[pl.Series(s, values[:, i]) for i, s in enumerate(series)],
+                             pl.Series("best", best), pl.Series("within", within_names))
+    contested = present.sum(axis=1) >= 2
+    share_rows = []
+    for i, s in enumerate(series):
+        n_bins = int((present[:, i] & contested).sum())
+        n_within = int((ok[:, i] & contested).sum())
+        share_rows.append({"series": s, "n_bins": n_bins, "n_within": n_within,
+                           "share": n_within / n_bins if n_bins else math.nan,
+                           "stat": kinds[s]})
+    shares = pl.DataFrame(share_rows).sort("share", descending=True, nulls_last=True)
+    return Comparison(by=by, within_pct=within, bins=bins, shares=shares, series=series)
+
+
+def load_frame(dataset: Path, *, by: str, op: str | None = None,
+               campaign: str | None = None) -> pl.DataFrame:
+    """Samples of ``dataset`` for one op (pingpong by default when several), MPI joined."""
+    from kit import dataset as ds
+
+    lf = ds.scan(dataset)
+    if campaign is not None:
+        lf = lf.filter(pl.col("campaign") == campaign)
+    ops = lf.select(pl.col("op").cast(pl.String).unique()).collect()["op"].to_list()
+    if op is None:
+        if len(ops) == 1:
+            op = ops[0]
+        elif "pingpong" in ops:
+            op = "pingpong"
+        else:
+            raise UserError(f"{dataset} holds several operations ({', '.join(sorted(ops))})",
+                            where="option --op", hint="choose one with --op")
+    elif op not in ops:
+        raise UserError(f"operation '{op}' is not in {dataset} (has {', '.join(sorted(ops))})",
+                        where="option --op", hint="pick one of those")
+    frame = lf.filter(pl.col("op").cast(pl.String) == op).collect()
+    if by == "mpi":
+        runs = ds.runs(dataset).select("run_id", "mpi_version")
+        frame = frame.join(runs, on="run_id", how="left")
+    return frame
+
+
+def plot_comparison(result: Comparison, path: Path) -> None:
+    """Medians per bin (top) and their ratio to the best median (bottom), log-log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 7), sharex=True,
+                                   gridspec_kw={"height_ratios": [2, 1]})
+    x = np.maximum(result.bins["size_mid"].to_numpy(), 0.5)
+    best = result.bins["best"].to_numpy()
+    for s in result.series:
+        y = result.bins[s].to_numpy().astype(np.float64)
+        ax1.plot(x, y, marker="o", ms=3, lw=1, label=s)
+        ax2.plot(x, y / best, marker="o", ms=3, lw=1, label=s)
+    ax2.axhline(1 + result.within_pct / 100, color="k", ls="--", lw=0.8,
+                label=f"within {result.within_pct:g} %")
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    ax1.set_ylabel("median time [s]")
+    ax1.legend(title=result.by, fontsize=8)
+    ax2.set_xscale("log")
+    ax2.set_xlabel("message size [B]")
+    ax2.set_ylabel("median / best")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def summary_lines(result: Comparison) -> list[str]:
+    """Plain-text lines for the terminal: the shares, then the per-bin winners."""
+    out = [f"share of size bins within {result.within_pct:g} % of the best median "
+           f"(by {result.by}):"]
+    for r in result.shares.iter_rows(named=True):
+        share = "n/a" if r["share"] is None or math.isnan(r["share"]) else f"{r['share']:.0%}"
+        note = "" if r["stat"] == "raw" else f"  ({r['stat']} rows)"
+        out.append(f"  {r['series']:<24} {share:>5}  ({r['n_within']}/{r['n_bins']} bins){note}")
+    out.append("size_lo,size_hi,best_s,within")
+    for r in result.bins.iter_rows(named=True):
+        out.append(f"{r['size_lo']:.6g},{r['size_hi']:.6g},{r['best']:.6g},\"{r['within']}\"")
+    return out
+
+
+def as_dict(result: Comparison) -> dict[str, Any]:
+    """JSON-friendly form (for the report)."""
+    return {"by": result.by, "within_pct": result.within_pct,
+            "shares": result.shares.to_dicts(), "bins": result.bins.to_dicts()}
