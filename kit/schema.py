@@ -38,9 +38,11 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     "sources": pl.String(),  # JSON list of {"path","sha256"}
     "complete": pl.Boolean(),
     "n_samples": pl.UInt64(),
+    "tool_version": pl.String(),  # e.g. "OSU 7.4", "SKaMPI Version 6.0.0", probe version
 }
 
 #: The columns that identify one series (what one model is fitted to).
 SERIES_KEYS: tuple[str, ...] = ("campaign", "tool", "transport", "op", "stat")
 
-TOOLS = ("probe", "osu", "skampi", "logp", "reprompi", "calibration", "csv", "synthetic")
+TOOLS = ("probe", "osu", "skampi", "logp", "reprompi", "calibration", "csv", "netgauge",
+         "synthetic")
