@@ -1,0 +1,262 @@
+#include "output.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ROW_MAX 128
+#define CSV_HEADER "seq,op,size,count,time,call,warmup\n"
+
+extern char **environ;
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, char *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s.samples.csv", prefix);
+    c->rows = 0;
+    c->buf = malloc(block_rows * ROW_MAX);
+    if (!c->buf) {
+        snprintf(err, ERRMSG_LEN, "--flush-every %llu: no memory for the block buffer; lower it",
+                 (unsigned long long)block_rows);
+        return -1;
+    }
+    c->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (c->fd < 0 || write_all(c->fd, CSV_HEADER, strlen(CSV_HEADER)) || fsync(c->fd)) {
+        snprintf(err, ERRMSG_LEN, "--output: cannot write '%s': %s; choose a writable PREFIX",
+                 path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int csv_flush(struct csv_out *c, const struct sample *s, uint64_t n, char *err)
+{
+    char *p = c->buf;
+    for (uint64_t i = 0; i < n; i++) {
+        char call[32] = "";
+        if (s[i].call >= 0)
+            snprintf(call, sizeof call, "%.9e", s[i].call);
+        p += snprintf(p, ROW_MAX, "%llu,%s,%llu,%u,%.9e,%s,%d\n", (unsigned long long)s[i].seq,
+                      op_name((enum op_kind)s[i].op), (unsigned long long)s[i].size,
+                      (unsigned)s[i].count, s[i].time, call, s[i].warmup);
+    }
+    if (write_all(c->fd, c->buf, (size_t)(p - c->buf)) || fsync(c->fd)) {
+        snprintf(err, ERRMSG_LEN, "writing samples failed: %s (disk full?)", strerror(errno));
+        return -1;
+    }
+    c->rows += n;
+    return 0;
+}
+
+void csv_close(struct csv_out *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    free(c->buf);
+    c->buf = NULL;
+}
+
+void iso_now(char *out, int len)
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, (size_t)len, "%s.%06ldZ", base, ts.tv_nsec / 1000);
+}
+
+/* A growable string for the JSON document. */
+struct sb {
+    char *p;
+    size_t len, cap;
+    int failed;
+};
+
+static void sb_printf(struct sb *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = 1;
+            return;
+        }
+        if (b->p && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = (b->cap ? b->cap : 4096) * 2 + (size_t)n;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->failed = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+}
+
+static void sb_str(struct sb *b, const char *s)
+{
+    sb_printf(b, "\"");
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            sb_printf(b, "\\%c", ch);
+        else if (ch == '\n')
+            sb_printf(b, "\\n");
+        else if (ch == '\t')
+            sb_printf(b, "\\t");
+        else if (ch < 0x20)
+            sb_printf(b, "\\u%04x", ch);
+        else
+            sb_printf(b, "%c", ch);
+    }
+    sb_printf(b, "\"");
+}
+
+/* Environment variables that select or tune the transport, and where Slurm placed us. */
+static int env_relevant(const char *kv)
+{
+    static const char *const prefixes[] = {"OMPI_MCA_", "UCX_", "FI_", "I_MPI_", "MPIR_CVAR_",
+                                           "PMIX_MCA_", "SLURM_"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(kv, prefixes[i], strlen(prefixes[i])) == 0)
+            return 1;
+    return 0;
+}
+
+static void sb_env(struct sb *b)
+{
+    sb_printf(b, "{");
+    int first = 1;
+    for (char **e = environ; *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || !env_relevant(*e))
+            continue;
+        char name[256];
+        size_t len = (size_t)(eq - *e) < sizeof name - 1 ? (size_t)(eq - *e) : sizeof name - 1;
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        sb_printf(b, "%s\n    ", first ? "" : ",");
+        sb_str(b, name);
+        sb_printf(b, ": ");
+        sb_str(b, eq + 1);
+        first = 0;
+    }
+    sb_printf(b, "}");
+}
+
+static void sb_meta(struct sb *b, const struct meta *m)
+{
+    const struct options *o = m->opt;
+    sb_printf(b, "{\n  \"probe_version\": \"%s\",\n  \"argv\": [", PROBE_VERSION);
+    for (int i = 0; i < m->argc; i++) {
+        sb_printf(b, i ? ", " : "");
+        sb_str(b, m->argv[i]);
+    }
+    sb_printf(b, "],\n  \"mpi_version\": ");
+    sb_str(b, m->mpi_version);
+    sb_printf(b, ",\n  \"hosts\": [");
+    sb_str(b, m->hosts[0]);
+    sb_printf(b, ", ");
+    sb_str(b, m->hosts[1]);
+    sb_printf(b, "],\n  \"timer\": {\"name\": \"%s\", \"resolution_s\": %.9e, "
+              "\"overhead_s\": %.9e},\n", timer_name(o->timer), m->timer_resolution,
+              m->timer_overhead);
+    sb_printf(b, "  \"seed\": %llu,\n  \"sizes\": {\"spec\": ", (unsigned long long)o->seed);
+    sb_str(b, o->sizes.text);
+    sb_printf(b, ", \"samples\": %llu, \"min\": %llu, \"max\": %llu},\n  \"ops\": [",
+              (unsigned long long)o->samples, (unsigned long long)o->sizes.min,
+              (unsigned long long)o->sizes.max);
+    for (int i = 0; i < o->n_ops; i++)
+        sb_printf(b, "%s\"%s\"", i ? ", " : "", op_name(o->ops[i]));
+    sb_printf(b, "],\n  \"warmup\": %llu,\n  \"window\": %d,\n  \"inject_delay_us\": %lu,\n"
+              "  \"flush_every\": %llu,\n  \"max_seconds\": ", (unsigned long long)o->warmup,
+              o->window, o->inject_delay_us, (unsigned long long)o->flush_every);
+    if (o->max_seconds > 0)
+        sb_printf(b, "%g", o->max_seconds);
+    else
+        sb_printf(b, "null");
+    sb_printf(b, ",\n  \"plan_hash\": \"%016llx\",\n  \"samples_planned\": %llu,\n  \"env\": ",
+              (unsigned long long)m->plan->hash, (unsigned long long)m->plan->n);
+    sb_env(b);
+    const char *job = getenv("SLURM_JOB_ID");
+    sb_printf(b, ",\n  \"slurm_job_id\": ");
+    if (job)
+        sb_str(b, job);
+    else
+        sb_printf(b, "null");
+    sb_printf(b, ",\n  \"start\": \"%s\",\n  \"end\": ", m->start);
+    if (m->end[0])
+        sb_printf(b, "\"%s\"", m->end);
+    else
+        sb_printf(b, "null");
+    sb_printf(b, ",\n  \"loop_seconds\": ");
+    if (m->loop_seconds >= 0)
+        sb_printf(b, "%.9e", m->loop_seconds);
+    else
+        sb_printf(b, "null");
+    sb_printf(b, ",\n  \"samples_written\": %llu,\n  \"stop_reason\": ",
+              (unsigned long long)m->samples_written);
+    if (m->stop_reason)
+        sb_str(b, m->stop_reason);
+    else
+        sb_printf(b, "null");
+    sb_printf(b, ",\n  \"complete\": %s\n}\n", m->complete ? "true" : "false");
+}
+
+int meta_write(const char *prefix, const struct meta *m, char *err)
+{
+    char path[4096], tmp[4112];
+    snprintf(path, sizeof path, "%s.meta.json", prefix);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    struct sb b = {NULL, 0, 0, 0};
+    sb_meta(&b, m);
+    if (b.failed) {
+        free(b.p);
+        snprintf(err, ERRMSG_LEN, "out of memory formatting %s", path);
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int bad = fd < 0 || write_all(fd, b.p, b.len) || fsync(fd);
+    int saved = errno;
+    if (fd >= 0)
+        close(fd);
+    if (!bad && rename(tmp, path) != 0) {
+        bad = 1;
+        saved = errno;
+    }
+    free(b.p);
+    if (bad) {
+        snprintf(err, ERRMSG_LEN, "--output: cannot write '%s': %s; choose a writable PREFIX",
+                 path, strerror(saved));
+        return -1;
+    }
+    return 0;
+}

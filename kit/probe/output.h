@@ -1,0 +1,42 @@
+/* PREFIX.samples.csv (written in fsync'ed blocks) and PREFIX.meta.json (atomic rewrites). */
+#ifndef PT2PT_OUTPUT_H
+#define PT2PT_OUTPUT_H
+
+#include <stdint.h>
+
+#include "ops.h"
+#include "options.h"
+#include "plan.h"
+
+struct csv_out {
+    int fd;
+    char *buf;       /* preallocated text for one block */
+    uint64_t rows;   /* data rows written so far */
+};
+
+int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, char *err);
+/* Format n samples, write them with one write() loop, fsync. Never called inside a timed region. */
+int csv_flush(struct csv_out *c, const struct sample *s, uint64_t n, char *err);
+void csv_close(struct csv_out *c);
+
+struct meta {
+    const struct options *opt;
+    const struct plan *plan;
+    int argc;
+    char **argv;
+    const char *mpi_version;
+    const char *hosts[2];
+    double timer_resolution, timer_overhead;
+    char start[40], end[40];  /* ISO 8601 UTC; end empty while running */
+    uint64_t samples_written;
+    double loop_seconds;      /* wall time of the measurement loop, -1 while running */
+    int complete;
+    const char *stop_reason;  /* NULL while running */
+};
+
+/* Write PREFIX.meta.json via PREFIX.meta.json.tmp + fsync + rename. */
+int meta_write(const char *prefix, const struct meta *m, char *err);
+/* Current UTC time as 2026-01-01T00:00:00.000000Z. */
+void iso_now(char *out, int len);
+
+#endif
