@@ -103,5 +103,6 @@ def test_probe_builds_with_its_makefile_against_spack_mpi() -> None:
     assert "spack_repo.builtin.build_systems.makefile:MakefilePackage" in recipe.imports
     assert "main" in recipe.names("version")
     assert {"mpi", "c"} <= recipe.names("depends_on")
-    assert "MPICC={spec['mpi'].mpicc}" in recipe.methods["build"]
-    assert 'install("pt2pt-probe", prefix.bin)' in recipe.methods["install"]
+    assert "MPICC={self.spec['mpi'].mpicc}" in recipe.methods["build_targets"]
+    assert '"pt2pt-probe"), prefix.bin)' in recipe.methods["install"]
+    assert "Makefile" in recipe.methods["edit"], "the probe's own Makefile is the build"

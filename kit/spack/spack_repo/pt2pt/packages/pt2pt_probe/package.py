@@ -1,5 +1,7 @@
 # Spack recipe for the pt2pt-kit raw-timing probe (kit/probe in the kit's tree).
 
+import os
+
 from spack_repo.builtin.build_systems.makefile import MakefilePackage
 
 from spack.package import *
@@ -23,11 +25,24 @@ class Pt2ptProbe(MakefilePackage):
     depends_on("c", type="build")
     depends_on("mpi")
 
-    def build(self, spec, prefix):
+    @property
+    def build_directory(self):
+        # Build out of tree, in Spack's stage: the work tree may hold objects from a
+        # plain `make` against another MPI, and Spack should not write into it.
+        return join_path(self.stage.path, "probe-build")
+
+    @property
+    def build_targets(self):
         # The Makefile honours MPICC; point it at the MPI that Spack chose.
-        make(f"MPICC={spec['mpi'].mpicc}")
+        return [f"MPICC={self.spec['mpi'].mpicc}"]
+
+    def edit(self, spec, prefix):
+        mkdirp(self.build_directory)
+        for name in os.listdir(self.stage.source_path):
+            if name == "Makefile" or name.endswith((".c", ".h")):
+                copy(join_path(self.stage.source_path, name), self.build_directory)
 
     def install(self, spec, prefix):
-        # The probe's Makefile need not have an install target: copy the binary.
+        # The probe's Makefile has no install target: copy the binary.
         mkdirp(prefix.bin)
-        install("pt2pt-probe", prefix.bin)
+        install(join_path(self.build_directory, "pt2pt-probe"), prefix.bin)
