@@ -1,0 +1,41 @@
+"""The pt2pt explorer application: a thin shell that owns the session and the screens.
+
+Everything a screen shows is computed in :mod:`tui.data` (the adapter over ``kit``); this
+module only wires start-up arguments to the first screen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+
+from tui.screens.browser import BrowserScreen
+from tui.session import Session
+
+
+class ExplorerApp(App[int]):
+    """``pt2pt tui``: browse series, edit regimes, inspect noise, compare, export."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "pt2pt explorer"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+
+    def __init__(self, dataset: str | Path | None = None, model: str | Path | None = None) -> None:
+        super().__init__()
+        self.session = Session()
+        self._start_dataset = Path(dataset) if dataset else None
+        self._start_model = Path(model) if model else None
+
+    def on_mount(self) -> None:
+        self.push_screen(BrowserScreen(self.session, self._start_dataset, self._start_model))
+
+
+def run(dataset: str | Path | None, model: str | Path | None = None) -> int:
+    """Run the explorer in the terminal; returns the process exit code."""
+    app = ExplorerApp(dataset, model)
+    app.run()
+    return int(app.return_code or 0)

@@ -1,0 +1,428 @@
+"""The TUI's only door into ``kit``: dataset reading, fitting, noise, export, comparison.
+
+Screens never import ``kit`` directly. Keeping the engine behind this thin adapter means a
+change in kit's API is fixed in one file, and screens deal in small plain values (arrays,
+dataclasses) that are cheap to draw and easy to test. Nothing here re-implements the engine:
+binning for drawing is the only computation of our own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from kit.errors import ModelError, UserError
+from kit.schema import SERIES_KEYS
+
+#: Families a user can cycle through for one regime; ``None`` lets the engine choose.
+FAMILIES: tuple[str | None, ...] = (None, "constant", "linear", "power")
+
+#: Quantiles drawn as bands under the sample cloud, so tails stay visible after downsampling.
+BAND_QUANTILES: tuple[float, ...] = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
+
+
+@dataclass(frozen=True, order=True)
+class SeriesKey:
+    """One series: values aligned with ``kit.schema.SERIES_KEYS``."""
+
+    values: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(zip(SERIES_KEYS, self.values, strict=True))
+
+    def get(self, name: str) -> str:
+        return self.as_dict().get(name, "")
+
+    @property
+    def label(self) -> str:
+        d = self.as_dict()
+        stat = d.get("stat", "raw")
+        base = "/".join(d.get(k, "") for k in ("campaign", "tool", "transport", "op"))
+        return base if stat in ("raw", "") else f"{base} [{stat}]"
+
+
+@dataclass(frozen=True)
+class SeriesRow:
+    """One line of the series browser."""
+
+    key: SeriesKey
+    n_samples: int
+    size_min: int
+    size_max: int
+    small_median_s: float | None
+    large_bw_Bps: float | None
+    mpi: str
+
+
+@dataclass(frozen=True)
+class Samples:
+    """All non-warm-up samples of one series, as float arrays (what the model is fitted on)."""
+
+    key: SeriesKey
+    size: np.ndarray
+    time: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.size.shape[0])
+
+
+@dataclass(frozen=True)
+class Binned:
+    """Per size bin: a representative size, quantiles of time, and a few samples to draw."""
+
+    size: np.ndarray  # median size of each bin
+    count: np.ndarray
+    quantiles: dict[float, np.ndarray]  # BAND_QUANTILES -> time per bin
+    points_size: np.ndarray  # downsampled samples (at most per_bin per bin)
+    points_time: np.ndarray
+
+
+@dataclass(frozen=True)
+class RegimeView:
+    """What the side panel and the plot need to know about one regime."""
+
+    index: int
+    size_min: float
+    size_max: float
+    family: str
+    params: dict[str, float]
+    noise_family: str
+    noise_params: dict[str, float]
+    n_samples: int | None
+    overlap: tuple[float, float] | None  # size window shared with the next regime
+    errors: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NoiseCandidate:
+    family: str
+    aic: float
+    fitted: tuple[float, float, float]  # p50, p95, p99 of the fitted density
+    empirical: tuple[float, float, float]
+    chosen: bool
+
+
+@dataclass(frozen=True)
+class NoiseView:
+    """The noise of one regime: samples of time / fitted median and the chosen density."""
+
+    ratio: np.ndarray
+    density_x: np.ndarray
+    density_y: np.ndarray
+    family: str
+    candidates: list[NoiseCandidate]
+
+
+# ---------------------------------------------------------------------------- dataset
+
+
+def _check_dataset_dir(path: Path) -> None:
+    if not path.exists():
+        raise UserError(f"'{path}' does not exist", where="dataset",
+                        hint="give the directory that 'pt2pt ingest' wrote")
+    if not path.is_dir() or not (path / "samples").is_dir():
+        raise UserError(f"'{path}' is not a pt2pt dataset (no 'samples/' directory in it)",
+                        where="dataset",
+                        hint="give the directory that 'pt2pt ingest' wrote, or create one with "
+                        "'pt2pt ingest FILES -o DIR'")
+
+
+def series_rows(dataset: str | Path) -> list[SeriesRow]:
+    """The browser's table: kit's series table plus the MPI library of each series' runs."""
+    from kit import dataset as kds
+
+    path = Path(dataset)
+    _check_dataset_dir(path)
+    table = kds.series_table(path)
+    if table.height == 0:
+        raise UserError(f"'{path}' holds no samples", where="dataset",
+                        hint="ingest measurements into it with 'pt2pt ingest'")
+    mpi = _mpi_by_series(path)
+    rows = []
+    for rec in table.iter_rows(named=True):
+        values = tuple("" if rec.get(k) is None else str(rec.get(k)) for k in SERIES_KEYS)
+        key = SeriesKey(values)
+        rows.append(SeriesRow(
+            key=key,
+            n_samples=int(rec.get("n_samples") or 0),
+            size_min=int(rec.get("size_min") or 0),
+            size_max=int(rec.get("size_max") or 0),
+            small_median_s=_float_or_none(rec.get("small_median_s")),
+            large_bw_Bps=_float_or_none(rec.get("large_bw_Bps")),
+            mpi=mpi.get((key.get("campaign"), key.get("tool"), key.get("transport")), ""),
+        ))
+    rows.sort(key=lambda r: r.key)
+    return rows
+
+
+def _mpi_by_series(path: Path) -> dict[tuple[str, str, str], str]:
+    """MPI library per (campaign, tool, transport), from the runs table; empty if unknown."""
+    from kit import dataset as kds
+
+    try:
+        runs = kds.runs(path)
+    except (UserError, OSError, pl.exceptions.PolarsError):
+        return {}
+    if runs.height == 0 or "mpi_version" not in runs.columns:
+        return {}
+    out: dict[tuple[str, str, str], str] = {}
+    for rec in runs.iter_rows(named=True):
+        k = (str(rec.get("campaign") or ""), str(rec.get("tool") or ""),
+             str(rec.get("transport") or ""))
+        version = str(rec.get("mpi_version") or "").splitlines()[0:1]
+        if version and k not in out:
+            out[k] = version[0][:40]
+    return out
+
+
+def _float_or_none(v: Any) -> float | None:
+    if v is None:
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def load_samples(dataset: str | Path, key: SeriesKey) -> Samples:
+    """Every non-warm-up sample of one series (columns ``size`` and ``time`` only)."""
+    from kit import dataset as kds
+
+    lf = kds.scan(Path(dataset))
+    for name, value in key.as_dict().items():
+        lf = lf.filter(pl.col(name).cast(pl.String) == value)
+    df = (lf.filter(~pl.col("warmup").fill_null(False))
+          .filter(pl.col("time").is_finite() & (pl.col("time") > 0))
+          .select(pl.col("size").cast(pl.Float64), pl.col("time").cast(pl.Float64))
+          .collect())
+    if df.height == 0:
+        raise UserError(f"series {key.label} has no usable samples (all warm-up or non-positive)",
+                        where=str(dataset), hint="pick another series or re-ingest the run")
+    return Samples(key, df["size"].to_numpy(), df["time"].to_numpy())
+
+
+def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 160) -> Binned:
+    """Quantiles of time per log-size bin and an evenly spread subset of samples per bin.
+
+    Drawing millions of points is pointless on a 200-dot-wide canvas; quantile bands per
+    bin keep the tails visible that a subsample would hide. The subset takes every k-th
+    sample of a bin in run order (sizes are shuffled in time, so this spreads over the run)
+    which is deterministic, so snapshots are too.
+    """
+    df = pl.DataFrame({"size": samples.size, "time": samples.time}).lazy().with_columns(
+        bin=(pl.col("size").clip(1.0).log(2) * bins_per_octave).floor().cast(pl.Int32))
+    stats = (df.group_by("bin")
+             .agg(pl.col("size").median().alias("size"), pl.len().alias("count"),
+                  *[pl.col("time").quantile(q, interpolation="linear").alias(f"q{q}")
+                    for q in BAND_QUANTILES])
+             .sort("bin"))
+    points = (df.with_columns(pos=pl.int_range(pl.len()).over("bin"),
+                              cnt=pl.len().over("bin"))
+              .filter(pl.col("pos") % (pl.col("cnt") // per_bin).clip(1) == 0)
+              .select("size", "time"))
+    st, pts = pl.collect_all([stats, points])
+    return Binned(
+        size=st["size"].to_numpy(),
+        count=st["count"].to_numpy(),
+        quantiles={q: st[f"q{q}"].to_numpy() for q in BAND_QUANTILES},
+        points_size=pts["size"].to_numpy(),
+        points_time=pts["time"].to_numpy(),
+    )
+
+
+# ---------------------------------------------------------------------------- model
+
+
+def fit(samples: Samples, breakpoints: list[float] | None = None,
+        families: list[str | None] | None = None) -> Any:
+    """Fit kit's RegimeModel, with the user's breakpoints/families when given.
+
+    Fixed seed: the same edit gives the same model, which is what the user expects
+    when toggling back and forth (and what snapshot tests need).
+    """
+    from kit.model import RegimeModel
+
+    kwargs: dict[str, Any] = {"random_state": 0}
+    if breakpoints is not None:
+        kwargs["breakpoints"] = [float(b) for b in breakpoints]
+        kwargs["families"] = list(families) if families is not None else None
+    try:
+        return RegimeModel(**kwargs).fit(samples.size, samples.time)
+    except UserError:
+        raise
+    except (ValueError, RuntimeError, np.linalg.LinAlgError, FloatingPointError) as exc:
+        raise ModelError(f"fitting {samples.key.label} failed: {exc}", where="fit",
+                         hint="move or delete breakpoints so each regime holds enough "
+                         "distinct sizes, or press R for an automatic fit") from exc
+
+
+def breakpoints_of(model: Any) -> list[float]:
+    return [float(b) for b in getattr(model, "breakpoints_", []) or []]
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if isinstance(obj, dict):
+        return obj
+    if hasattr(obj, "to_dict"):
+        return dict(obj.to_dict())
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
+    return dict(vars(obj))
+
+
+def _numbers(d: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in _as_dict(d).items():
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            out[str(k)] = float(v)
+    return out
+
+
+def regimes(model: Any) -> list[RegimeView]:
+    """The model's regimes as plain values for drawing."""
+    views = []
+    for i, reg in enumerate(getattr(model, "regimes_", []) or []):
+        d = _as_dict(reg)
+        noise = _as_dict(d.get("noise"))
+        overlap = _as_dict(d.get("overlap"))
+        window: tuple[float, float] | None = None
+        if overlap.get("size_lo") is not None and overlap.get("size_hi") is not None:
+            window = (float(overlap["size_lo"]), float(overlap["size_hi"]))
+        views.append(RegimeView(
+            index=i,
+            size_min=float(d.get("size_min", 0.0)),
+            size_max=float(d.get("size_max", math.inf)),
+            family=str(d.get("family", "?")),
+            params=_numbers(d.get("params")),
+            noise_family=str(noise.get("family", "?")),
+            noise_params=_numbers(noise.get("params")),
+            n_samples=int(d["n_samples"]) if d.get("n_samples") is not None else None,
+            overlap=window,
+            errors=_regime_errors(model, i),
+        ))
+    return views
+
+
+def _regime_errors(model: Any, index: int) -> dict[str, float]:
+    """Validation numbers of one regime, if ``kit.validate`` filled ``validation_`` for it."""
+    validation = getattr(model, "validation_", None) or {}
+    per_regime = validation.get("regimes") if isinstance(validation, dict) else None
+    if isinstance(per_regime, list) and index < len(per_regime):
+        return _numbers(per_regime[index])
+    return {}
+
+
+def curve(model: Any, size_lo: float, size_hi: float, n: int = 240) -> tuple[np.ndarray, ...]:
+    """The fitted median and 5/95 % quantiles on a log grid, for drawing."""
+    grid = np.geomspace(max(size_lo, 1.0), max(size_hi, 2.0), n)
+    median = np.asarray(model.predict(grid), dtype=float)
+    try:
+        q = np.asarray(model.predict_quantiles(grid, [0.05, 0.95]), dtype=float)
+        lo, hi = (q[:, 0], q[:, 1]) if q.shape == (n, 2) else (q[0], q[1])
+    except (AttributeError, NotImplementedError, ValueError):
+        lo = hi = np.full(n, np.nan)
+    return grid, median, lo, hi
+
+
+def load_model(path: str | Path) -> Any:
+    from kit.model.io import load_model as _load
+
+    return _load(Path(path))
+
+
+def model_series(model: Any) -> dict[str, str] | None:
+    """The series a saved model says it was fitted on (from its provenance), if any."""
+    prov = getattr(model, "provenance_", None) or getattr(model, "provenance", None)
+    series = _as_dict(prov).get("series") if prov else None
+    return {str(k): str(v) for k, v in series.items()} if isinstance(series, dict) else None
+
+
+# ---------------------------------------------------------------------------- export
+
+
+def save_model(model: Any, path: str | Path, dataset: str | Path | None, key: SeriesKey) -> Path:
+    from kit.model.io import save_model as _save
+
+    out = Path(path)
+    _save(model, out, provenance={"dataset": str(dataset) if dataset else None,
+                                  "series": key.as_dict(), "source": "pt2pt tui"})
+    return out
+
+
+def export_simgrid(model: Any, directory: str | Path) -> list[Path]:
+    """SimGrid/SMPI configuration files (kit writes several) into ``directory``."""
+    from kit.export.simgrid import export_simgrid as _export
+
+    return _export(model).write(Path(directory))
+
+
+SIMGRID_FILES = ("smpi-config.txt", "smpi-config.xml", "simgrid-noise.json")
+
+
+# ---------------------------------------------------------------------------- noise
+
+
+def noise_view(model: Any, samples: Samples, index: int) -> NoiseView:
+    """Ratios time / curve of the regime's samples, its density, and every candidate family.
+
+    The model keeps only the AIC of the losing noise families; their fitted quantiles are
+    recomputed here with kit's own ``fit_noise`` restricted to that family, so the table
+    compares like with like.
+    """
+    from kit.model.noise import fit_noise
+
+    reg = model.regimes_[index]
+    size = samples.size
+    in_regime = np.asarray(model.regime_index(size)) == index
+    mask = getattr(model, "outlier_mask_", None)
+    if mask is not None and len(mask) == len(size):
+        in_regime &= ~np.asarray(mask, dtype=bool)
+    s, t = size[in_regime], samples.time[in_regime]
+    if s.size == 0:
+        raise ModelError(f"regime {index} of {samples.key.label} holds no samples",
+                         where="noise view", hint="move its breakpoints apart and refit")
+    ratio = t / np.asarray(reg.curve(s), dtype=float)
+    noise = reg.noise
+    hi = float(np.quantile(ratio, 0.995))
+    grid = np.linspace(max(float(ratio.min()), 1e-9), hi, 400)
+    density = np.exp(np.asarray(noise.logpdf(grid), dtype=float))
+    candidates = []
+    rng_seed = 0
+    for fam, aic in sorted(noise.aic.items(), key=lambda kv: kv[1]):
+        if fam == noise.family and noise.quantiles:
+            report = noise.quantiles
+        else:
+            report = fit_noise(ratio, np.random.default_rng(rng_seed), (fam,)).quantiles
+        candidates.append(NoiseCandidate(
+            family=fam, aic=float(aic),
+            fitted=tuple(float(report[p]["fitted"]) for p in ("p50", "p95", "p99")),  # type: ignore[arg-type]
+            empirical=tuple(float(report[p]["empirical"]) for p in ("p50", "p95", "p99")),  # type: ignore[arg-type]
+            chosen=fam == noise.family))
+    return NoiseView(ratio=ratio, density_x=grid, density_y=density, family=noise.family,
+                     candidates=candidates)
+
+
+# ---------------------------------------------------------------------------- compare
+
+
+@dataclass(frozen=True)
+class BestRow:
+    """One size range of the best-within-X % table; series by their index in the input."""
+
+    size_lo: float
+    size_hi: float
+    best: int
+    best_median: float
+    within: tuple[int, ...]
+
+
+def best_within(series: list[Samples], tolerance_pct: float) -> list[BestRow]:
+    """Per size bin, the series with the lowest median and those within X % of it (kit.compare)."""
+    from kit import compare as kcompare  # type: ignore[attr-defined]
+
+    return kcompare.best_within(series, tolerance_pct)  # placeholder until kit.compare lands

@@ -1,0 +1,255 @@
+"""The series browser: every series of the dataset in one table, filtered as you type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.events import Key
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from kit.errors import UserError
+from tui import data
+from tui.screens.common import HelpMixin, PathPrompt, notify_error
+from tui.session import Session
+from tui.widgets.plot import format_bytes, format_seconds
+
+COLUMNS = ("", "campaign", "tool", "transport", "op", "MPI", "samples", "sizes",
+           "small lat.", "large BW", "fitted")
+
+
+def _bandwidth(v: float | None) -> str:
+    if v is None:
+        return "–"
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.3g} B/s"
+
+
+def matches(row: data.SeriesRow, query: str, mpi: bool = True) -> bool:
+    """Every whitespace-separated term of ``query`` occurs in some field (case-insensitive)."""
+    hay = " ".join([*row.key.values, row.mpi if mpi else ""]).lower()
+    return all(term in hay for term in query.lower().split())
+
+
+class BrowserScreen(HelpMixin, Screen[None]):
+    """Series table. Printable keys go to the filter; Enter opens the highlighted series."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open_series", "Open"),
+        Binding("space", "mark", "Mark for compare"),
+        Binding("ctrl+g", "compare", "Compare marked"),
+        Binding("ctrl+o", "open_dataset", "Open dataset"),
+        Binding("escape", "clear_filter", "Clear filter"),
+        Binding("question_mark", "help", "Help"),
+        Binding("ctrl+q", "app.quit", "Quit"),
+    ]
+    HELP: ClassVar[dict[str, str]] = {
+        "typing": "filters the table (all words must match campaign/tool/transport/op/MPI)",
+        "up/down": "move in the table (also while typing in the filter)",
+    }
+
+    def __init__(self, session: Session, dataset: Path | None = None,
+                 model: Path | None = None) -> None:
+        super().__init__()
+        self.session = session
+        self._start_dataset = dataset
+        self._start_model = model
+        self.marked: set[data.SeriesKey] = set()
+        self.shown: list[data.SeriesRow] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="browser"):
+            yield Input(placeholder="type to filter series…", id="filter")
+            yield DataTable(id="series", cursor_type="row", zebra_stripes=True)
+            yield Static("", id="browser-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns(*COLUMNS)
+        table.focus()
+        if self._start_model is not None:
+            self.load_model_file(self._start_model)
+        if self._start_dataset is not None:
+            self.open_dataset(self._start_dataset)
+        else:
+            self._status("No dataset open: press ctrl+o to open one.")
+
+    # ------------------------------------------------------------------ loading
+
+    def open_dataset(self, path: Path) -> None:
+        self.query_one(DataTable).loading = True
+        self._status(f"Opening {path} …")
+        self._load_rows(path)
+
+    @work(thread=True, exclusive=True, group="open-dataset")
+    def _load_rows(self, path: Path) -> None:
+        try:
+            rows = data.series_rows(path)
+        except UserError as err:
+            self.app.call_from_thread(self._load_failed, path, err)
+            return
+        self.app.call_from_thread(self._rows_loaded, path, rows)
+
+    def _load_failed(self, path: Path, err: UserError) -> None:
+        self.query_one(DataTable).loading = False
+        notify_error(self, err)
+        if self.session.dataset is None:
+            self._status(f"Could not open {path}: press ctrl+o to open another dataset.")
+        else:
+            self._status(f"Still showing {self.session.dataset}.")
+
+    def _rows_loaded(self, path: Path, rows: list[data.SeriesRow]) -> None:
+        if self.session.dataset != path:
+            self.session.series.clear()
+            self.marked.clear()
+        self.session.dataset = path
+        self.session.rows = rows
+        self.query_one(DataTable).loading = False
+        self.refresh_table()
+        self.sub_title = str(path)
+        if len(rows) == 1:
+            self._open(rows[0].key)
+
+    @work(thread=True, exclusive=True, group="load-model")
+    def load_model_file(self, path: Path) -> None:
+        try:
+            model = data.load_model(path)
+        except (UserError, OSError, ValueError) as err:
+            if not isinstance(err, UserError):
+                err = UserError(str(err), where=str(path), hint="give a model JSON written by "
+                                "'pt2pt fit' or by this explorer's export")
+            self.app.call_from_thread(notify_error, self, err)
+            return
+        self.session.file_model = model
+        self.session.file_model_series = data.model_series(model)
+        self.app.call_from_thread(self.refresh_table)
+
+    # ------------------------------------------------------------------ table
+
+    def refresh_table(self) -> None:
+        table = self.query_one(DataTable)
+        query = self.query_one("#filter", Input).value
+        current = self._highlighted()
+        table.clear()
+        self.shown = [r for r in self.session.rows if matches(r, query)]
+        for row in self.shown:
+            table.add_row(*self._cells(row), key="|".join(row.key.values))
+        if current is not None and current in [r.key for r in self.shown]:
+            table.move_cursor(row=[r.key for r in self.shown].index(current))
+        shown, total = len(self.shown), len(self.session.rows)
+        self._status(f"{shown} of {total} series" + (f", {len(self.marked)} marked"
+                                                      if self.marked else ""))
+
+    def _cells(self, row: data.SeriesRow) -> list[str | Text]:
+        fitted = self.session.fitted(row.key)
+        return [
+            Text("●", style="bold magenta") if row.key in self.marked else Text(" "),
+            row.key.get("campaign"),
+            row.key.get("tool"),
+            row.key.get("transport"),
+            row.key.label.rsplit("/", 1)[-1] if row.key.get("stat") not in ("raw", "")
+            else row.key.get("op"),
+            row.mpi or "–",
+            Text(f"{row.n_samples:,}", justify="right"),
+            f"{format_bytes(row.size_min)}–{format_bytes(row.size_max)}",
+            Text(format_seconds(row.small_median_s) if row.small_median_s else "–",
+                 justify="right"),
+            Text(_bandwidth(row.large_bw_Bps), justify="right"),
+            Text("yes", style="green") if fitted else Text("no", style="dim"),
+        ]
+
+    def _highlighted(self) -> data.SeriesKey | None:
+        table = self.query_one(DataTable)
+        if not self.shown or table.cursor_row is None:
+            return None
+        if 0 <= table.cursor_row < len(self.shown):
+            return self.shown[table.cursor_row].key
+        return None
+
+    def _status(self, text: str) -> None:
+        self.query_one("#browser-status", Static).update(text)
+
+    def on_screen_resume(self) -> None:
+        # Coming back from a series: its "fitted" flag may have changed.
+        if self.session.rows:
+            self.refresh_table()
+
+    # ------------------------------------------------------------------ events / actions
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self) -> None:
+        self.refresh_table()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self) -> None:
+        self.query_one(DataTable).focus()
+        self.action_open_series()
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_open_series()
+
+    def on_key(self, event: Key) -> None:
+        table = self.query_one(DataTable)
+        flt = self.query_one("#filter", Input)
+        if self.focused is flt and event.key in ("up", "down"):
+            (table.action_cursor_up if event.key == "up" else table.action_cursor_down)()
+            event.stop()
+        elif (self.focused is table and event.is_printable and event.character
+              and event.character not in " ?"):
+            flt.focus()
+            flt.insert_text_at_cursor(event.character)
+            event.stop()
+
+    def action_open_series(self) -> None:
+        key = self._highlighted()
+        if key is None:
+            self.notify("No series to open.", severity="warning")
+            return
+        self._open(key)
+
+    def _open(self, key: data.SeriesKey) -> None:
+        from tui.screens.series import SeriesScreen
+
+        self.app.push_screen(SeriesScreen(self.session, key))
+
+    def action_mark(self) -> None:
+        key = self._highlighted()
+        if key is None:
+            return
+        self.marked.symmetric_difference_update({key})
+        self.refresh_table()
+
+    def action_compare(self) -> None:
+        from tui.screens.compare import CompareScreen
+
+        keys = [r.key for r in self.shown if r.key in self.marked] or \
+            [r.key for r in self.shown][:6]
+        if len(keys) < 2:
+            self.notify("Mark at least two series with space to compare them.",
+                        severity="warning")
+            return
+        self.app.push_screen(CompareScreen(self.session, keys))
+
+    def action_open_dataset(self) -> None:
+        def chosen(path: str | None) -> None:
+            if path:
+                self.open_dataset(Path(path).expanduser())
+
+        self.app.push_screen(PathPrompt("Open dataset directory",
+                                        str(self.session.dataset or "")), chosen)
+
+    def action_clear_filter(self) -> None:
+        flt = self.query_one("#filter", Input)
+        flt.value = ""
+        self.query_one(DataTable).focus()

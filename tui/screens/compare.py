@@ -1,0 +1,104 @@
+"""The compare view: several series overlaid, and which is best within X % per size range."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from kit.errors import UserError
+from tui import data, figures
+from tui.screens.common import HelpMixin, notify_error
+from tui.session import SeriesState, Session
+from tui.widgets.plot import Plot, format_bytes, format_seconds
+
+TOLERANCES = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
+
+
+class CompareScreen(HelpMixin, Screen[None]):
+    """Medians and 5-95 % bands of the marked series; the best-within-X % table beside."""
+
+    help_title = "compare view"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("plus,equals_sign", "tolerance(1)", "Wider X %"),
+        Binding("minus", "tolerance(-1)", "Narrower X %"),
+        Binding("question_mark", "help", "Help"),
+        Binding("escape,q", "app.pop_screen", "Back"),
+    ]
+    HELP: ClassVar[dict[str, str]] = {
+        "table": "per size range: the fastest series (median) and all within X % of it"}
+
+    def __init__(self, session: Session, keys: list[data.SeriesKey]) -> None:
+        super().__init__()
+        self.session = session
+        self.keys = keys
+        self.tol_index = 2
+        self.states: list[SeriesState] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="compare-body"):
+            yield Plot(id="compare-plot")
+            with Vertical(id="compare-panel"):
+                yield Static("", id="legend")
+                yield DataTable(id="best", cursor_type="none")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"{len(self.keys)} series"
+        self.query_one("#compare-body").loading = True
+        self._load()
+
+    @work(thread=True, exclusive=True, group="compare")
+    def _load(self) -> None:
+        states = []
+        try:
+            for key in self.keys:
+                state = self.session.series.get(key)
+                if state is None:
+                    samples = data.load_samples(self.session.dataset, key)  # type: ignore[arg-type]
+                    state = SeriesState(samples, data.bin_samples(samples))
+                states.append(state)
+        except UserError as err:
+            self.app.call_from_thread(self._failed, err)
+            return
+        self.app.call_from_thread(self._loaded, states)
+
+    def _failed(self, err: UserError) -> None:
+        notify_error(self, err)
+        self.dismiss()
+
+    def _loaded(self, states: list[SeriesState]) -> None:
+        for key, state in zip(self.keys, states, strict=True):
+            self.session.series.setdefault(key, state)
+        self.states = states
+        self.query_one("#compare-body").loading = False
+        self.query_one(Plot).spec = figures.compare_spec([s.binned for s in states])
+        legend = Text()
+        for i, key in enumerate(self.keys):
+            colour = figures.SERIES_COLOURS[i % len(figures.SERIES_COLOURS)]
+            legend.append(f"■ {chr(65 + i)} ", f"bold {colour}").append(key.label + "\n")
+        self.query_one("#legend", Static).update(legend)
+        self._table()
+
+    def _table(self) -> None:
+        tol = TOLERANCES[self.tol_index]
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        table.add_columns("sizes", "best", "median", f"within {tol:g} %")
+        rows = data.best_within([s.samples for s in self.states], tol)
+        for row in rows:
+            table.add_row(f"{format_bytes(row.size_lo)}–{format_bytes(row.size_hi)}",
+                          chr(65 + row.best), format_seconds(row.best_median),
+                          " ".join(chr(65 + i) for i in row.within))
+
+    def action_tolerance(self, step: int) -> None:
+        self.tol_index = min(max(self.tol_index + step, 0), len(TOLERANCES) - 1)
+        if self.states:
+            self._table()

@@ -1,0 +1,102 @@
+"""Export: the model JSON and the SimGrid/SMPI configuration, written by kit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label
+
+from kit.errors import UserError
+from tui import data
+from tui.screens.common import Confirm, notify_error
+from tui.session import Session
+
+
+def default_stem(key: data.SeriesKey) -> str:
+    return "-".join(v for v in key.values if v and v != "raw").replace("/", "_")
+
+
+class ExportScreen(ModalScreen[list[Path] | None]):
+    """Path prompt for both outputs; asks before overwriting anything that exists."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, session: Session, key: data.SeriesKey) -> None:
+        super().__init__()
+        self.session = session
+        self.key = key
+
+    def compose(self) -> ComposeResult:
+        stem = default_stem(self.key)
+        with Vertical(classes="dialog", id="export-dialog"):
+            yield Label(f"Export the model of {self.key.label}")
+            yield Checkbox("model JSON", value=True, id="want-model")
+            yield Input(f"{stem}.model.json", id="model-path")
+            yield Checkbox("SimGrid/SMPI configuration (directory)", value=True, id="want-simgrid")
+            yield Input(f"{stem}-simgrid", id="simgrid-path")
+            with Horizontal(classes="buttons"):
+                yield Button("Save", variant="primary", id="save")
+                yield Button("Cancel", id="cancel")
+
+    def _targets(self) -> tuple[Path | None, Path | None]:
+        model = (Path(self.query_one("#model-path", Input).value.strip()).expanduser()
+                 if self.query_one("#want-model", Checkbox).value else None)
+        simgrid = (Path(self.query_one("#simgrid-path", Input).value.strip()).expanduser()
+                   if self.query_one("#want-simgrid", Checkbox).value else None)
+        return model, simgrid
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#save")
+    def action_save(self) -> None:
+        model_path, simgrid_dir = self._targets()
+        if model_path is None and simgrid_dir is None:
+            self.notify("Nothing selected to export.", severity="warning")
+            return
+        existing = []
+        if model_path is not None and model_path.exists():
+            existing.append(str(model_path))
+        if simgrid_dir is not None:
+            existing += [str(simgrid_dir / f) for f in data.SIMGRID_FILES
+                         if (simgrid_dir / f).exists()]
+        if existing:
+            def answered(ok: bool | None) -> None:
+                if ok:
+                    self._write(model_path, simgrid_dir)
+
+            self.app.push_screen(Confirm("Overwrite " + ", ".join(existing) + "?"), answered)
+        else:
+            self._write(model_path, simgrid_dir)
+
+    @work(thread=True, exclusive=True, group="export")
+    def _write(self, model_path: Path | None, simgrid_dir: Path | None) -> None:
+        state = self.session.series[self.key]
+        written: list[Path] = []
+        try:
+            if model_path is not None:
+                written.append(data.save_model(state.model, model_path, self.session.dataset,
+                                               self.key))
+            if simgrid_dir is not None:
+                written += data.export_simgrid(state.model, simgrid_dir)
+        except (UserError, OSError) as err:
+            if isinstance(err, OSError):
+                err = UserError(f"cannot write: {err.strerror or err}",
+                                where=str(err.filename or model_path or simgrid_dir),
+                                hint="choose a writable path")
+            self.app.call_from_thread(notify_error, self, err)
+            return
+        self.app.call_from_thread(self._done, written)
+
+    def _done(self, written: list[Path]) -> None:
+        self.app.notify("Wrote " + ", ".join(str(p) for p in written), title="Export",
+                        timeout=8)
+        self.dismiss(written)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)

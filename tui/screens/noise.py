@@ -1,0 +1,102 @@
+"""The noise view: how time scatters around the fitted curve inside one regime."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from kit.errors import UserError
+from tui import data, figures
+from tui.screens.common import HelpMixin, notify_error
+from tui.session import Session
+from tui.widgets.plot import Plot
+
+
+class NoiseScreen(HelpMixin, Screen[None]):
+    """Histogram of time / fitted curve with the chosen density; every candidate family."""
+
+    help_title = "noise view"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left,up", "regime(-1)", "Prev regime"),
+        Binding("right,down", "regime(1)", "Next regime"),
+        Binding("question_mark", "help", "Help"),
+        Binding("escape,q", "app.pop_screen", "Back"),
+    ]
+    HELP: ClassVar[dict[str, str]] = {
+        "bars": "histogram (density) of time / fitted curve for the regime's inlier samples",
+        "white line": "density of the chosen noise family; dotted vertical line at ratio 1",
+        "table": "candidate families by AIC (lower is better), fitted vs empirical quantiles",
+    }
+
+    def __init__(self, session: Session, key: data.SeriesKey, regime: int) -> None:
+        super().__init__()
+        self.session = session
+        self.key = key
+        self.regime = regime
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="noise-body"):
+            yield Static("", id="noise-title")
+            yield Plot(id="noise-plot")
+            yield DataTable(id="candidates", cursor_type="none")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = self.key.label
+        table = self.query_one(DataTable)
+        table.add_columns("family", "AIC", "ΔAIC", "p50 fit/emp", "p95 fit/emp", "p99 fit/emp")
+        self._show()
+
+    def _show(self) -> None:
+        self.query_one("#noise-body").loading = True
+        self._compute(self.regime)
+
+    @work(thread=True, exclusive=True, group="noise")
+    def _compute(self, regime: int) -> None:
+        state = self.session.series[self.key]
+        try:
+            view = data.noise_view(state.model, state.samples, regime)
+        except UserError as err:
+            self.app.call_from_thread(self._failed, err)
+            return
+        self.app.call_from_thread(self._computed, regime, view)
+
+    def _failed(self, err: UserError) -> None:
+        self.query_one("#noise-body").loading = False
+        notify_error(self, err)
+
+    def _computed(self, regime: int, view: data.NoiseView) -> None:
+        if regime != self.regime:
+            return
+        self.query_one("#noise-body").loading = False
+        colour = figures.regime_colour(regime)
+        reg = data.regimes(self.session.series[self.key].model)[regime]
+        title = Text.assemble((f"regime {regime} ", f"bold {colour}"),
+                              f"{reg.family}  ·  {len(view.ratio):,} samples  ·  noise ",
+                              (view.family, "bold"), "  (x: time / fitted curve)")
+        self.query_one("#noise-title", Static).update(title)
+        self.query_one(Plot).spec = figures.histogram_spec(view, colour)
+        table = self.query_one(DataTable)
+        table.clear()
+        best = min((c.aic for c in view.candidates), default=0.0)
+        for c in view.candidates:
+            style = "bold green" if c.chosen else ""
+            table.add_row(
+                Text(("● " if c.chosen else "  ") + c.family, style=style),
+                Text(f"{c.aic:.1f}", justify="right"),
+                Text(f"{c.aic - best:.1f}", justify="right"),
+                *[Text(f"{f:.3f} / {e:.3f}", justify="right")
+                  for f, e in zip(c.fitted, c.empirical, strict=True)])
+
+    def action_regime(self, step: int) -> None:
+        n = len(self.session.series[self.key].model.regimes_)
+        self.regime = (self.regime + step) % n
+        self._show()

@@ -1,0 +1,381 @@
+"""The series view: the sample cloud, the regimes the engine found, and the user's edits.
+
+Edits (move/add/delete a breakpoint, change a family) change the working copy in the
+session at once and schedule a refit shortly after the last key press, so the user sees
+the consequence without asking; ``r`` refits immediately. Fits run in a thread worker and
+a newer edit supersedes an older fit (results of stale fits are dropped).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Header, LoadingIndicator, Static
+
+from kit.errors import UserError
+from tui import data, figures
+from tui.screens.common import HelpMixin, notify_error
+from tui.session import SeriesState, Session
+from tui.widgets.plot import Plot, format_bytes
+
+FINE_STEP = 2 ** 0.125  # one eighth of an octave
+COARSE_STEP = 2 ** 0.5
+REFIT_DELAY_S = 0.6
+
+
+def _fmt_params(params: dict[str, float]) -> str:
+    return ", ".join(f"{k}={v:.3g}" for k, v in params.items()) or "–"
+
+
+def _range(lo: float, hi: float) -> str:
+    hi_s = "∞" if not math.isfinite(hi) else format_bytes(hi)
+    return f"[{format_bytes(lo)}, {hi_s})"
+
+
+class SeriesScreen(HelpMixin, Screen[None]):
+    """Log-log cloud of one series with its fitted regimes; side panel with the numbers."""
+
+    help_title = "series view"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left", "select_bp(-1)", "Prev breakpoint"),
+        Binding("right", "select_bp(1)", "Next breakpoint"),
+        Binding("shift+left,h", "move_bp(-1)", "Move breakpoint down"),
+        Binding("shift+right,l", "move_bp(1)", "Move breakpoint up"),
+        Binding("H", "move_bp(-4)", "Move breakpoint down ½ octave", show=False),
+        Binding("L", "move_bp(4)", "Move breakpoint up ½ octave", show=False),
+        Binding("a", "add_bp", "Add breakpoint"),
+        Binding("d,delete", "delete_bp", "Delete breakpoint"),
+        Binding("up", "select_regime(-1)", "Prev regime", show=False),
+        Binding("down", "select_regime(1)", "Next regime", show=False),
+        Binding("f", "cycle_family", "Cycle family"),
+        Binding("r", "refit", "Refit"),
+        Binding("R", "auto_fit", "Automatic fit", show=False),
+        Binding("m", "toggle_mode", "Raw/median"),
+        Binding("n", "noise", "Noise"),
+        Binding("e", "export", "Export"),
+        Binding("question_mark", "help", "Help"),
+        Binding("escape,q", "app.pop_screen", "Back"),
+    ]
+    HELP: ClassVar[dict[str, str]] = {
+        "regime colours": "samples, curves and the strip under the x axis share the regime colour",
+        "▒ in the strip": "overlap window where both neighbouring regimes occur",
+        "dotted lines": "raw view: 1 % / 99 % per size bin; median view: 5/25/75/95 % bands",
+    }
+
+    def __init__(self, session: Session, key: data.SeriesKey) -> None:
+        super().__init__()
+        self.session = session
+        self.key = key
+        self.mode = "raw"
+        self.sel_bp: int | None = None
+        self.sel_regime = 0
+        self._generation = 0
+        self._refit_timer: Timer | None = None
+        self.fitting = False
+
+    @property
+    def state(self) -> SeriesState | None:
+        return self.session.series.get(self.key)
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="series-body"):
+            yield Plot(id="plot")
+            with Vertical(id="panel"):
+                with Horizontal(id="panel-head"):
+                    yield Static("", id="model-status")
+                    yield LoadingIndicator(id="fit-busy")
+                yield DataTable(id="regimes", cursor_type="row", show_cursor=True)
+                yield Static("", id="regime-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = self.key.label
+        self.query_one("#fit-busy").display = False
+        table = self.query_one("#regimes", DataTable)
+        table.add_columns("#", "range", "family", "noise")
+        table.can_focus = False
+        if self.state is None:
+            self.query_one("#plot").loading = True
+            self._load()
+        else:
+            self.redraw()
+
+    # ------------------------------------------------------------------ workers
+
+    @work(thread=True, exclusive=True, group="load-series")
+    def _load(self) -> None:
+        dataset = self.session.dataset
+        try:
+            samples = data.load_samples(dataset, self.key)  # type: ignore[arg-type]
+            binned = data.bin_samples(samples)
+        except UserError as err:
+            self.app.call_from_thread(self._load_failed, err)
+            return
+        self.app.call_from_thread(self._loaded, SeriesState(samples, binned))
+
+    def _load_failed(self, err: UserError) -> None:
+        notify_error(self, err)
+        self.query_one("#plot").loading = False
+        self.dismiss()
+
+    def _loaded(self, state: SeriesState) -> None:
+        self.session.series[self.key] = state
+        self.query_one("#plot").loading = False
+        file_model = self.session.file_model_for(self.key)
+        if file_model is not None:
+            self._adopt(file_model)
+        else:
+            self.redraw()
+            self.start_fit(auto=True)
+
+    def start_fit(self, *, auto: bool = False) -> None:
+        state = self.state
+        if state is None:
+            return
+        if self._refit_timer is not None:
+            self._refit_timer.stop()
+            self._refit_timer = None
+        self._generation += 1
+        self.fitting = True
+        self.query_one("#fit-busy").display = True
+        bps = None if auto else list(state.breakpoints)
+        fams = None if auto else list(state.families)
+        self._fit(self._generation, state, bps, fams)
+
+    @work(thread=True, exclusive=True, group="fit")
+    def _fit(self, generation: int, state: SeriesState, bps: list[float] | None,
+             fams: list[str | None] | None) -> None:
+        try:
+            model = data.fit(state.samples, bps, fams)
+        except UserError as err:
+            self.app.call_from_thread(self._fit_failed, generation, err)
+            return
+        self.app.call_from_thread(self._fitted, generation, model)
+
+    def _fit_failed(self, generation: int, err: UserError) -> None:
+        if generation != self._generation:
+            return
+        self.fitting = False
+        self.query_one("#fit-busy").display = False
+        notify_error(self, err)
+        self.redraw()
+
+    def _fitted(self, generation: int, model: Any) -> None:
+        if generation != self._generation:
+            return  # a newer edit is being fitted
+        self.fitting = False
+        self.query_one("#fit-busy").display = False
+        self._adopt(model)
+
+    def _adopt(self, model: Any) -> None:
+        state = self.state
+        assert state is not None
+        views = data.regimes(model)
+        state.adopt(model, data.breakpoints_of(model), [v.family for v in views])
+        if self.sel_bp is not None and self.sel_bp >= len(state.breakpoints):
+            self.sel_bp = len(state.breakpoints) - 1 if state.breakpoints else None
+        self.sel_regime = min(self.sel_regime, max(len(views) - 1, 0))
+        self.redraw()
+
+    def schedule_refit(self) -> None:
+        """Refit shortly after the last edit: the user sees consequences without asking."""
+        if self._refit_timer is not None:
+            self._refit_timer.stop()
+        self._refit_timer = self.set_timer(REFIT_DELAY_S, self.start_fit)
+
+    # ------------------------------------------------------------------ drawing
+
+    def redraw(self) -> None:
+        state = self.state
+        if state is None:
+            return
+        plot = self.query_one(Plot)
+        plot.spec = figures.series_spec(state.binned, state.model, state.breakpoints,
+                                        self.sel_bp, self.mode)
+        self._panel(state)
+
+    def _panel(self, state: SeriesState) -> None:
+        n = len(state.samples)
+        if state.model is None:
+            status = "fitting…" if self.fitting else "not fitted (press r)"
+        elif state.edited:
+            status = "edited — refitting…" if self.fitting else "edited — press r to refit"
+        else:
+            status = "fitted"
+        head = Text.assemble((f"{n:,} samples", "bold"), f"  {self.mode} view  ",
+                             (status, "yellow" if state.edited or state.model is None
+                              else "green"))
+        self.query_one("#model-status", Static).update(head)
+        table = self.query_one("#regimes", DataTable)
+        table.clear()
+        views = data.regimes(state.model) if state.model is not None else []
+        for v in views:
+            fam = v.family
+            if not state.edited or v.index >= len(state.families):
+                pass
+            elif state.families[v.index] and state.families[v.index] != v.family:
+                fam = f"{v.family}→{state.families[v.index]}"
+            table.add_row(Text("■", style=figures.regime_colour(v.index)) + f" {v.index}",
+                          _range(v.size_min, v.size_max), fam, v.noise_family)
+        if views:
+            table.move_cursor(row=min(self.sel_regime, len(views) - 1))
+        self.query_one("#regime-detail", Static).update(self._detail(state, views))
+
+    def _detail(self, state: SeriesState, views: list[data.RegimeView]) -> Text:
+        text = Text()
+        text.append("breakpoints: ", "bold")
+        if not state.breakpoints:
+            text.append("none")
+        for i, bp in enumerate(state.breakpoints):
+            style = "reverse bold yellow" if i == self.sel_bp else ""
+            text.append(format_bytes(bp), style)
+            text.append(" ")
+        text.append("\n")
+        fams = ", ".join(f or "auto" for f in state.families)
+        text.append("families: ", "bold").append(f"{fams or 'auto'}\n\n")
+        if not views:
+            return text
+        v = views[min(self.sel_regime, len(views) - 1)]
+        text.append(f"regime {v.index} ", f"bold {figures.regime_colour(v.index)}")
+        text.append(_range(v.size_min, v.size_max) + "\n")
+        text.append("family  ", "bold").append(f"{v.family}: {_fmt_params(v.params)}\n")
+        text.append("noise   ", "bold").append(f"{v.noise_family}: {_fmt_params(v.noise_params)}\n")
+        if v.n_samples is not None:
+            text.append("samples ", "bold").append(f"{v.n_samples:,}\n")
+        if v.overlap:
+            text.append("overlap ", "bold").append(_range(*v.overlap) + "\n")
+        if v.errors:
+            text.append("validation\n", "bold")
+            for k, val in v.errors.items():
+                text.append(f"  {k}: {val:.3g}\n")
+        return text
+
+    # ------------------------------------------------------------------ actions
+
+    def _editable(self) -> SeriesState | None:
+        state = self.state
+        if state is None or state.model is None:
+            self.notify("Wait for the first fit to finish.", severity="warning")
+            return None
+        return state
+
+    def action_select_bp(self, step: int) -> None:
+        state = self.state
+        if state is None or not state.breakpoints:
+            return
+        n = len(state.breakpoints)
+        self.sel_bp = (0 if step > 0 else n - 1) if self.sel_bp is None else \
+            (self.sel_bp + step) % n
+        self.redraw()
+
+    def action_move_bp(self, steps: int) -> None:
+        state = self._editable()
+        if state is None or self.sel_bp is None:
+            if state is not None:
+                self.notify("Select a breakpoint first (left/right).", severity="warning")
+            return
+        i = self.sel_bp
+        bps = state.breakpoints
+        lo = bps[i - 1] if i > 0 else float(state.samples.size.min())
+        hi = bps[i + 1] if i + 1 < len(bps) else float(state.samples.size.max())
+        new = bps[i] * (FINE_STEP ** steps)
+        new = min(max(new, lo * FINE_STEP), hi / FINE_STEP)
+        if not lo < new < hi:
+            self.notify("No room to move this breakpoint further.", severity="warning")
+            return
+        bps[i] = float(round(new))
+        state.edited = True
+        self.redraw()
+        self.schedule_refit()
+
+    def action_add_bp(self) -> None:
+        state = self._editable()
+        if state is None:
+            return
+        r = self.sel_regime
+        edges = [float(state.samples.size.min()), *state.breakpoints,
+                 float(state.samples.size.max())]
+        lo, hi = max(edges[r], 1.0), edges[r + 1]
+        new = float(round(math.sqrt(lo * hi)))
+        if not lo < new < hi:
+            self.notify("This regime is too narrow to split.", severity="warning")
+            return
+        state.breakpoints.insert(r, new)
+        state.families.insert(r, state.families[r] if r < len(state.families) else None)
+        self.sel_bp = r
+        state.edited = True
+        self.redraw()
+        self.schedule_refit()
+
+    def action_delete_bp(self) -> None:
+        state = self._editable()
+        if state is None or self.sel_bp is None:
+            if state is not None:
+                self.notify("Select a breakpoint first (left/right).", severity="warning")
+            return
+        i = self.sel_bp
+        del state.breakpoints[i]
+        del state.families[i + 1]
+        self.sel_bp = min(i, len(state.breakpoints) - 1) if state.breakpoints else None
+        self.sel_regime = min(self.sel_regime, len(state.breakpoints))
+        state.edited = True
+        self.redraw()
+        self.schedule_refit()
+
+    def action_select_regime(self, step: int) -> None:
+        state = self.state
+        if state is None:
+            return
+        n = len(state.breakpoints) + 1
+        self.sel_regime = (self.sel_regime + step) % n
+        self.redraw()
+
+    def action_cycle_family(self) -> None:
+        state = self._editable()
+        if state is None:
+            return
+        r = self.sel_regime
+        current = state.families[r]
+        state.families[r] = data.FAMILIES[(data.FAMILIES.index(current) + 1)
+                                          % len(data.FAMILIES)]
+        state.edited = True
+        self.notify(f"regime {r}: family {state.families[r] or 'auto'}", timeout=2)
+        self.redraw()
+        self.schedule_refit()
+
+    def action_refit(self) -> None:
+        if self.state is not None:
+            self.start_fit(auto=self.state.model is None)
+            self.redraw()
+
+    def action_auto_fit(self) -> None:
+        if self.state is not None:
+            self.start_fit(auto=True)
+            self.redraw()
+
+    def action_toggle_mode(self) -> None:
+        self.mode = "median" if self.mode == "raw" else "raw"
+        self.redraw()
+
+    def action_noise(self) -> None:
+        from tui.screens.noise import NoiseScreen
+
+        state = self._editable()
+        if state is not None:
+            self.app.push_screen(NoiseScreen(self.session, self.key, self.sel_regime))
+
+    def action_export(self) -> None:
+        from tui.screens.export import ExportScreen
+
+        state = self._editable()
+        if state is not None:
+            self.app.push_screen(ExportScreen(self.session, self.key))
