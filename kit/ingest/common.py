@@ -1,0 +1,175 @@
+"""What every parser returns, and the small helpers they share.
+
+A parser turns one measurement run (a file, or a file plus its companions) into a
+:class:`ParsedRun`: tidy rows without the campaign/run/tool/transport columns, which the
+orchestrator adds, plus whatever run metadata the tool printed. Parsers raise
+:class:`~kit.errors.IngestError` naming the file and line for anything they cannot read,
+so one bad file never takes the others down with it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from kit.errors import IngestError
+
+#: Columns a parser produces (the orchestrator adds campaign, run_id, tool, transport).
+ROW_COLUMNS: dict[str, pl.DataType] = {
+    "op": pl.String(),
+    "size": pl.UInt64(),
+    "time": pl.Float64(),
+    "seq": pl.UInt32(),
+    "stat": pl.String(),
+    "n": pl.UInt32(),
+    "warmup": pl.Boolean(),
+}
+
+#: Largest message size we accept: anything bigger is a parse accident, not a message.
+MAX_SIZE = 1 << 48
+#: Largest time per row we accept (one day); larger values mean a wrong unit or corruption.
+MAX_TIME_S = 86_400.0
+
+US = 1e-6
+
+
+@dataclass
+class ParsedRun:
+    """One run as read from its files; the orchestrator turns it into dataset rows."""
+
+    tool: str
+    sources: list[Path]
+    rows: pl.DataFrame | pl.LazyFrame
+    tool_version: str | None = None
+    mpi_version: str | None = None
+    hosts: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    job_id: str | None = None
+    start: str | None = None
+    end: str | None = None
+    complete: bool | None = True
+    transport_hint: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    #: Known number of rows, when the parser already has it (avoids re-reading big files).
+    n_rows: int | None = None
+
+
+class Rows:
+    """Accumulates tidy rows column by column (cheaper than a list of dicts)."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list] = {name: [] for name in ROW_COLUMNS}
+
+    def add(self, op: str, size: int, time: float, seq: int, *, stat: str = "raw",
+            n: int = 1, warmup: bool = False) -> None:
+        c = self.cols
+        c["op"].append(op)
+        c["size"].append(size)
+        c["time"].append(time)
+        c["seq"].append(seq)
+        c["stat"].append(stat)
+        c["n"].append(n)
+        c["warmup"].append(warmup)
+
+    def __len__(self) -> int:
+        return len(self.cols["op"])
+
+    def frame(self) -> pl.DataFrame:
+        return pl.DataFrame(self.cols, schema=ROW_COLUMNS)
+
+
+def fail(path: Path, line: int | None, message: str, hint: str | None = None) -> IngestError:
+    """An IngestError located at ``path:line`` (line 1-based; None for the whole file)."""
+    where = f"{path}:{line}" if line is not None else str(path)
+    return IngestError(message, where=where, hint=hint)
+
+
+def read_text(path: Path) -> list[str]:
+    """The file's lines; undecodable bytes are an IngestError, not a UnicodeDecodeError."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise fail(path, None, f"cannot read the file ({exc.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise fail(path, line, "the file is not UTF-8 text",
+                   "pass only text outputs of the supported tools") from None
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise fail(path, line, "the file contains NUL bytes (a binary or corrupted file)",
+                   "pass only text outputs of the supported tools")
+    return text.splitlines()
+
+
+def parse_size(path: Path, line: int, token: str, what: str = "message size") -> int:
+    """A non-negative integer size in bytes."""
+    if not token.isdigit():
+        raise fail(path, line, f"expected the {what} as a non-negative integer, found {token!r}")
+    value = int(token)
+    if value > MAX_SIZE:
+        raise fail(path, line, f"{what} {value} is implausibly large (more than 2^48 bytes)")
+    return value
+
+
+def parse_count(path: Path, line: int, token: str, what: str) -> int:
+    """A positive integer that fits a u32 (repetition counts and the like)."""
+    if not token.isdigit() or not 0 < int(token) < 2**32:
+        raise fail(path, line, f"expected {what} as a positive integer, found {token!r}")
+    return int(token)
+
+
+def parse_time(path: Path, line: int, token: str, what: str, scale: float = 1.0) -> float:
+    """A finite non-negative duration, multiplied by ``scale`` to get seconds."""
+    try:
+        value = float(token)
+    except ValueError:
+        raise fail(path, line, f"expected {what} as a number, found {token!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise fail(path, line, f"expected {what} as a finite non-negative number, found {token!r}")
+    seconds = value * scale
+    if seconds > MAX_TIME_S:
+        raise fail(path, line, f"{what} {token} is implausibly large (more than a day)")
+    return seconds
+
+
+def require_rows(path: Path, rows: Rows, what: str) -> None:
+    """A file that parsed but held no measurement is an error, not an empty success."""
+    if len(rows) == 0:
+        raise fail(path, None, f"no {what} found in the file",
+                   "check that the run finished and wrote its results")
+
+
+_TRANSPORT_WORDS = (
+    ("tcp", "tcp"), ("eth", "tcp"), ("sockets", "tcp"),
+    ("vader", "shm"), ("shm", "shm"), ("loopback", "shm"), ("sm", "shm"),
+    ("ib", "ib"), ("ucx", "ib"), ("verbs", "ib"), ("openib", "ib"), ("infiniband", "ib"),
+    ("opa", "opa"), ("psm2", "opa"), ("ofi", "ofi"),
+)
+
+
+def transport_from_name(*names: str) -> str | None:
+    """A transport named by a word of a file or folder name (``osu_bw_tcp_7.4`` -> tcp).
+
+    Only whole words separated by ``_ - . /`` count, so "smp" or "tcpdump" do not match.
+    """
+    for name in names:
+        words = [w for w in re.split(r"[_\-./\s]+", name.lower()) if w]
+        for word, transport in _TRANSPORT_WORDS:
+            if word in words:
+                return transport
+    return None
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def safe_name(name: str) -> str:
+    """A campaign/transport name usable as a hive partition value (no '/', '=', spaces)."""
+    cleaned = _SAFE.sub("_", name).strip("._") or "unknown"
+    return cleaned[:120]

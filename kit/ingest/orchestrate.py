@@ -1,0 +1,240 @@
+"""``ingest()``: files and folders in, committed dataset runs out.
+
+Each input file is detected, hashed, parsed and written to a temp part file on its own; any
+IngestError is recorded against that file and the others carry on. Only at the end are the
+written parts renamed into place and the runs table replaced (kit.dataset.commit), so an
+interrupted ingest leaves the previous dataset readable and unchanged.
+
+Re-ingesting is a no-op: a run's id is the SHA-256 of the bytes of its files (the primary
+file plus its companions), and a run already in the runs table is skipped. Changing
+``--campaign``/``--transport``/``--op`` therefore does not re-ingest a file already in the
+dataset; ingest into a fresh dataset for that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from kit import dataset as ds
+from kit.errors import IngestError, UserError
+from kit.ingest import calibration, logp, netgauge, osu, plaincsv, probe, reprompi, skampi, sniff
+from kit.ingest.common import ParsedRun, fail, safe_name, transport_from_name
+from kit.schema import RUNS_SCHEMA
+
+_PARSERS: dict[str, Callable[[Path], ParsedRun]] = {
+    "probe": probe.parse, "osu": osu.parse, "skampi": skampi.parse, "logp": logp.parse,
+    "reprompi": reprompi.parse, "calibration": calibration.parse, "netgauge": netgauge.parse,
+}
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did. ``files_failed`` holds (path, one-paragraph message)."""
+
+    files_ok: int = 0
+    files_failed: list[tuple[Path, str]] = field(default_factory=list)
+    rows_added: int = 0
+    runs_added: int = 0
+    files_skipped: list[tuple[Path, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.files_failed
+
+    def summary(self) -> str:
+        text = (f"{self.files_ok} file(s) ingested: {self.runs_added} run(s), "
+                f"{self.rows_added} row(s) added; {len(self.files_skipped)} skipped; "
+                f"{len(self.files_failed)} failed")
+        return text + "."
+
+
+def _option_name(value: str | None, option: str) -> str | None:
+    if value is None:
+        return None
+    if not value or safe_name(value) != value:
+        raise UserError(f"'{value}' is not usable as a name", where=f"option {option}",
+                        hint="use letters, digits and . _ + - only")
+    return value
+
+
+def _expand(paths: Iterable[str | Path], report: IngestReport) -> list[tuple[Path, bool]]:
+    """(file, came from a folder walk), in a stable order, without duplicates."""
+    seen: set[Path] = set()
+    files: list[tuple[Path, bool]] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file()
+                           and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            entries = [(p, True) for p in found]
+        elif path.is_file():
+            entries = [(path, False)]
+        else:
+            missing = fail(path, None, "no such file or folder")
+            report.files_failed.append((path, missing.paragraph()))
+            continue
+        for p, walked in entries:
+            key = p.resolve()
+            if key not in seen:
+                seen.add(key)
+                files.append((p, walked))
+    return files
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _companions(fmt: str, path: Path) -> list[Path]:
+    if fmt == "probe":
+        meta = probe.meta_path(path)
+        return [meta] if meta.is_file() else []
+    if fmt == "skampi":
+        log = skampi.debug_log_for(path)
+        return [log] if log.is_file() else []
+    return []
+
+
+def _default_campaign(path: Path) -> str:
+    return safe_name(path.resolve().parent.name or "unknown")
+
+
+def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | None = None,
+           transport: str | None = None, tool: str | None = None, op: str | None = None,
+           ) -> IngestReport:
+    """Ingest tool outputs (files or folders) into ``dataset``; see the module docstring.
+
+    campaign: default = the name of the folder holding each file.
+    transport: default = inferred (probe meta env, then words of the file/folder names such as
+    ``tcp``, ``vader``, ``eth``, ``loopback``), else ``unknown``.
+    tool: force the format instead of detecting it. op: the op of ``csv`` files (pingpong).
+    """
+    campaign = _option_name(campaign, "--campaign")
+    transport = _option_name(transport, "--transport")
+    op = _option_name(op, "--op")
+    forced = sniff.check_forced(tool) if tool is not None else None
+    dataset = Path(dataset)
+    if dataset.exists() and not dataset.is_dir():
+        raise UserError(f"{dataset} exists and is not a folder", where="option --dataset",
+                        hint="give a folder (it is created if missing)")
+    report = IngestReport()
+    files = _expand(paths, report)
+    dataset.mkdir(parents=True, exist_ok=True)
+    with ds.locked(dataset):
+        existing = ds.runs(dataset)
+        ds.remove_leftovers(dataset, existing)
+        known = set(existing["run_id"].to_list())
+        parts: list[tuple[Path, Path]] = []
+        new_runs: list[dict[str, object]] = []
+        try:
+            for path, walked in files:
+                _one_file(path, walked, dataset, forced, campaign, transport, op, known,
+                          parts, new_runs, report)
+            ds.commit(dataset, parts, pl.DataFrame(new_runs, schema=RUNS_SCHEMA))
+        except BaseException:
+            for tmp, _final in parts:
+                tmp.unlink(missing_ok=True)
+            raise
+    report.runs_added = len(new_runs)
+    return report
+
+
+def _one_file(path: Path, walked: bool, dataset: Path, forced: str | None,
+              campaign: str | None, transport: str | None, op: str | None, known: set[str],
+              parts: list[tuple[Path, Path]], new_runs: list[dict[str, object]],
+              report: IngestReport) -> None:
+    """Detect, parse and stage one file; its errors end up in the report, not raised."""
+    if walked and sniff.is_auxiliary(path):
+        report.files_skipped.append((path, "not a measurement file"))
+        return
+    try:
+        fmt = forced or sniff.detect(path)
+    except sniff.Companion as comp:
+        report.files_skipped.append((path, comp.reason))
+        return
+    except IngestError as err:
+        report.files_failed.append((path, err.paragraph()))
+        return
+    try:
+        sources = [path, *_companions(fmt, path)]
+        digest = hashlib.sha256("".join(_sha256(p) for p in sources).encode()).hexdigest()
+        run_id = digest[:20]
+        if run_id in known:
+            report.files_skipped.append((path, f"already ingested (run {run_id})"))
+            return
+        run = plaincsv.parse(path, op or "pingpong") if fmt == "csv" else _PARSERS[fmt](path)
+        run_campaign = campaign or _default_campaign(path)
+        run_transport = safe_name(transport or run.transport_hint or transport_from_name(
+            path.name, path.resolve().parent.name) or "unknown")
+        final = ds.part_path(dataset, run_campaign, run.tool, run_id)
+        tmp = final.with_name(f"{final.name}.{os.getpid()}{ds.TMP_SUFFIX}")
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        n_rows = _write_part(run, run_id, run_transport, tmp)
+    except IngestError as err:
+        report.files_failed.append((path, err.paragraph()))
+        return
+    except OSError as exc:
+        report.files_failed.append((path, fail(path, None, f"cannot read or write ({exc})")
+                                    .paragraph()))
+        return
+    known.add(run_id)
+    parts.append((tmp, final))
+    hashes = [{"path": str(p.resolve()), "sha256": _sha256(p)} for p in run.sources]
+    new_runs.append({
+        "run_id": run_id, "campaign": run_campaign, "tool": run.tool,
+        "transport": run_transport, "mpi_version": run.mpi_version,
+        "hosts": ",".join(run.hosts) or None,
+        "env": json.dumps(run.env, sort_keys=True) if run.env else None,
+        "job_id": run.job_id, "start": run.start, "end": run.end,
+        "sources": json.dumps(hashes), "complete": run.complete, "n_samples": n_rows,
+        "tool_version": run.tool_version,
+    })
+    report.files_ok += 1
+    report.rows_added += n_rows
+    report.run_ids.append(run_id)
+    report.warnings.extend(run.warnings)
+
+
+def _write_part(run: ParsedRun, run_id: str, transport: str, tmp: Path) -> int:
+    """Write the run's rows to ``tmp`` (streaming for lazy rows); the row count."""
+    extra = [pl.lit(run_id).alias("run_id"), pl.lit(transport).alias("transport")]
+    columns = [c for c in ds.PART_COLUMNS]
+    if isinstance(run.rows, pl.LazyFrame):
+        lf = run.rows.with_columns(extra).select(columns)
+        try:
+            lf.sink_parquet(tmp, compression="zstd", statistics=False)
+        except (pl.exceptions.PolarsError, OSError, ValueError):
+            tmp.unlink(missing_ok=True)
+            raise probe.locate_error(run.sources[0], run.n_rows) from None
+        written = pl.scan_parquet(tmp)
+        counts = written.select(pl.len().alias("_rows"),
+                                pl.sum_horizontal(pl.all().null_count()).alias("_nulls")).collect()
+        if counts["_nulls"][0]:
+            tmp.unlink(missing_ok=True)
+            raise probe.locate_error(run.sources[0], run.n_rows)
+        n_rows = int(counts["_rows"][0])
+    else:
+        frame = run.rows.with_columns(extra).select(columns)
+        if frame.null_count().sum_horizontal()[0]:
+            raise fail(run.sources[0], None, "internal: a parser produced empty values",
+                       "report this as a bug with the file attached")
+        frame.write_parquet(tmp, compression="zstd")
+        n_rows = frame.height
+    if n_rows == 0:
+        tmp.unlink(missing_ok=True)
+        raise fail(run.sources[0], None, "no samples in the file",
+                   "check that the run got past its first measurement")
+    return n_rows

@@ -1,0 +1,104 @@
+"""OSU micro-benchmarks 7.x: ``osu_latency``, ``osu_bw``, ``osu_bibw`` (with and without ``-z``).
+
+OSU prints one aggregate per size, never single samples, so every row has a ``stat``:
+``mean`` for the average column and ``pNN`` for each ``-z`` tail column.
+
+* ``osu_latency`` reports the one-way latency in µs (half the averaged round trip), which is
+  exactly the dataset's pingpong convention: op ``pingpong``, time = µs × 1e-6.
+* ``osu_bw`` / ``osu_bibw`` report MB/s (10^6 bytes per second) over a window of messages.
+  We store the time per message, ``size / (MB/s × 1e6)`` seconds, as op ``bw`` / ``bibw``, so
+  bandwidth rows share the time axis of every other series (``size / time`` gives the
+  bandwidth back exactly). A bandwidth percentile ``pNN`` is converted the same way; note that
+  a high bandwidth percentile is a *low* time percentile.
+  For ``bibw`` the time is per message *per direction pair*: the aggregate bandwidth counts
+  both directions, so ``size/time`` is the aggregate bidirectional bandwidth.
+
+Size-0 rows cannot be converted from bandwidth and are skipped (OSU never prints them).
+7.2 puts ``# Size`` before ``# Datatype``, 7.4 after, and 7.4 says "Avg Latency(us)": we read
+whichever header line starts with ``# Size`` and take the columns from it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kit.ingest.common import US, ParsedRun, Rows, fail, parse_size, parse_time, read_text
+
+_TITLE = re.compile(r"^# OSU MPI(?:-\S+)? (.+?) Test v(\d+\.\d+)")
+_PCT = re.compile(r"P(\d{1,2}(?:\.\d+)?) Tail")
+
+TITLES = {
+    "Latency": "pingpong",
+    "Bandwidth": "bw",
+    "Bi-Directional Bandwidth": "bibw",
+}
+
+
+def looks_like(lines: list[str]) -> bool:
+    return any(_TITLE.match(line) for line in lines[:5])
+
+
+def _columns(path: Path, lineno: int, header: str) -> list[str]:
+    """Stat names of the value columns of a ``# Size ...`` header line."""
+    body = header[1:].strip()
+    stats = ["mean"]
+    for match in _PCT.finditer(body):
+        stats.append("p" + match.group(1).replace(".", "_"))
+    if not re.search(r"(Latency|Bandwidth)", body):
+        raise fail(path, lineno, "expected an OSU column header '# Size  Latency (us)' or "
+                   "'# Size  Bandwidth (MB/s)'")
+    return stats
+
+
+def parse(path: Path) -> ParsedRun:
+    lines = read_text(path)
+    op = version = None
+    stats: list[str] | None = None
+    rows = Rows()
+    seq = 0
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            title = _TITLE.match(line)
+            if title:
+                kind, version = title.group(1), title.group(2)
+                op = TITLES.get(kind)
+                if op is None:
+                    raise fail(path, lineno, f"OSU '{kind}' test is not supported",
+                               "ingest osu_latency, osu_bw or osu_bibw outputs")
+            elif line.startswith("# Size"):
+                stats = _columns(path, lineno, line)
+            continue
+        if op is None or stats is None:
+            raise fail(path, lineno, "expected the OSU title and '# Size' header before data",
+                       "pass the complete output of osu_latency/osu_bw/osu_bibw")
+        fields = line.split()
+        if len(fields) != 1 + len(stats):
+            raise fail(path, lineno, f"expected {1 + len(stats)} columns (size and "
+                       f"{', '.join(stats)}), found {len(fields)}")
+        size = parse_size(path, lineno, fields[0])
+        for stat, token in zip(stats, fields[1:], strict=True):
+            if op == "pingpong":
+                time = parse_time(path, lineno, token, "a latency in µs", US)
+            else:
+                mbps = parse_time(path, lineno, token, "a bandwidth in MB/s")
+                if size == 0:
+                    continue
+                if mbps == 0:
+                    raise fail(path, lineno, f"bandwidth 0 MB/s for {size} bytes cannot be "
+                               "turned into a time per message")
+                time = size / (mbps * 1e6)
+                if time > 86_400:
+                    raise fail(path, lineno, f"bandwidth {token} MB/s is implausibly small")
+            rows.add(op, size, time, seq, stat=stat)
+        seq += 1
+    if op is None:
+        raise fail(path, None, "no OSU title line ('# OSU MPI ... Test vX.Y') found")
+    if len(rows) == 0:
+        raise fail(path, None, f"OSU {op} output without any result line",
+                   "the benchmark probably failed; check its stderr")
+    return ParsedRun(tool="osu", sources=[path], rows=rows.frame(),
+                     tool_version=f"OSU {version}" if version else None)

@@ -1,0 +1,261 @@
+"""The kit's own probe: ``PREFIX.samples.csv`` + ``PREFIX.meta.json`` (docs/architecture.md).
+
+Probe runs can hold tens of millions of samples, so the CSV is never loaded into Python:
+it becomes a Polars lazy query that the orchestrator streams into the Parquet part file.
+Invalid values do not raise inside Polars; they turn into nulls, the orchestrator counts
+nulls in what it wrote, and only then :func:`locate_error` re-reads the CSV line by line to
+name the first bad line. The fast path therefore reads the file exactly once.
+
+Mapping (one CSV row -> one dataset row, plus one for isend/irecv):
+
+| probe op | dataset op | time | stat | n |
+|---|---|---|---|---|
+| pingpong | pingpong | time / 2 (round trip -> one-way) | raw | 1 |
+| send, recv | same | time | raw | 1 |
+| isend, irecv | same | time (initiating call + wait) | raw | 1 |
+| isend, irecv | isend_call, irecv_call | call (the initiating call alone) | raw | 1 |
+| stream | stream | time / count (per message) | mean | count |
+
+A last line without its newline is a line the probe was killed while writing: it is
+dropped with a warning and the run is marked incomplete.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from kit.errors import IngestError
+from kit.ingest.common import MAX_SIZE, MAX_TIME_S, ROW_COLUMNS, ParsedRun, fail
+
+HEADER = "seq,op,size,count,time,call,warmup"
+COLUMNS = HEADER.split(",")
+OPS = ("pingpong", "send", "recv", "isend", "irecv", "stream")
+SUFFIX = ".samples.csv"
+META_SUFFIX = ".meta.json"
+
+_CSV_SCHEMA = {"seq": pl.Int64, "op": pl.String, "size": pl.Int64, "count": pl.Int64,
+               "time": pl.Float64, "call": pl.Float64, "warmup": pl.Int64}
+
+
+def looks_like(first_line: str) -> bool:
+    return first_line.strip() == HEADER
+
+
+def meta_path(samples: Path) -> Path:
+    name = samples.name
+    stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else samples.stem
+    return samples.with_name(stem + META_SUFFIX)
+
+
+def samples_path(meta: Path) -> Path:
+    return meta.with_name(meta.name[: -len(META_SUFFIX)] + SUFFIX)
+
+
+def parse(path: Path) -> ParsedRun:
+    with_newline, n_lines = _complete_lines(path)
+    warnings: list[str] = []
+    n_rows = None
+    if not with_newline:
+        n_rows = max(n_lines - 1, 0)  # complete lines minus the header
+        warnings.append(f"{path.name}:{n_lines + 1}: truncated last line dropped "
+                        "(the probe was stopped while writing); run marked incomplete")
+    lf = pl.scan_csv(path, schema=_CSV_SCHEMA, has_header=True, n_rows=n_rows,
+                     truncate_ragged_lines=False, raise_if_empty=False)
+    meta_file = meta_path(path)
+    meta = _read_meta(meta_file) if meta_file.is_file() else None
+    ops = meta.get("ops") if meta else None
+    has_calls = not isinstance(ops, list) or bool({"isend", "irecv"} & set(map(str, ops)))
+    rows = _tidy(lf, with_calls=has_calls)
+    run = ParsedRun(tool="probe", sources=[path], rows=rows, warnings=warnings,
+                    complete=with_newline, n_rows=n_rows)
+    if meta is None:
+        run.warnings.append(f"{path.name}: no {meta_file.name} beside it; run metadata unknown")
+        run.complete = None if with_newline else False
+        return run
+    run.sources.append(meta_file)
+    _apply_meta(meta_file, meta, run)
+    return run
+
+
+def _tidy(lf: pl.LazyFrame, *, with_calls: bool) -> pl.LazyFrame:
+    """Probe rows -> dataset rows; invalid values become nulls (checked after writing)."""
+    op = pl.col("op")
+    valid = (
+        pl.col("seq").is_between(0, 2**32 - 1) & op.is_in(OPS)
+        & pl.col("size").is_between(0, MAX_SIZE) & pl.col("count").is_between(1, 2**32 - 1)
+        & pl.col("time").is_between(0.0, MAX_TIME_S) & pl.col("warmup").is_in([0, 1])
+        & (pl.col("call").is_null() | pl.col("call").is_between(0.0, MAX_TIME_S))
+    )
+    time = (pl.when(op == "pingpong").then(pl.col("time") / 2)
+            .when(op == "stream").then(pl.col("time") / pl.col("count"))
+            .otherwise(pl.col("time")))
+    main = lf.select(
+        op=pl.when(valid).then(op),
+        size=pl.col("size").cast(pl.UInt64, strict=False),
+        time=time,
+        seq=pl.col("seq").cast(pl.UInt32, strict=False),
+        stat=pl.when(op == "stream").then(pl.lit("mean")).otherwise(pl.lit("raw")),
+        n=pl.col("count").cast(pl.UInt32, strict=False),
+        warmup=pl.col("warmup").cast(pl.Boolean, strict=False),
+    )
+    if not with_calls:
+        return main.cast(ROW_COLUMNS)
+    calls = lf.filter(op.is_in(["isend", "irecv"]) & pl.col("call").is_not_null()).select(
+        op=pl.when(valid).then(op + "_call"),
+        size=pl.col("size").cast(pl.UInt64, strict=False),
+        time=pl.col("call"),
+        seq=pl.col("seq").cast(pl.UInt32, strict=False),
+        stat=pl.lit("raw"),
+        n=pl.lit(1, pl.UInt32),
+        warmup=pl.col("warmup").cast(pl.Boolean, strict=False),
+    )
+    return pl.concat([main.cast(ROW_COLUMNS), calls.cast(ROW_COLUMNS)])
+
+
+def _complete_lines(path: Path) -> tuple[bool, int]:
+    """(ends with a newline, number of newlines); counting only when the end is torn."""
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline()
+            if first.rstrip(b"\r\n").decode("utf-8", "replace") != HEADER:
+                raise fail(path, 1, f"expected the probe header '{HEADER}'")
+            fh.seek(0, 2)
+            end = fh.tell()
+            if end == 0:
+                return True, 0
+            fh.seek(end - 1)
+            if fh.read(1) == b"\n":
+                return True, -1
+            fh.seek(0)
+            count = 0
+            while chunk := fh.read(1 << 22):
+                count += chunk.count(b"\n")
+            return False, count
+    except OSError as exc:
+        raise fail(path, None, f"cannot read the file ({exc.strerror})") from None
+
+
+def locate_error(path: Path, n_rows: int | None = None) -> IngestError:
+    """The first line of a probe CSV that breaks the contract (slow path, errors only)."""
+    try:
+        with path.open(newline="", encoding="utf-8", errors="strict") as fh:
+            reader = csv.reader(fh)
+            next(reader, None)
+            for index, fields in enumerate(reader):
+                if n_rows is not None and index >= n_rows:
+                    break
+                problem = _check_fields(fields)
+                if problem:
+                    return fail(path, index + 2, problem,
+                                f"each line must be '{HEADER}' values (docs/architecture.md)")
+    except UnicodeDecodeError:
+        return fail(path, None, "the file is not UTF-8 text")
+    except csv.Error as exc:
+        return fail(path, None, f"malformed CSV ({exc})")
+    return fail(path, None, "the samples could not be read although every line looks valid",
+                "report this as a bug with the file attached")
+
+
+def _check_fields(fields: list[str]) -> str | None:
+    if len(fields) != len(COLUMNS):
+        return f"expected {len(COLUMNS)} columns ({HEADER}), found {len(fields)}"
+    seq, op, size, count, time, call, warmup = (f.strip() for f in fields)
+    if not seq.isdigit() or int(seq) >= 2**32:
+        return f"expected seq as a non-negative integer, found {seq!r}"
+    if op not in OPS:
+        return f"expected op in {', '.join(OPS)}, found {op!r}"
+    if not size.isdigit() or int(size) > MAX_SIZE:
+        return f"expected size in bytes (non-negative integer), found {size!r}"
+    if not count.isdigit() or not 1 <= int(count) < 2**32:
+        return f"expected count as a positive integer, found {count!r}"
+    for name, token, optional in (("time", time, False), ("call", call, True)):
+        if optional and token == "":
+            continue
+        try:
+            value = float(token)
+        except ValueError:
+            return f"expected {name} in seconds as a number, found {token!r}"
+        if not (math.isfinite(value) and 0 <= value <= MAX_TIME_S):
+            return f"expected {name} as finite non-negative seconds, found {token!r}"
+    if warmup not in ("0", "1"):
+        return f"expected warmup 0 or 1, found {warmup!r}"
+    return None
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise fail(path, None, f"cannot read the file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise fail(path, None, "the meta file is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise fail(path, exc.lineno, f"invalid JSON ({exc.msg})",
+                   "a probe killed before its end writes the meta file again at start-up; "
+                   "re-run or remove the broken file") from None
+    if not isinstance(meta, dict):
+        raise fail(path, 1, "expected a JSON object with the probe's run metadata")
+    return meta
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _apply_meta(path: Path, meta: dict[str, Any], run: ParsedRun) -> None:
+    hosts = meta.get("hosts")
+    env = meta.get("env")
+    if hosts is not None and not isinstance(hosts, list):
+        raise fail(path, None, "'hosts' must be a list of host names in rank order")
+    if env is not None and not isinstance(env, dict):
+        raise fail(path, None, "'env' must be an object of environment variables")
+    run.tool_version = _text(meta.get("probe_version"))
+    run.mpi_version = _text(meta.get("mpi_version"))
+    run.hosts = [str(h) for h in hosts or []]
+    run.env = {str(k): str(v) for k, v in (env or {}).items()}
+    run.job_id = _text(meta.get("slurm_job_id"))
+    run.start = _text(meta.get("start"))
+    run.end = _text(meta.get("end"))
+    complete = meta.get("complete")
+    if complete is not True:
+        run.complete = False
+        run.warnings.append(f"{path.name}: the probe did not mark the run complete")
+    run.transport_hint = transport_from_env(run.env, run.hosts)
+
+
+def transport_from_env(env: dict[str, str], hosts: list[str] | None = None) -> str | None:
+    """The transport selected by the MPI environment variables the probe recorded.
+
+    Both ranks on one host with a shared-memory component enabled means shared memory,
+    whatever network components are also listed (MPI prefers shared memory on-node).
+    """
+    low = {k: v.lower() for k, v in env.items()}
+    btl = low.get("OMPI_MCA_btl", "")
+    tls = low.get("UCX_TLS", "")
+    provider = low.get("FI_PROVIDER", "")
+    fabrics = low.get("I_MPI_FABRICS", "")
+    words = {w.strip("^ ") for v in (btl, tls, provider, fabrics) for w in v.replace(
+        ":", ",").split(",") if w.strip()}
+    if btl.startswith("^"):
+        words = set()
+    shm = {"self", "vader", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem"}
+    same_host = bool(hosts) and len(set(hosts or [])) == 1
+    if same_host and words & (shm - {"self"}):
+        return "shm"
+    for candidates, transport in (
+        ({"tcp", "sockets"}, "tcp"),
+        ({"rc", "ud", "dc", "rc_x", "ud_x", "dc_x", "rc_verbs", "ud_verbs", "openib", "verbs",
+          "mlx", "ib"}, "ib"),
+        ({"psm2", "opa"}, "opa"),
+    ):
+        if words & candidates:
+            return transport
+    if words and words <= shm:
+        return "shm"
+    return None

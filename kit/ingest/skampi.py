@@ -1,0 +1,124 @@
+"""SkaMPI ``.sko`` result files, plus the per-repetition debug logs of ``skampi -d 8``.
+
+A result line reads ``count= C  BYTES  TIME  STDERR  REPS  T_rank0  T_rank1 ...`` with times
+in µs. SkaMPI's ``Pingpong_*`` time is a round trip and its TIME is a trimmed mean over REPS
+repetitions, so each line becomes one row: op ``pingpong``, stat ``mean``, n = REPS,
+time = TIME / 2 × 1e-6 (one-way, like OSU). Measurements other than ping-pongs are rejected:
+we would not know how to make them comparable.
+
+With ``-d 8`` SkaMPI also writes ``<prefix>_procNNNN.log`` per rank, holding every
+repetition as ``local_results[i] = µs``, one "starting measurement" block per result line.
+When ``<sko stem>_proc0000.log`` sits next to the ``.sko``, rank 0's values (rank 0 times the
+round trip) become raw rows of the same run: op ``pingpong``, stat ``raw``, time = value / 2.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kit.ingest.common import (
+    US,
+    ParsedRun,
+    Rows,
+    fail,
+    parse_count,
+    parse_size,
+    parse_time,
+    read_text,
+)
+
+_BEGIN = re.compile(r'^# begin result "([^"]*)"')
+_LOCAL = re.compile(r"^local_results\[(\d+)\]\s*=\s*(\S+)\s*$")
+
+
+def looks_like(lines: list[str]) -> bool:
+    head = lines[:10]
+    return any(line.startswith("# SKaMPI Version") for line in head) or any(
+        _BEGIN.match(line) for line in lines[:40])
+
+
+def looks_like_console(lines: list[str]) -> bool:
+    """``skampi -d`` stdout: only ``#proc N: pid=...`` lines, the results are in the .sko."""
+    return bool(lines) and all(line.startswith("#proc ") for line in lines if line.strip())
+
+
+def looks_like_debug_log(lines: list[str]) -> bool:
+    return bool(lines) and lines[0].startswith("starting measurement with min_repetitions")
+
+
+def debug_log_for(sko: Path) -> Path:
+    return sko.with_name(sko.stem + "_proc0000.log")
+
+
+def parse(path: Path) -> ParsedRun:
+    lines = read_text(path)
+    rows = Rows()
+    sizes: list[int] = []
+    version = None
+    current: str | None = None
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if line.startswith("# SKaMPI Version"):
+            version = line[2:].split(" rev.")[0]
+        begin = _BEGIN.match(line)
+        if begin:
+            current = begin.group(1)
+            if "pingpong" not in current.lower():
+                raise fail(path, lineno, f"SkaMPI measurement '{current}' is not a ping-pong",
+                           "only Pingpong_* measurements can be ingested")
+            continue
+        if line.startswith("# end result"):
+            current = None
+            continue
+        if not line or line.startswith("#"):
+            continue
+        if current is None:
+            raise fail(path, lineno, "expected a result line inside '# begin result' / "
+                       f"'# end result', found {line[:40]!r}")
+        fields = line.split()
+        if fields[0] != "count=" or len(fields) < 6:
+            raise fail(path, lineno, "expected 'count= C BYTES TIME STDERR REPS ...' "
+                       f"(at least 6 fields), found {line[:60]!r}")
+        size = parse_size(path, lineno, fields[2])
+        rtt = parse_time(path, lineno, fields[3], "the round-trip time in µs", US)
+        parse_time(path, lineno, fields[4], "the standard error in µs", US)
+        reps = parse_count(path, lineno, fields[5], "the repetition count")
+        rows.add("pingpong", size, rtt / 2, len(sizes), stat="mean", n=reps)
+        sizes.append(size)
+    if not rows.cols["op"]:
+        raise fail(path, None, "no SkaMPI result line ('count= ...') found",
+                   "the run probably aborted before its first measurement")
+    sources = [path]
+    log = debug_log_for(path)
+    warnings: list[str] = []
+    if log.is_file():
+        _add_debug_rows(log, sizes, rows, warnings)
+        sources.append(log)
+    return ParsedRun(tool="skampi", sources=sources, rows=rows.frame(), tool_version=version,
+                     warnings=warnings)
+
+
+def _add_debug_rows(log: Path, sizes: list[int], rows: Rows, warnings: list[str]) -> None:
+    """Rank 0's per-repetition round trips, one block per result line of the .sko."""
+    blocks: list[dict[int, float]] = []
+    for lineno, raw in enumerate(read_text(log), 1):
+        if raw.startswith("starting measurement"):
+            blocks.append({})
+            continue
+        match = _LOCAL.match(raw)
+        if match:
+            if not blocks:
+                raise fail(log, lineno, "local_results before any 'starting measurement'")
+            value = parse_time(log, lineno, match.group(2), "a repetition time in µs", US)
+            blocks[-1][int(match.group(1))] = value  # later rounds overwrite earlier ones
+    if len(blocks) != len(sizes):
+        raise fail(log, None, f"the debug log has {len(blocks)} measurements but the .sko has "
+                   f"{len(sizes)} result lines", "ingest the .sko with the log of the same run")
+    seq = len(sizes)
+    for size, block in zip(sizes, blocks, strict=True):
+        for index in sorted(block):
+            rows.add("pingpong", size, block[index] / 2, seq)
+            seq += 1
+    warnings.append(f"{log.name}: {seq - len(sizes)} raw repetitions read (SkaMPI prints "
+                    "them with 0.1 µs resolution)")
