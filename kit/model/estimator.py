@@ -1,0 +1,251 @@
+"""``RegimeModel``: the scikit-learn style estimator tying the engine together.
+
+fit: validate → flag outliers per size neighbourhood → per-size summaries → exact DP
+segmentation on ln size (K by BIC, or user breakpoints) → per regime: family by AIC on
+robust fits to per-size medians, two-band mixture if the raw samples hold one, noise on
+time / curve by ML + AIC → overlaps at each boundary by EM. Every step after the outlier
+flags works on summaries or bounded subsamples, so the cost grows little beyond sorting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator
+
+from kit.errors import ModelError
+from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, fit_family
+from kit.model.mixture import detect_bands
+from kit.model.noise import fit_noise
+from kit.model.outliers import flag_outliers
+from kit.model.overlap import fit_overlap
+from kit.model.predictive import cdf as _cdf
+from kit.model.predictive import quantiles as _quantiles
+from kit.model.predictive import sample as _sample
+from kit.model.predictive import terms as _terms
+from kit.model.regime import Component, Regime
+from kit.model.segmentation import choose_segmentation, make_bins
+
+#: Fewest samples a model can be fitted to.
+MIN_SAMPLES = 5
+#: Fewest samples for trying a two-band mixture in a regime.
+MIN_MIXTURE_SAMPLES = 200
+
+
+def _as_sizes(size: ArrayLike, what: str = "size") -> NDArray:
+    s = np.asarray(size, dtype=np.float64).reshape(-1)
+    if not np.all(np.isfinite(s)) or np.any(s < 0):
+        raise ModelError(f"{what} must be finite and >= 0 bytes", where=what,
+                         hint="give message sizes in bytes")
+    return s
+
+
+class RegimeModel(BaseEstimator):
+    """Piecewise (per-regime) model of point-to-point time vs message size, with noise.
+
+    Parameters are stored verbatim (scikit-learn contract); see docs/architecture.md "Model".
+    ``min_support=None`` means max(20, 1 % of the samples) per regime; ``noise=False`` fits
+    lognormal noise only (faster); ``mixture=False`` never makes two-band regimes.
+    """
+
+    def __init__(self, breakpoints: Sequence[float] | None = None,
+                 families: Sequence[str | None] | None = None, max_regimes: int = 6,
+                 min_support: int | None = None, overlap: bool = True, noise: bool = True,
+                 random_state: int | None = 0, mixture: bool = True,
+                 outlier_k: float = 6.0) -> None:
+        self.breakpoints = breakpoints
+        self.families = families
+        self.max_regimes = max_regimes
+        self.min_support = min_support
+        self.overlap = overlap
+        self.noise = noise
+        self.random_state = random_state
+        self.mixture = mixture
+        self.outlier_k = outlier_k
+
+    # ------------------------------------------------------------------ fitting
+    def _check_params(self, n: int) -> int:
+        if self.families is not None:
+            bad = [f for f in self.families if f is not None and f not in FAMILIES]
+            if bad:
+                raise ModelError(f"unknown family {bad[0]!r}", where="families",
+                                 hint=f"use one of {', '.join(FAMILIES)} (or None to choose)")
+        if int(self.max_regimes) < 1:
+            raise ModelError("max_regimes must be >= 1", where="max_regimes")
+        ms = self.min_support
+        return max(20, int(np.ceil(0.01 * n))) if ms is None else max(1, int(ms))
+
+    def fit(self, size: ArrayLike, time: ArrayLike) -> RegimeModel:
+        s = np.asarray(size, dtype=np.float64).reshape(-1)
+        t = np.asarray(time, dtype=np.float64).reshape(-1)
+        if s.shape != t.shape:
+            raise ModelError(f"size and time differ in length ({len(s)} vs {len(t)})",
+                             where="fit(size, time)")
+        if len(s) < MIN_SAMPLES:
+            raise ModelError(f"only {len(s)} samples; a model needs at least {MIN_SAMPLES}",
+                             where="fit(size, time)", hint="select a series with more samples")
+        bad_t = ~np.isfinite(t) | (t <= 0)
+        if bad_t.any():
+            raise ModelError(f"{int(bad_t.sum())} of {len(t)} times are NaN, infinite, zero or "
+                             "negative", where="fit(size, time)",
+                             hint="drop or repair those rows (times are seconds > 0)")
+        _as_sizes(s, "fit(size, time)")
+        min_support = self._check_params(len(s))
+        rng = np.random.default_rng(self.random_state)
+
+        order = np.argsort(s, kind="stable")
+        ss, ts = s[order], t[order]
+        out_sorted = flag_outliers(ss, np.log(ts), k=float(self.outlier_k))
+        inl = ~out_sorted
+        si, ti = ss[inl], ts[inl]
+        if len(si) < MIN_SAMPLES:
+            raise ModelError("too few samples left after outlier flagging", where="fit(size, time)")
+
+        breakpoints = self._breakpoints(si, ti, min_support)
+        edges = np.r_[-np.inf, breakpoints, np.inf]
+        fam_list = list(self.families) if self.families is not None else [None] * (len(edges) - 1)
+        if len(fam_list) != len(edges) - 1:
+            raise ModelError(f"{len(fam_list)} families given for {len(edges) - 1} regimes",
+                             where="families", hint="give one family (or None) per regime")
+        regimes: list[Regime] = []
+        for k in range(len(edges) - 1):
+            lo, hi = np.searchsorted(si, [edges[k], edges[k + 1]], side="left")
+            olo, ohi = np.searchsorted(ss, [edges[k], edges[k + 1]], side="left")
+            if hi - lo < max(min_support, 1):
+                raise ModelError(
+                    f"regime {k + 1} [{edges[k]:g}, {edges[k + 1]:g}) B holds {hi - lo} samples, "
+                    f"fewer than the minimum support {min_support}", where="breakpoints",
+                    hint="use fewer breakpoints or lower min_support")
+            reg = self._fit_regime(si[lo:hi], ti[lo:hi], fam_list[k], rng)
+            reg.size_min = float(si[lo]) if k == 0 else float(breakpoints[k - 1])
+            reg.size_max = float(breakpoints[k]) if k < len(breakpoints) else float(si[-1])
+            reg.n_outliers = int(out_sorted[olo:ohi].sum())
+            regimes.append(reg)
+        if self.overlap:
+            for k in range(len(regimes) - 1):
+                regimes[k].overlap = fit_overlap(regimes[k], regimes[k + 1], breakpoints[k], si, ti)
+
+        mask = np.zeros(len(s), dtype=bool)
+        mask[order] = out_sorted
+        self.regimes_ = regimes
+        self.breakpoints_ = [float(b) for b in breakpoints]
+        self.outlier_mask_ = mask
+        self.n_outliers_ = int(mask.sum())
+        self.n_samples_ = len(s)
+        self.validation_: dict[str, Any] = {}
+        return self
+
+    def _breakpoints(self, si: NDArray, ti: NDArray, min_support: int) -> list[float]:
+        if self.breakpoints is not None:
+            bps = sorted(float(b) for b in self.breakpoints)
+            if any(not np.isfinite(b) or b <= 0 for b in bps) or len(set(bps)) != len(bps):
+                raise ModelError("breakpoints must be distinct sizes > 0 bytes",
+                                 where="breakpoints", hint="e.g. --breakpoints 1420,65536")
+            return bps
+        bins = make_bins(si, ti)
+        fams = list(self.families) if self.families is not None else None
+        cuts = choose_segmentation(bins, int(self.max_regimes), min_support, fams)
+        if cuts is None:
+            raise ModelError(f"cannot split {len(si)} samples into {len(fams or [])} regimes of at "
+                             f"least {min_support} samples", where="families",
+                             hint="ask for fewer regimes or lower min_support")
+        return [float(bins.first[c]) for c in cuts]
+
+    def _fit_regime(self, s: NDArray, t: NDArray, family: str | None,
+                    rng: np.random.Generator) -> Regime:
+        bins = make_bins(s, t)
+        nb = len(bins.size)
+        cands = [family] if family else [f for f in FAMILIES if nb > N_PARAMS[f] or nb == 1]
+        fits: dict[str, tuple[float, dict[str, float]]] = {}
+        for fam in cands:
+            params, rss = fit_family(fam, bins.size, bins.median, bins.weight)
+            fits[fam] = (aic_from_rss(rss, float(bins.weight.mean()), nb, N_PARAMS[fam]), params)
+        best = min(fits, key=lambda f: fits[f][0])
+        reg = Regime(0.0, 0.0, best, fits[best][1], noise=None,  # type: ignore[arg-type]
+                     n_samples=len(s), aic={f: v[0] for f, v in fits.items()})
+        noise_fams = None if self.noise else ("lognormal",)
+        reg.noise = self._noise(t / reg.curve(s), rng, noise_fams)
+        if self.mixture and len(s) >= MIN_MIXTURE_SAMPLES and nb >= 3:
+            x, y = np.log(np.maximum(s, 1.0)), np.log(t)
+            bands = detect_bands(x, y, rng)
+            if bands is not None:
+                comps = []
+                resp = self._responsibilities(bands, x, y)
+                for k in range(2):
+                    params = {"a": float(np.exp(bands.lines[k, 0])), "b": float(bands.lines[k, 1])}
+                    mine = resp == k
+                    ratio = t[mine] / (params["a"] * np.maximum(s[mine], 1.0) ** params["b"])
+                    comps.append(Component("power", params, self._noise(ratio, rng, noise_fams),
+                                           float(np.mean(mine))))
+                reg.components = comps
+                reg.weight = {"intercept": float(bands.weight[0]), "slope": float(bands.weight[1])}
+        return reg
+
+    @staticmethod
+    def _responsibilities(bands: Any, x: NDArray, y: NDArray) -> NDArray:
+        """Hard band assignment of every sample (EM may have run on a subsample)."""
+        from scipy.special import expit
+
+        w1 = np.clip(expit(bands.weight[0] + bands.weight[1] * x), 1e-12, 1 - 1e-12)
+        mu = bands.lines[:, 0][None, :] + bands.lines[:, 1][None, :] * x[:, None]
+        lp = -0.5 * ((y[:, None] - mu) / bands.sigmas) ** 2 - np.log(bands.sigmas)
+        lp[:, 0] += np.log1p(-w1)
+        lp[:, 1] += np.log(w1)
+        return np.argmax(lp, axis=1)
+
+    @staticmethod
+    def _noise(ratio: NDArray, rng: np.random.Generator, fams: tuple[str, ...] | None):
+        return fit_noise(ratio, rng) if fams is None else fit_noise(ratio, rng, fams)
+
+    # --------------------------------------------------------------- prediction
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "regimes_"):
+            raise ModelError("the model is not fitted", where="RegimeModel",
+                             hint="call fit() or load a model file first")
+
+    def _terms(self, size: ArrayLike) -> tuple[NDArray, list]:
+        self._check_fitted()
+        s = _as_sizes(size)
+        return s, _terms(self.regimes_, self.breakpoints_, s)
+
+    def regime_index(self, size: ArrayLike) -> NDArray:
+        """Index of the regime each size falls in (by breakpoints, overlaps ignored)."""
+        self._check_fitted()
+        return np.searchsorted(np.asarray(self.breakpoints_), _as_sizes(size), side="right")
+
+    def curve(self, size: ArrayLike) -> NDArray:
+        """Each size's regime curve family(params): the central line export uses."""
+        s = _as_sizes(size)
+        idx = self.regime_index(s)
+        out = np.empty(len(s))
+        for k, reg in enumerate(self.regimes_):
+            m = idx == k
+            if m.any():
+                out[m] = reg.curve(s[m])
+        return out
+
+    def predict_quantiles(self, size: ArrayLike, q: ArrayLike) -> NDArray:
+        s, tl = self._terms(size)
+        qq = np.asarray(q, dtype=float).reshape(-1)
+        if np.any((qq <= 0) | (qq >= 1)):
+            raise ModelError("quantiles must lie strictly between 0 and 1", where="q")
+        return _quantiles(tl, len(s), qq)
+
+    def predict(self, size: ArrayLike) -> NDArray:
+        """Median time (s) of the predictive distribution at each size."""
+        return self.predict_quantiles(size, [0.5])[:, 0]
+
+    def cdf(self, size: ArrayLike, time: ArrayLike) -> NDArray:
+        """Predictive CDF at ``time`` ((n,) or (n, m)) for each of the n sizes."""
+        _, tl = self._terms(size)
+        return _cdf(tl, np.asarray(time, dtype=float))
+
+    def sample(self, size: ArrayLike, n: int = 1,
+               random_state: int | np.random.Generator | None = None) -> NDArray:
+        """(len(size), n) times drawn from the predictive distribution."""
+        s, tl = self._terms(size)
+        rng = np.random.default_rng(random_state)
+        return _sample(tl, len(s), int(n), rng)

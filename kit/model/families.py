@@ -1,0 +1,148 @@
+"""The three curve families a regime can follow, and their robust fits.
+
+A regime's curve is the *median* time as a function of size: ``constant`` t = a,
+``linear`` t = a + b·s (latency + size / bandwidth) and ``power`` t = a·s^b (slow start).
+Fits work on per-size summaries (median time per size, weighted), never on raw samples,
+because heavy-tailed noise must not drag the line and because summaries keep the fit cheap
+for millions of samples. Residuals are taken in log time so that small and large
+messages weigh the same relative error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import least_squares
+
+FAMILIES: tuple[str, ...] = ("constant", "linear", "power")
+N_PARAMS: dict[str, int] = {"constant": 1, "linear": 2, "power": 2}
+
+Array = NDArray[np.float64]
+
+
+def effective_size(size: NDArray) -> Array:
+    """Sizes as floats with 0 evaluated as 1, so that log size and s^b stay finite."""
+    return np.maximum(np.asarray(size, dtype=np.float64), 1.0)
+
+
+def evaluate(family: str, params: dict[str, float], size: NDArray) -> Array:
+    """The family's curve (seconds) at ``size`` (bytes)."""
+    s = effective_size(size)
+    if family == "constant":
+        return np.full_like(s, params["a"])
+    if family == "linear":
+        return params["a"] + params["b"] * s
+    if family == "power":
+        return params["a"] * s ** params["b"]
+    raise ValueError(f"unknown family {family!r}")
+
+
+def _huber_scale(resid: Array) -> float:
+    mad = float(np.median(np.abs(resid - np.median(resid)))) * 1.4826
+    return max(mad, 1e-3)
+
+
+def fit_family(family: str, s: Array, m: Array, w: Array) -> tuple[dict[str, float], float]:
+    """Robust weighted fit of ``family`` to medians ``m`` at sizes ``s``.
+
+    Returns the parameters and the weighted sum of squared log residuals (for AIC).
+    A Huber loss on log residuals keeps a few odd sizes (e.g. a size that fell in a
+    slow band) from pulling the curve. Linear keeps a, b >= 0: negative latency or
+    bandwidth has no physical meaning and would make the curve cross zero.
+    """
+    s = effective_size(s)
+    y = np.log(m)
+    sw = np.sqrt(w / w.mean())
+    if family == "constant":
+        # Weighted median of log medians: the robust constant.
+        order = np.argsort(y)
+        cw = np.cumsum(w[order])
+        a = float(np.exp(y[order][np.searchsorted(cw, cw[-1] / 2)]))
+        params = {"a": a}
+    elif family == "power":
+        x = np.log(s)
+        b0, la0 = np.polyfit(x, y, 1, w=sw) if np.ptp(x) > 0 else (0.0, float(np.mean(y)))
+        f_scale = _huber_scale(y - (la0 + b0 * x))
+
+        def res_p(p: Array) -> Array:
+            return sw * (p[0] + p[1] * x - y)
+
+        r = least_squares(res_p, [la0, b0], loss="huber", f_scale=f_scale)
+        params = {"a": float(np.exp(r.x[0])), "b": float(r.x[1])}
+    elif family == "linear":
+        # Start from weighted least squares on relative error (closed form), then Huber.
+        u, v = 1.0 / m, s / m
+        A = np.stack([u, v], axis=1) * sw[:, None]
+        coef, *_ = np.linalg.lstsq(A, sw, rcond=None)
+        a0 = max(float(coef[0]), 1e-12)
+        b0 = max(float(coef[1]), 0.0)
+        scale_a = float(np.median(m))
+        scale_b = scale_a / float(np.median(s))
+
+        def res_l(p: Array) -> Array:
+            return sw * (np.log(p[0] * scale_a + p[1] * scale_b * s) - y)
+
+        f_scale = _huber_scale(np.log(a0 + b0 * s) - y)
+        r = least_squares(res_l, [a0 / scale_a, b0 / scale_b], loss="huber", f_scale=f_scale,
+                          bounds=([1e-12, 0.0], [np.inf, np.inf]))
+        params = {"a": float(r.x[0] * scale_a), "b": float(r.x[1] * scale_b)}
+    else:
+        raise ValueError(f"unknown family {family!r}")
+    resid = np.log(evaluate(family, params, s)) - y
+    return params, float(np.sum(w * resid**2))
+
+
+def aic_from_rss(rss: float, wsum: float, n_bins: int, k: int) -> float:
+    """Gaussian AIC of log residuals with the variance estimated from the fit."""
+    rss = max(rss, 1e-300)
+    return n_bins * float(np.log(rss / wsum)) + 2 * k
+
+
+def segment_costs(x: Array, y: Array, w: Array, family: str) -> Array:
+    """Weighted RSS of ``family`` on every bin range [i, j) (i < j), in O(B²) via prefix sums.
+
+    Closed forms make an exact dynamic programme over all boundaries affordable:
+    constant is a weighted mean of log time, power a weighted regression of log time on
+    log size, linear a regression of 1 on (1/m, s/m) (relative error ~ log error).
+    Entries with too few bins for the family are +inf.
+    """
+    B = len(x)
+
+    def pref(a: Array) -> Array:
+        return np.concatenate([[0.0], np.cumsum(a)])
+
+    def span(p: Array) -> Array:
+        return p[None, :] - p[:, None]  # [i, j] = sum over bins i..j-1
+
+    Sw = span(pref(w))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if family == "constant":
+            Sy, Syy = span(pref(w * y)), span(pref(w * y * y))
+            rss = Syy - Sy**2 / Sw
+            min_bins = 1
+        elif family == "power":
+            Sx, Sy = span(pref(w * x)), span(pref(w * y))
+            Sxx, Sxy, Syy = span(pref(w * x * x)), span(pref(w * x * y)), span(pref(w * y * y))
+            vxx = Sxx - Sx**2 / Sw
+            vxy = Sxy - Sx * Sy / Sw
+            vyy = Syy - Sy**2 / Sw
+            rss = vyy - np.where(vxx > 1e-12, vxy**2 / vxx, 0.0)
+            min_bins = 3
+        elif family == "linear":
+            m = np.exp(y)
+            s = np.exp(x)
+            u, v = 1.0 / m, s / m
+            # Unit-scale the regressors: raw sums reach 1e36 and the determinant would cancel.
+            u, v = u / np.sqrt(np.mean(u * u)), v / np.sqrt(np.mean(v * v))
+            Suu, Suv, Svv = span(pref(w * u * u)), span(pref(w * u * v)), span(pref(w * v * v))
+            Su, Sv = span(pref(w * u)), span(pref(w * v))
+            det = Suu * Svv - Suv**2
+            quad = (Su**2 * Svv - 2 * Su * Sv * Suv + Sv**2 * Suu) / det
+            rss = np.where(np.abs(det) > 1e-300, Sw - quad, np.inf)
+            min_bins = 3
+        else:
+            raise ValueError(f"unknown family {family!r}")
+    idx = np.arange(B + 1)
+    nb = idx[None, :] - idx[:, None]
+    rss = np.where((nb >= min_bins) & np.isfinite(rss), np.maximum(rss, 0.0), np.inf)
+    return rss

@@ -1,0 +1,123 @@
+"""Two-band regimes: EM on raw samples with a logistic share in ln size.
+
+On Ethernet clusters, small and medium messages fall into a fast and a slow band a few
+times apart, and the slow band's share grows with size, so the per-size median jumps
+between bands and no single curve + noise describes the data. Here each band is a power
+curve in size with Gaussian scatter in ln time, and the slow band's share is
+logistic(c0 + c1·ln s); EM fits all of it on (a subsample of) the regime's raw samples.
+The mixture is kept only if BIC prefers it *and* the bands are genuinely separate
+(Ashman's D > 2, each band >= 3 % of samples, medians >= 1.5x apart): a heavy tail is
+the noise model's job, not a second band's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import expit
+
+MAX_EM_SAMPLES = 20000
+MIN_BAND_SHARE = 0.03
+MIN_SEPARATION = np.log(1.5)
+MIN_ASHMAN_D = 2.0
+
+
+@dataclass
+class BandFit:
+    lines: NDArray  # (2, 2): [intercept, slope] of ln t on ln s, fast band first
+    sigmas: NDArray  # (2,)
+    weight: NDArray  # [c0, c1]: share of the slow band = expit(c0 + c1 ln s)
+    resp: NDArray  # responsibility of the slow band per sample
+    loglik: float
+
+
+def _wline(x: NDArray, y: NDArray, w: NDArray) -> NDArray:
+    sw = w.sum()
+    if sw <= 0 or np.ptp(x) == 0:
+        return np.array([float(np.sum(w * y) / max(sw, 1e-300)), 0.0])
+    mx, my = np.sum(w * x) / sw, np.sum(w * y) / sw
+    vxx = np.sum(w * (x - mx) ** 2)
+    b = np.sum(w * (x - mx) * (y - my)) / vxx if vxx > 1e-12 else 0.0
+    return np.array([my - b * mx, b])
+
+
+def _logistic_step(x: NDArray, r: NDArray, c: NDArray, steps: int = 3) -> NDArray:
+    """Newton steps of logistic regression on soft targets r (tiny ridge keeps it finite)."""
+    X = np.stack([np.ones_like(x), x], axis=1)
+    for _ in range(steps):
+        p = expit(X @ c)
+        g = X.T @ (p - r) + 1e-6 * c
+        H = (X * (p * (1 - p))[:, None]).T @ X + 1e-6 * np.eye(2)
+        c = c - np.linalg.solve(H, g)
+    return c
+
+
+def _norm_logpdf(y: NDArray, mu: NDArray, sd: float) -> NDArray:
+    return -0.5 * ((y - mu) / sd) ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi)
+
+
+def fit_bands(x: NDArray, y: NDArray, rng: np.random.Generator, iters: int = 60) -> BandFit | None:
+    """EM for two bands; ``x`` = ln size, ``y`` = ln time. None when EM cannot start."""
+    if len(x) < 50:
+        return None
+    base = _wline(x, y, np.ones_like(x))
+    e = y - (base[0] + base[1] * x)
+    lo, hi = np.quantile(e, [0.25, 0.85])
+    if hi - lo < 1e-9:
+        return None
+    lines = np.array([[base[0] + lo, base[1]], [base[0] + hi, base[1]]])
+    sig = np.full(2, max(float(np.std(e)) / 2, 1e-3))
+    c = np.array([0.0, 0.0])
+    xm = float(np.mean(x))
+    x_c = x - xm  # centred for a well-conditioned logistic fit
+    ll_old = -np.inf
+    r = np.zeros_like(x)
+    for _ in range(iters):
+        w1 = np.clip(expit(c[0] + c[1] * x_c), 1e-12, 1 - 1e-12)
+        l0 = np.log1p(-w1) + _norm_logpdf(y, lines[0, 0] + lines[0, 1] * x, sig[0])
+        l1 = np.log(w1) + _norm_logpdf(y, lines[1, 0] + lines[1, 1] * x, sig[1])
+        tot = np.logaddexp(l0, l1)
+        r = np.exp(l1 - tot)
+        ll = float(np.sum(tot))
+        for k, rk in enumerate((1 - r, r)):
+            lines[k] = _wline(x, y, rk)
+            res = y - (lines[k, 0] + lines[k, 1] * x)
+            sig[k] = max(float(np.sqrt(np.sum(rk * res**2) / max(rk.sum(), 1e-12))), 1e-3)
+        c = _logistic_step(x_c, r, c)
+        if abs(ll - ll_old) < 1e-6 * len(x):
+            break
+        ll_old = ll
+    weight = np.array([c[0] - c[1] * xm, c[1]])
+    if lines[0, 0] + lines[0, 1] * xm > lines[1, 0] + lines[1, 1] * xm:  # keep fast band first
+        lines, sig, r, weight = lines[::-1].copy(), sig[::-1].copy(), 1 - r, -weight
+    return BandFit(lines, sig, weight, r, ll)
+
+
+def single_loglik(x: NDArray, y: NDArray) -> float:
+    line = _wline(x, y, np.ones_like(x))
+    res = y - (line[0] + line[1] * x)
+    sd = max(float(np.std(res)), 1e-3)
+    return float(np.sum(_norm_logpdf(y, line[0] + line[1] * x, sd)))
+
+
+def detect_bands(x: NDArray, y: NDArray, rng: np.random.Generator) -> BandFit | None:
+    """A :class:`BandFit` if the samples hold two genuine bands, else None."""
+    if len(x) > MAX_EM_SAMPLES:
+        idx = rng.choice(len(x), MAX_EM_SAMPLES, replace=False)
+        x, y = x[idx], y[idx]
+    fit = fit_bands(x, y, rng)
+    if fit is None:
+        return None
+    n = len(x)
+    bic1 = -2 * single_loglik(x, y) + 3 * np.log(n)
+    bic2 = -2 * fit.loglik + 8 * np.log(n)
+    xm = float(np.median(x))
+    mu = fit.lines[:, 0] + fit.lines[:, 1] * xm
+    sep = float(mu[1] - mu[0])
+    ashman = np.sqrt(2) * sep / float(np.sqrt(np.sum(fit.sigmas**2)))
+    share1 = float(np.mean(fit.resp))
+    ok = (bic2 < bic1 - 10 and sep >= MIN_SEPARATION and ashman > MIN_ASHMAN_D
+          and MIN_BAND_SHARE <= share1 <= 1 - MIN_BAND_SHARE)
+    return fit if ok else None

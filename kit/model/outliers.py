@@ -1,0 +1,72 @@
+"""Robust outlier flags per size neighbourhood.
+
+A sample is an outlier when its log time is far from the median of its size neighbourhood
+(the samples of the same size, or of the nearest sizes when a size has few samples). "Far"
+scales with the neighbourhood's own spread, measured both by the MAD and by the distance
+from the median to the 5th/95th percentile, so that a genuine second band holding a few
+percent of the samples (Ethernet fast/slow bands) is not mistaken for outliers while a
+1000x stall is. Flags are returned, never applied to the data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+#: Minimum samples per neighbourhood; sizes with fewer are pooled with their neighbours.
+MIN_NEIGHBOURHOOD = 30
+#: Smallest factor from the local median that can count as an outlier.
+MIN_FACTOR = 2.0
+
+
+def neighbourhoods(size_sorted: NDArray, min_count: int = MIN_NEIGHBOURHOOD) -> NDArray:
+    """Group ids for samples sorted by size: one group per size, small sizes pooled."""
+    n = len(size_sorted)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, size_sorted[1:] != size_sorted[:-1]])
+    counts = np.diff(np.r_[starts, n])
+    if counts.min() >= min_count:
+        return np.repeat(np.arange(len(starts)), counts)
+    # Greedy pooling of consecutive sizes until each group holds min_count samples.
+    gid = np.empty(len(starts), dtype=np.int64)
+    cur, acc = 0, 0
+    for i, c in enumerate(counts.tolist()):
+        gid[i] = cur
+        acc += c
+        if acc >= min_count:
+            cur, acc = cur + 1, 0
+    if acc and cur > 0:  # a short tail joins the previous group
+        gid[gid == cur] = cur - 1
+    return np.repeat(gid, counts)
+
+
+def group_quantiles(group: NDArray, values: NDArray, qs: tuple[float, ...]) -> NDArray:
+    """Per-group quantiles (lower order statistic) without a Python loop: (n_groups, len(qs))."""
+    order = np.lexsort((values, group))
+    g, v = group[order], values[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    counts = np.diff(np.r_[starts, len(g)])
+    out = np.empty((len(starts), len(qs)))
+    for k, q in enumerate(qs):
+        out[:, k] = v[starts + np.floor(q * (counts - 1)).astype(np.int64)]
+    return out
+
+
+def flag_outliers(size: NDArray, log_time: NDArray, k: float = 6.0) -> NDArray:
+    """Boolean mask (input order) of samples far from their size neighbourhood."""
+    n = len(size)
+    if n < MIN_NEIGHBOURHOOD:
+        return np.zeros(n, dtype=bool)
+    order = np.argsort(size, kind="stable")
+    grp = neighbourhoods(np.asarray(size)[order])
+    lt = log_time[order]
+    q = group_quantiles(grp, lt, (0.05, 0.25, 0.5, 0.75, 0.95))
+    med = q[grp, 2]
+    iqr_sd = (q[grp, 3] - q[grp, 1]) / 1.349
+    up = np.maximum.reduce([k * iqr_sd, 2.0 * (q[grp, 4] - med), np.full(n, np.log(MIN_FACTOR))])
+    down = np.maximum.reduce([k * iqr_sd, 2.0 * (med - q[grp, 0]), np.full(n, np.log(MIN_FACTOR))])
+    bad = (lt - med > up) | (med - lt > down)
+    mask = np.zeros(n, dtype=bool)
+    mask[order] = bad
+    return mask

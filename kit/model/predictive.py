@@ -1,0 +1,110 @@
+"""The model's predictive distribution at a size: regimes, overlaps and bands combined.
+
+At size s the distribution is Σ_terms weight(s) · scale(s) · ratio, where the terms come
+from the regime s falls in (one, or one per band) and, inside an overlap window, from both
+neighbouring regimes weighted by the logistic share. Quantiles are exact (scale · noise
+ppf) where a size has a single term, and found by bisection on the mixture CDF otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from kit.model.noise import Noise
+from kit.model.regime import Regime
+
+Term = tuple[NDArray, NDArray, Noise]
+
+
+def regime_weights(regimes: list[Regime], breakpoints: list[float], size: NDArray) -> NDArray:
+    """(len(size), n_regimes) probability that a sample of that size follows each regime."""
+    s = np.asarray(size, dtype=float)
+    idx = np.searchsorted(np.asarray(breakpoints, dtype=float), s, side="right")
+    W = np.zeros((len(s), len(regimes)))
+    W[np.arange(len(s)), idx] = 1.0
+    for b, reg in enumerate(regimes[:-1]):
+        ov = reg.overlap
+        if ov is None:
+            continue
+        inside = (s >= ov.size_lo) & (s <= ov.size_hi)
+        if inside.any():
+            w = ov.weight(s[inside])
+            W[inside] = 0.0
+            W[inside, b] = 1.0 - w
+            W[inside, b + 1] = w
+    return W
+
+
+def terms(regimes: list[Regime], breakpoints: list[float], size: NDArray) -> list[Term]:
+    W = regime_weights(regimes, breakpoints, size)
+    out: list[Term] = []
+    for k, reg in enumerate(regimes):
+        if not W[:, k].any():
+            continue
+        for w, scale, noise in reg.terms(size):
+            out.append((W[:, k] * w, scale, noise))
+    return [t for t in out if t[0].any()]
+
+
+def cdf(tlist: list[Term], time: NDArray) -> NDArray:
+    """Mixture CDF; ``time`` is (n,) or (n, m) against n sizes."""
+    t = np.asarray(time, dtype=float)
+    acc = np.zeros(t.shape)
+    for w, scale, noise in tlist:
+        ww = w if t.ndim == 1 else w[:, None]
+        sc = scale if t.ndim == 1 else scale[:, None]
+        nz = ww > 0
+        if nz.any():
+            acc = acc + np.where(nz, ww * noise.cdf(np.where(nz, t / sc, 1.0)), 0.0)
+    return acc
+
+
+def quantiles(tlist: list[Term], n: int, q: NDArray) -> NDArray:
+    """(n, len(q)) quantiles of the mixture."""
+    q = np.asarray(q, dtype=float)
+    out = np.empty((n, len(q)))
+    n_terms = np.sum([t[0] > 0 for t in tlist], axis=0) if tlist else np.zeros(n)
+    single = n_terms == 1
+    for w, scale, noise in tlist:
+        m = single & (w > 0)
+        if m.any():
+            out[m] = scale[m, None] * noise.ppf(q)[None, :]
+    multi = ~single
+    if multi.any():
+        lo = np.full((n, len(q)), np.inf)
+        hi = np.full((n, len(q)), -np.inf)
+        for w, scale, noise in tlist:
+            m = w > 0
+            a = np.log(scale) + np.log(noise.ppf(np.array(1e-9)))
+            b = np.log(scale) + np.log(noise.ppf(np.array(1 - 1e-9)))
+            lo[m] = np.minimum(lo[m], a[m, None])
+            hi[m] = np.maximum(hi[m], b[m, None])
+        sub = [(w[multi], scale[multi], noise) for w, scale, noise in tlist]
+        lo, hi = lo[multi], hi[multi]
+        qq = np.broadcast_to(q, lo.shape)
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            below = cdf(sub, np.exp(mid)) < qq
+            lo = np.where(below, mid, lo)
+            hi = np.where(below, hi, mid)
+        out[multi] = np.exp((lo + hi) / 2)
+    return out
+
+
+def sample(tlist: list[Term], n_sizes: int, n: int, rng: np.random.Generator) -> NDArray:
+    """(n_sizes, n) draws: pick a term per draw by weight, then scale · ratio."""
+    out = np.empty((n_sizes, n))
+    if not tlist:
+        return out
+    W = np.stack([t[0] for t in tlist], axis=1)
+    cum = np.cumsum(W / W.sum(axis=1, keepdims=True), axis=1)
+    u = rng.random((n_sizes, n))
+    pick = np.minimum((u[:, :, None] > cum[:, None, :]).sum(axis=2), len(tlist) - 1)
+    for k, (_, scale, noise) in enumerate(tlist):
+        m = pick == k
+        cnt = int(m.sum())
+        if cnt:
+            rows = np.nonzero(m)[0]
+            out[m] = scale[rows] * noise.rvs(cnt, rng)
+    return out
