@@ -1,0 +1,160 @@
+#!/usr/bin/python
+"""Ansible module: start or stop one self-daemonizing process by its pid file, without systemd.
+
+Why a module and not ``command``: the machines this runs on (containers, CI VMs) often have a
+PID 1 that is not systemd and does not reap orphans, so a killed daemon stays a ``<defunct>``
+zombie and ``kill -0`` keeps succeeding on it.  Liveness here is therefore "the pid in the pid
+file is a non-zombie process running ``exe`` with ``match`` among its arguments"; that also
+keeps a stale pid file (pid reused by an unrelated process, or by another cluster's daemon)
+from being mistaken for ours, so ``state=stopped`` only ever signals the daemon we started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+module: pt2pt_daemon
+short_description: Start/stop a daemon by pid file, zombie-aware (no systemd needed)
+options:
+  name: {description: Label used in messages., type: str, required: true}
+  pidfile: {description: Pid file the daemon writes., type: path, required: true}
+  exe: {description: Absolute path of the daemon executable (checked via /proc/PID/exe)., type: path, required: true}
+  match: {description: One argument the daemon's command line must contain (tells our instance apart)., type: str, required: true}
+  command: {description: argv that starts (and daemonizes) it; required for state=started., type: list, elements: str}
+  state: {description: Desired state., type: str, choices: [started, stopped], default: started}
+  timeout: {description: Seconds to wait for start or stop., type: float, default: 30}
+  log: {description: Log file whose tail is shown when the daemon does not come up., type: path}
+"""
+
+
+def _read_pid(pidfile: str) -> int | None:
+    try:
+        with open(pidfile, encoding="ascii") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_ours(pid: int | None, exe: str, match: str) -> bool:
+    """True if ``pid`` is a live (non-zombie) ``exe`` process with ``match`` in its argv."""
+    if pid is None or pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+        if state in ("Z", "X"):
+            return False
+        if os.path.realpath(os.readlink(f"/proc/{pid}/exe")) != os.path.realpath(exe):
+            return False
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except (OSError, IndexError):
+        return False
+    return match.encode() in argv
+
+
+def _tail(path: str | None, lines: int = 15) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return "".join(fh.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _wait(cond, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return bool(cond())
+
+
+def start(module: AnsibleModule) -> dict[str, object]:
+    p = module.params
+    pid = _read_pid(p["pidfile"])
+    if is_ours(pid, p["exe"], p["match"]):
+        return {"changed": False, "pid": pid}
+    if not p["command"]:
+        module.fail_json(msg=f"{p['name']}: 'command' is required for state=started")
+    if module.check_mode:
+        return {"changed": True, "pid": None}
+    # A stale pid file would satisfy the wait below with the wrong pid; drop it first.
+    if os.path.exists(p["pidfile"]):
+        os.unlink(p["pidfile"])
+    # Output goes to a file, not a pipe: a daemon that kept an inherited pipe open would
+    # make us wait for EOF forever.
+    with tempfile.TemporaryFile(mode="w+") as out:
+        proc = subprocess.run(p["command"], stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=subprocess.STDOUT, check=False)
+        out.seek(0)
+        output = out.read().strip()
+    if proc.returncode != 0:
+        module.fail_json(msg=f"{p['name']} failed to start (exit {proc.returncode}): {output}",
+                         log_tail=_tail(p["log"]), cmd=p["command"])
+
+    def up() -> bool:
+        return is_ours(_read_pid(p["pidfile"]), p["exe"], p["match"])
+
+    if not _wait(up, p["timeout"]):
+        module.fail_json(msg=f"{p['name']} did not stay up within {p['timeout']} s "
+                         f"(no live process in {p['pidfile']}); see {p['log'] or 'its log'}",
+                         log_tail=_tail(p["log"]), cmd=p["command"])
+    return {"changed": True, "pid": _read_pid(p["pidfile"])}
+
+
+def stop(module: AnsibleModule) -> dict[str, object]:
+    p = module.params
+    pid = _read_pid(p["pidfile"])
+    if not is_ours(pid, p["exe"], p["match"]):
+        # Not running (or the pid now belongs to someone else): never signal it.
+        if os.path.exists(p["pidfile"]) and not module.check_mode:
+            os.unlink(p["pidfile"])
+        return {"changed": False, "pid": None}
+    if module.check_mode:
+        return {"changed": True, "pid": pid}
+    assert pid is not None
+
+    def gone() -> bool:
+        return not is_ours(pid, p["exe"], p["match"])
+
+    os.kill(pid, signal.SIGTERM)
+    killed = False
+    if not _wait(gone, p["timeout"]):
+        os.kill(pid, signal.SIGKILL)
+        killed = True
+        _wait(gone, 5.0)
+    if os.path.exists(p["pidfile"]):
+        os.unlink(p["pidfile"])
+    return {"changed": True, "pid": pid, "sigkill": killed}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "name": {"type": "str", "required": True},
+            "pidfile": {"type": "path", "required": True},
+            "exe": {"type": "path", "required": True},
+            "match": {"type": "str", "required": True},
+            "command": {"type": "list", "elements": "str"},
+            "state": {"type": "str", "choices": ["started", "stopped"], "default": "started"},
+            "timeout": {"type": "float", "default": 30.0},
+            "log": {"type": "path"},
+        },
+        supports_check_mode=True,
+    )
+    result = start(module) if module.params["state"] == "started" else stop(module)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
