@@ -108,6 +108,15 @@ def _companions(fmt: str, path: Path) -> list[Path]:
     return []
 
 
+def parse_file(path: Path, tool: str | None = None, op: str | None = None) -> ParsedRun:
+    """Detect (unless ``tool`` is given) and parse one file, without touching a dataset.
+
+    Raises IngestError, or sniff.Companion for files read with another one.
+    """
+    fmt = sniff.check_forced(tool) if tool else sniff.detect(path)
+    return plaincsv.parse(path, op or "pingpong") if fmt == "csv" else _PARSERS[fmt](path)
+
+
 def _default_campaign(path: Path) -> str:
     return safe_name(path.resolve().parent.name or "unknown")
 
@@ -175,14 +184,14 @@ def _one_file(path: Path, walked: bool, dataset: Path, forced: str | None,
         if run_id in known:
             report.files_skipped.append((path, f"already ingested (run {run_id})"))
             return
-        run = plaincsv.parse(path, op or "pingpong") if fmt == "csv" else _PARSERS[fmt](path)
+        run = parse_file(path, fmt, op)
         run_campaign = campaign or _default_campaign(path)
         run_transport = safe_name(transport or run.transport_hint or transport_from_name(
             path.name, path.resolve().parent.name) or "unknown")
         final = ds.part_path(dataset, run_campaign, run.tool, run_id)
         tmp = final.with_name(f"{final.name}.{os.getpid()}{ds.TMP_SUFFIX}")
         tmp.parent.mkdir(parents=True, exist_ok=True)
-        n_rows = _write_part(run, run_id, run_transport, tmp)
+        n_rows = write_part(run, run_id, run_transport, tmp)
     except IngestError as err:
         report.files_failed.append((path, err.paragraph()))
         return
@@ -208,7 +217,7 @@ def _one_file(path: Path, walked: bool, dataset: Path, forced: str | None,
     report.warnings.extend(run.warnings)
 
 
-def _write_part(run: ParsedRun, run_id: str, transport: str, tmp: Path) -> int:
+def write_part(run: ParsedRun, run_id: str, transport: str, tmp: Path) -> int:
     """Write the run's rows to ``tmp`` (streaming for lazy rows); the row count."""
     extra = [pl.lit(run_id).alias("run_id"), pl.lit(transport).alias("transport")]
     columns = [c for c in ds.PART_COLUMNS]

@@ -115,6 +115,9 @@ def _row(path: Path, lineno: int, header: list[str], record: dict[str, str],
          meta: dict[str, str], rows: Rows) -> bool:
     """Add the row(s) of one table line; False if ReproMPI marked the line invalid."""
     size = parse_size(path, lineno, record["msize_bytes"])
+    first_rank = meta.get("pingpong_ranks", "0").split(",")[0].strip()
+    if "process" in record and record["process"] != first_rank:
+        return True  # the other rank's view of the same exchange: not a new sample
     if "errorcode" in record:
         code = record["errorcode"]
         if not code.lstrip("-").isdigit():
@@ -127,9 +130,6 @@ def _row(path: Path, lineno: int, header: list[str], record: dict[str, str],
         rows.add("pingpong", size, rtt / 2, seq)
         return True
     if "loc_tstart_sec" in record and "loc_tend_sec" in record:
-        first_rank = meta.get("pingpong_ranks", "0").split(",")[0].strip()
-        if record.get("process", "0") != first_rank:
-            return True  # the other rank's view of the same exchange: not a new sample
         t0 = parse_time(path, lineno, record["loc_tstart_sec"], "loc_tstart_sec")
         t1 = parse_time(path, lineno, record["loc_tend_sec"], "loc_tend_sec")
         if t1 < t0:
