@@ -162,8 +162,23 @@ def render(out_dir: Path, sections: list[Section], title: str) -> Path:
 # --------------------------------------------------------------------------- data access
 
 
-def series_samples(dataset: Path, series: Mapping[str, Any]) -> tuple[NDArray, NDArray]:
-    """Sizes and times of one series (non-warm-up rows, positive times)."""
+def parse_series_option(text: str | None) -> dict[str, str]:
+    """``--series campaign=c,op=pingpong`` -> ``{"campaign": "c", "op": "pingpong"}``."""
+    from kit.schema import SERIES_KEYS
+
+    out: dict[str, str] = {}
+    for item in filter(None, (text or "").split(",")):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or key not in SERIES_KEYS:
+            raise UserError(f"'{item}' is not KEY=VALUE with KEY one of {', '.join(SERIES_KEYS)}",
+                            where="option --series", hint="e.g. --series transport=tcp,op=pingpong")
+        out[key] = value.strip()
+    return out
+
+
+def series_frame(dataset: Path, series: Mapping[str, Any]) -> pl.DataFrame:
+    """``size``, ``time``, ``run_id`` of one series (non-warm-up rows, positive times)."""
     from kit import dataset as ds
     from kit.schema import SERIES_KEYS
 
@@ -171,7 +186,16 @@ def series_samples(dataset: Path, series: Mapping[str, Any]) -> tuple[NDArray, N
     for k in SERIES_KEYS:
         if k in series and series[k] is not None:
             lf = lf.filter(pl.col(k).cast(pl.String) == str(series[k]))
-    frame = lf.filter(pl.col("time") > 0).select("size", "time").collect()
+    frame = lf.filter(pl.col("time") > 0).select("size", "time", "run_id").collect()
+    if frame.height == 0:
+        raise UserError(f"no samples for series {dict(series)}", where=str(dataset),
+                        hint="check the dataset path and the series selection")
+    return frame
+
+
+def series_samples(dataset: Path, series: Mapping[str, Any]) -> tuple[NDArray, NDArray]:
+    """Sizes and times of one series as float arrays."""
+    frame = series_frame(dataset, series)
     return (frame["size"].to_numpy().astype(np.float64),
             frame["time"].to_numpy().astype(np.float64))
 

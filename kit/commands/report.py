@@ -1,0 +1,40 @@
+"""``pt2pt report DATASET|MODEL -o DIR``: HTML page with plots and the validation table."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "report", help="HTML report: log-log plots, residual histograms, validation",
+        description="For a model file: plots of its series (samples from the dataset in its "
+        "provenance or --dataset) and its stored validation. For a dataset folder: every "
+        "series (or those matching --series) is fitted and validated, one section each. "
+        "Writes DIR/index.html and PNG figures.")
+    p.add_argument("target", type=Path, metavar="DATASET|MODEL",
+                   help="dataset folder or model JSON")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
+                   help="output folder (created)")
+    p.add_argument("--dataset", type=Path, metavar="DIR",
+                   help="for a model: dataset with its samples (default: its provenance)")
+    p.add_argument("--series", metavar="KEY=VALUE,...",
+                   help="for a dataset: only series matching these keys")
+    p.add_argument("--no-validate", action="store_true",
+                   help="for a dataset: skip the held-out validation (faster)")
+    p.add_argument("--seed", type=int, default=0, help="seed of fits, splits and draws")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kit.report.build import parse_series_option, report_dataset, report_model_file
+
+    if args.target.is_dir():
+        path = report_dataset(args.target, args.output,
+                              series=parse_series_option(args.series),
+                              validate=not args.no_validate, random_state=args.seed)
+    else:
+        path = report_model_file(args.target, args.output, dataset=args.dataset)
+    print(f"wrote {path}")
+    return 0
