@@ -10,16 +10,14 @@ transport table, binaries and output directory give byte-identical files (no tim
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import random
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kit.campaign import binaries
+from kit.campaign.fileio import dump_json, write_atomic
 from kit.campaign.manifest import MANIFEST_NAME, has_results, read_manifest
 from kit.campaign.render import render, render_text_template
 from kit.campaign.schema import Campaign, ToolSpec, load_campaign
@@ -224,24 +222,6 @@ def _job_record(campaign: Campaign, job: PlannedJob, table: TransportTable) -> d
     }
 
 
-def _dump(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def _write(path: Path, text: str, mode: int = 0o644) -> None:
-    """Atomic write: temp file in the same directory, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _prepare_dir(out_dir: Path, force: bool) -> None:
     """Refuse to overwrite results; clear an earlier plan that never ran."""
     if not out_dir.exists():
@@ -283,13 +263,13 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
         job_dir = out_dir / "jobs" / job.id
         script = render(job.template, _context(campaign, table, job, job_dir))
         record = _job_record(campaign, job, table)
-        _write(job_dir / "plan.json", _dump(record))
+        write_atomic(job_dir / "plan.json", dump_json(record))
         for name, text in sorted(job.extra_files.items()):
-            _write(job_dir / name, text)
-        _write(job_dir / "job.sbatch", script, 0o755)
+            write_atomic(job_dir / name, text)
+        write_atomic(job_dir / "job.sbatch", script, 0o755)
         records.append(record)
     source = campaign_path.read_bytes()
-    _write(out_dir / "campaign.yaml", source.decode("utf-8"))
+    write_atomic(out_dir / "campaign.yaml", source.decode("utf-8"))
     manifest = {
         "format": MANIFEST_FORMAT,
         "campaign": {"name": campaign.name, "mpi": campaign.mpi, "seed": campaign.seed,
@@ -304,5 +284,5 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
         "not_planned": not_planned,
     }
     path = out_dir / MANIFEST_NAME
-    _write(path, _dump(manifest))
+    write_atomic(path, dump_json(manifest))
     return path

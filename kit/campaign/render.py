@@ -56,7 +56,7 @@ def envname(value: Any) -> str:
 def environment(template_dir: Path | None = None) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir or JOBS_DIR / "templates")),
-        autoescape=False,  # noqa: S701 - shell output; values go through shquote/words
+        autoescape=False,  # shell, not HTML: values go through shquote/words
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
@@ -71,7 +71,7 @@ def render(template: str, context: dict[str, Any], template_dir: Path | None = N
 
 def render_text_template(text: str, params: dict[str, str], source: str) -> str:
     """Render a user's text template (a .ski file) with plain ``{{ name }}`` variables."""
-    env = jinja2.Environment(autoescape=False, undefined=jinja2.StrictUndefined,  # noqa: S701
+    env = jinja2.Environment(autoescape=False, undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
     try:
         return env.from_string(text).render(**params)

@@ -1,0 +1,38 @@
+"""``pt2pt plan CAMPAIGN -o DIR``: render every job of a campaign and its manifest."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kit.campaign.manifest import read_manifest
+from kit.campaign.plan import plan_campaign
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plan", help="render a campaign's Slurm jobs and manifest into a directory",
+        description="Validate CAMPAIGN (YAML; errors name the line), then write one sbatch "
+        "script per configuration (tool, transport, placement, repetition) and manifest.json "
+        "into DIR. The job order is shuffled from the campaign seed; the same inputs give "
+        "byte-identical files. Site defaults come from /etc/pt2pt/site.yaml "
+        "(or $PT2PT_SITE_CONFIG).")
+    parser.add_argument("campaign", type=Path, metavar="CAMPAIGN", help="campaign YAML file")
+    parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
+                        help="campaign directory to create (or re-plan if nothing ran yet)")
+    parser.add_argument("--force", action="store_true",
+                        help="plan over a directory that already holds results (they stay)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = plan_campaign(args.campaign, args.output, force=args.force)
+    manifest = read_manifest(path.parent)
+    jobs = manifest["jobs"]
+    print(f"planned {len(jobs)} job(s) of campaign {manifest['campaign']['name']} "
+          f"in {path.parent}")
+    for item in manifest["not_planned"]:
+        print(f"  not planned: {item['tool']} {item['what']} (line {item['line']}): "
+              f"{item['reason']}")
+    print(f"next: pt2pt submit {path.parent}   or   pt2pt run-local {path.parent}")
+    return 0

@@ -1,0 +1,59 @@
+"""``pt2pt run-local DIR|CAMPAIGN``: run the planned jobs with bash, without Slurm."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kit.campaign.collect import collect, format_report
+from kit.campaign.plan import plan_campaign
+from kit.campaign.runlocal import run_local_with_progress
+from kit.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run-local", help="run a campaign's jobs on this machine with bash (no Slurm)",
+        description="Run the same rendered job scripts that 'pt2pt submit' would queue, one "
+        "after the other in the planned (shuffled) order, with 'mpirun -n 2' on this host. "
+        "Give a planned directory, or a campaign YAML file (planned first into -o DIR). "
+        "Jobs already completed or skipped are not run again unless --rerun. Inter-node "
+        "jobs are recorded as skipped.")
+    parser.add_argument("target", type=Path, metavar="DIR|CAMPAIGN")
+    parser.add_argument("-o", "--output", type=Path, metavar="DIR",
+                        help="where to plan a CAMPAIGN file (default: ./<file stem>)")
+    parser.add_argument("--dataset", type=Path, metavar="D",
+                        help="collect the outputs into this dataset afterwards")
+    parser.add_argument("--rerun", action="store_true", help="run finished jobs again")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    target: Path = args.target
+    if target.is_file():
+        out = args.output or Path.cwd() / target.stem
+        if (out / "manifest.json").is_file():
+            print(f"using the existing plan in {out}")
+        else:
+            plan_campaign(target, out)
+            print(f"planned {target} into {out}")
+        campaign_dir = out
+    elif target.is_dir():
+        if args.output is not None:
+            raise UserError("-o is only for a campaign file", where="option -o",
+                            hint=f"{target} is already a planned directory; drop -o")
+        campaign_dir = target
+    else:
+        raise UserError("no such file or directory", where=str(target),
+                        hint="give a campaign YAML file or a directory made by 'pt2pt plan'")
+    results = run_local_with_progress(campaign_dir, rerun=args.rerun)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.state] = counts.get(r.state, 0) + 1
+    print("run-local: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    rc = 0 if all(r.state in ("completed", "skipped") for r in results) else 1
+    if args.dataset is not None:
+        report = collect(campaign_dir, args.dataset)
+        print(format_report(report))
+        rc = rc or (0 if report.ok else 1)
+    return rc

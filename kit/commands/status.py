@@ -1,0 +1,28 @@
+"""``pt2pt status DIR``: where each job of a campaign stands (Slurm + the job's own record)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kit.campaign.manifest import read_manifest
+from kit.campaign.status import job_statuses, render_table
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "status", help="table of a campaign's jobs: Slurm state, result, reason",
+        description="Show each job of the campaign DIR: its Slurm state (squeue, then "
+        "scontrol show job, then sacct where accounting is enabled) and its own record "
+        "(job.json: completed, skipped with the reason, failed, transport check).")
+    parser.add_argument("campaign_dir", type=Path, metavar="DIR")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    rows = job_statuses(args.campaign_dir)
+    name = read_manifest(args.campaign_dir.resolve())["campaign"]["name"]
+    Console(width=160).print(render_table(rows, f"campaign {name}"))
+    return 0
