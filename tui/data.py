@@ -125,7 +125,7 @@ def _check_dataset_dir(path: Path) -> None:
     if not path.exists():
         raise UserError(f"'{path}' does not exist", where="dataset",
                         hint="give the directory that 'pt2pt ingest' wrote")
-    if not path.is_dir() or not (path / "samples").is_dir():
+    if not path.is_dir() or not any((path / n).exists() for n in ("samples", "runs.parquet")):
         raise UserError(f"'{path}' is not a pt2pt dataset (no 'samples/' directory in it)",
                         where="dataset",
                         hint="give the directory that 'pt2pt ingest' wrote, or create one with "
@@ -412,7 +412,7 @@ def noise_view(model: Any, samples: Samples, index: int) -> NoiseView:
 
 @dataclass(frozen=True)
 class BestRow:
-    """One size range of the best-within-X % table; series by their index in the input."""
+    """One size bin of the best-within-X % table; series by their index in the input."""
 
     size_lo: float
     size_hi: float
@@ -421,8 +421,41 @@ class BestRow:
     within: tuple[int, ...]
 
 
-def best_within(series: list[Samples], tolerance_pct: float) -> list[BestRow]:
-    """Per size bin, the series with the lowest median and those within X % of it (kit.compare)."""
-    from kit import compare as kcompare  # type: ignore[attr-defined]
+@dataclass(frozen=True)
+class Share:
+    """In how many contested bins a series was within X % of the best."""
 
-    return kcompare.best_within(series, tolerance_pct)  # placeholder until kit.compare lands
+    index: int
+    n_bins: int
+    n_within: int
+
+
+def best_within(series: list[Samples], tolerance_pct: float
+                ) -> tuple[list[BestRow], list[Share]]:
+    """kit.compare over the given series, labelled A, B, ... in input order.
+
+    ``kit.compare.compare`` groups by one column; the series here may differ in any key
+    (transport, tool, campaign...), so each gets its letter in the ``campaign`` column and
+    the comparison runs by campaign.
+    """
+    from kit.compare import compare
+
+    letters = [chr(65 + i) for i in range(len(series))]
+    frame = pl.concat([pl.DataFrame({"campaign": letter, "size": s.size, "time": s.time,
+                                     "stat": "raw", "warmup": False})
+                       for letter, s in zip(letters, series, strict=True)])
+    result = compare(frame, by="campaign", within=float(tolerance_pct))
+    rows = []
+    for rec in result.bins.iter_rows(named=True):
+        medians = [rec.get(letter) for letter in letters]
+        present = [(m, i) for i, m in enumerate(medians) if m is not None and math.isfinite(m)]
+        if not present:
+            continue
+        best_median, best = min(present)
+        within = tuple(letters.index(n.strip()) for n in str(rec["within"]).split(",")
+                       if n.strip() in letters)
+        rows.append(BestRow(float(rec["size_lo"]), float(rec["size_hi"]), best,
+                            float(best_median), within))
+    shares = [Share(letters.index(r["series"]), int(r["n_bins"]), int(r["n_within"]))
+              for r in result.shares.iter_rows(named=True) if r["series"] in letters]
+    return rows, shares

@@ -106,7 +106,7 @@ def histogram_spec(noise: data.NoiseView, colour: str, bins: int = 60) -> PlotSp
     width = edges[1] - edges[0]
     dens = counts / max(ratio.size * width, 1e-300)
     centres = (edges[:-1] + edges[1:]) / 2
-    layers = [Layer("bars", centres, dens, f"dim {colour}")]
+    layers = [Layer("bars", centres, dens, f"dim {colour}", width=float(width))]
     keep = (noise.density_x >= lo) & (noise.density_x <= hi)
     if keep.any():
         layers.append(Layer("line", noise.density_x[keep], noise.density_y[keep], "bold white"))

@@ -80,19 +80,32 @@ class CompareScreen(HelpMixin, Screen[None]):
         self.states = states
         self.query_one("#compare-body").loading = False
         self.query_one(Plot).spec = figures.compare_spec([s.binned for s in states])
+        self._table()
+
+    def _legend(self, shares: list[data.Share], tol: float) -> None:
+        by_index = {s.index: s for s in shares}
         legend = Text()
         for i, key in enumerate(self.keys):
             colour = figures.SERIES_COLOURS[i % len(figures.SERIES_COLOURS)]
-            legend.append(f"■ {chr(65 + i)} ", f"bold {colour}").append(key.label + "\n")
+            legend.append(f"■ {chr(65 + i)} ", f"bold {colour}").append(key.label)
+            share = by_index.get(i)
+            if share is not None and share.n_bins:
+                legend.append(f"  within {tol:g} % in {share.n_within}/{share.n_bins} bins",
+                              "dim")
+            legend.append("\n")
         self.query_one("#legend", Static).update(legend)
-        self._table()
 
     def _table(self) -> None:
         tol = TOLERANCES[self.tol_index]
         table = self.query_one(DataTable)
         table.clear(columns=True)
         table.add_columns("sizes", "best", "median", f"within {tol:g} %")
-        rows = data.best_within([s.samples for s in self.states], tol)
+        try:
+            rows, shares = data.best_within([s.samples for s in self.states], tol)
+        except UserError as err:
+            notify_error(self, err)
+            return
+        self._legend(shares, tol)
         for row in rows:
             table.add_row(f"{format_bytes(row.size_lo)}–{format_bytes(row.size_hi)}",
                           chr(65 + row.best), format_seconds(row.best_median),

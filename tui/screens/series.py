@@ -93,7 +93,9 @@ class SeriesScreen(HelpMixin, Screen[None]):
                 with Horizontal(id="panel-head"):
                     yield Static("", id="model-status")
                     yield LoadingIndicator(id="fit-busy")
-                yield DataTable(id="regimes", cursor_type="row", show_cursor=True)
+                regimes = DataTable(id="regimes", cursor_type="row")
+                regimes.can_focus = False  # arrows belong to the plot (breakpoints, regimes)
+                yield regimes
                 yield Static("", id="regime-detail")
         yield Footer()
 
@@ -102,7 +104,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self.query_one("#fit-busy").display = False
         table = self.query_one("#regimes", DataTable)
         table.add_columns("#", "range", "family", "noise")
-        table.can_focus = False
+        self.query_one(Plot).focus()
         if self.state is None:
             self.query_one("#plot").loading = True
             self._load()

@@ -31,6 +31,7 @@ class Layer:
     y: np.ndarray | None = None
     colour: str = "white"
     dotted: bool = False
+    width: float = 0.0  # bars: width of each bar in data units (filled, not one dot column)
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,8 @@ class Plot(Widget):
     Plot { height: 1fr; width: 1fr; }
     """
 
+    can_focus = True  # so the screen's arrow keys reach it rather than a table
+
     spec: reactive[PlotSpec] = reactive(PlotSpec, always_update=True)
     y_label_width = 8
 
@@ -177,10 +180,14 @@ class Plot(Widget):
                 canvas.polyline(to_px(x), to_py(y), layer.colour)
             elif layer.kind == "bars":
                 base = canvas.dot_height - 1
-                for px, py in zip(to_px(x), to_py(y), strict=True):
-                    if np.isfinite(px) and np.isfinite(py) and py <= base:
-                        col = np.arange(int(max(py, 0)), base + 1)
-                        canvas.points(np.full(col.shape, int(px)), col, layer.colour)
+                left, right = to_px(x - layer.width / 2), to_px(x + layer.width / 2)
+                for x0_, x1_, py in zip(left, right, to_py(y), strict=True):
+                    if not (np.isfinite(x0_) and np.isfinite(py)) or py > base:
+                        continue
+                    cols = np.arange(int(x0_), max(int(x1_), int(x0_) + 1))
+                    rows = np.arange(int(max(py, 0)), base + 1)
+                    gx, gy = np.meshgrid(cols, rows)
+                    canvas.points(gx.ravel(), gy.ravel(), layer.colour)
 
         lines = self._frame(canvas, spec, (x0, x1, y0, y1), width)
         if spec.spans:

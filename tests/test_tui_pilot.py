@@ -1,0 +1,295 @@
+"""Pilot tests of the explorer: real kit dataset, real engine, keys as a user presses them."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import functools
+import math
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from textual.pilot import Pilot
+
+from kit.ingest import ingest
+from kit.model.io import load_model
+from tui.app import ExplorerApp
+from tui.screens.browser import BrowserScreen
+from tui.screens.common import Confirm, HelpScreen
+from tui.screens.export import ExportScreen
+from tui.screens.series import SeriesScreen
+
+SIZE = (140, 40)
+#: Where the synthetic series change regime (bytes): a step at 1 KiB, a jump at 64 KiB.
+TRUE_BREAKS = (1024.0, 65536.0)
+
+
+def synthetic_csv(path: Path, scale: float, n: int, seed: int) -> Path:
+    """Ping-pong one-way times with three regimes and lognormal noise (fixed seed)."""
+    rng = np.random.default_rng(seed)
+    size = np.floor(np.exp(rng.uniform(0.0, math.log(1 << 20), n))).astype(np.int64)
+    base = np.where(size < 1024, 20e-6, np.where(size < 65536, 30e-6 + size * 2e-9,
+                                                  90e-6 + size * 1e-9))
+    time = base * scale * rng.lognormal(0.0, 0.08, n)
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["size", "duration"])
+        out.writerows(zip(size.tolist(), (f"{t:.9e}" for t in time), strict=True))
+    return path
+
+
+def build_synthetic_dataset(root: Path, n: int = 4000) -> Path:
+    """Two series (tcp, shm) ingested through kit.ingest, as a user would build them."""
+    dataset = root / "dataset"
+    for transport, scale, seed in (("tcp", 1.0, 1), ("shm", 0.25, 2)):
+        raw = synthetic_csv(root / f"pingpong-{transport}.csv", scale, n, seed)
+        report = ingest([raw], dataset, campaign="synth", transport=transport)
+        assert report.files_failed == [], report.files_failed
+    return dataset
+
+
+@pytest.fixture(scope="module")
+def synthetic_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_synthetic_dataset(tmp_path_factory.mktemp("tui"))
+
+
+def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async pilot test with asyncio (no async pytest plugin is installed)."""
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+async def settle(pilot: Pilot, rounds: int = 400) -> None:
+    """Wait until no worker runs and no refit is pending (fits take a while under load)."""
+    app = pilot.app
+    for _ in range(rounds):
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.05)
+        screen = app.screen
+        busy = any(w.is_running for w in app.workers)
+        pending = getattr(screen, "_refit_timer", None) is not None
+        loading = isinstance(screen, SeriesScreen) and (screen.state is None or screen.fitting)
+        if not (busy or pending or loading):
+            return
+    raise AssertionError("the explorer did not settle")
+
+
+async def open_series(pilot: Pilot, query: str) -> SeriesScreen:
+    await settle(pilot)
+    assert isinstance(pilot.app.screen, BrowserScreen)
+    await pilot.press(*query, "enter")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, SeriesScreen)
+    return screen
+
+
+@sync
+async def test_browser_lists_and_filters_series(synthetic_dataset: Path) -> None:
+    app = ExplorerApp(synthetic_dataset)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        browser = app.screen
+        assert isinstance(browser, BrowserScreen)
+        assert sorted(r.key.get("transport") for r in browser.shown) == ["shm", "tcp"]
+        await pilot.press("s", "h", "m")  # typing in the table goes to the filter
+        assert [r.key.get("transport") for r in browser.shown] == ["shm"]
+        await pilot.press("escape")
+        assert len(browser.shown) == 2
+
+
+@sync
+async def test_move_breakpoint_and_refit_changes_the_model(synthetic_dataset: Path) -> None:
+    app = ExplorerApp(synthetic_dataset)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_series(pilot, "tcp")
+        state = screen.state
+        assert state is not None and state.model is not None
+        found = state.model.breakpoints_
+        # The automatic fit finds the two true breaks (wide band: the test checks the TUI).
+        assert len(found) == 2
+        for got, want in zip(found, TRUE_BREAKS, strict=True):
+            assert want / 1.5 < got < want * 1.5
+        before = found[0]
+        n_before = state.model.regimes_[0].n_samples
+
+        await pilot.press("right")  # select the first breakpoint
+        assert screen.sel_bp == 0
+        await pilot.press("L", "L")  # two half-octave steps up
+        assert state.edited
+        await pilot.press("r")
+        await settle(pilot)
+
+        model = screen.state.model
+        assert not screen.state.edited
+        assert model.breakpoints_[0] == pytest.approx(before * 2, rel=0.02)
+        assert model.regimes_[0].size_max == pytest.approx(model.breakpoints_[0])
+        assert model.regimes_[0].n_samples > n_before  # the first regime took samples
+        assert model.breakpoints_[1] == pytest.approx(found[1])
+
+
+@sync
+async def test_family_cycle_add_and_delete_breakpoints(synthetic_dataset: Path) -> None:
+    app = ExplorerApp(synthetic_dataset)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_series(pilot, "shm")
+        state = screen.state
+        assert state is not None
+        n_regimes = len(state.model.regimes_)
+        # Cycle regime 0's family to "constant" (auto -> constant -> linear -> power).
+        while state.families[0] != "constant":
+            await pilot.press("f")
+        await pilot.press("r")
+        await settle(pilot)
+        assert screen.state.model.regimes_[0].family == "constant"
+
+        await pilot.press("down", "a", "r")  # split regime 1 in two
+        await settle(pilot)
+        assert len(screen.state.model.regimes_) == n_regimes + 1
+        assert screen.state.model.regimes_[0].family == "constant"
+
+        await pilot.press("d", "r")  # delete the breakpoint just added (still selected)
+        await settle(pilot)
+        assert len(screen.state.model.regimes_) == n_regimes
+
+
+@sync
+async def test_edit_refits_by_itself_after_a_pause(synthetic_dataset: Path) -> None:
+    app = ExplorerApp(synthetic_dataset)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_series(pilot, "tcp")
+        before = list(screen.state.model.breakpoints_)
+        await pilot.press("right", "right", "H")  # second breakpoint, half an octave down
+        await settle(pilot)  # no 'r': the debounced refit runs
+        after = screen.state.model.breakpoints_
+        assert after[0] == pytest.approx(before[0])
+        assert after[1] == pytest.approx(before[1] / math.sqrt(2), rel=0.02)
+
+
+@sync
+async def test_fit_failure_is_a_notification_and_the_app_keeps_running(
+        synthetic_dataset: Path) -> None:
+    app = ExplorerApp(synthetic_dataset)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_series(pilot, "tcp")
+        good = screen.state.model
+        # Breakpoints so close that the middle regime holds almost nothing: kit refuses.
+        screen.state.breakpoints[:] = [100.0, 101.0]
+        screen.state.families[:] = [None, None, None]
+        screen.start_fit()
+        await settle(pilot)
+        errors = [n for n in app._notifications if n.severity == "error"]
+        assert errors and "breakpoints" in errors[-1].message
+        assert screen.state.model is good  # the last good model stays
+        await pilot.press("R")  # an automatic fit still works afterwards
+        await settle(pilot)
+        assert len(screen.state.model.regimes_) >= 2
+        assert app.is_running
+
+
+@sync
+async def test_export_writes_files_kit_loads_back(synthetic_dataset: Path,
+                                                  tmp_path: Path) -> None:
+    app = ExplorerApp(synthetic_dataset)
+    model_path = tmp_path / "out" / "tcp.model.json"
+    simgrid_dir = tmp_path / "out" / "simgrid"
+    model_path.parent.mkdir()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_series(pilot, "tcp")
+        await pilot.press("e")
+        dialog = app.screen
+        assert isinstance(dialog, ExportScreen)
+        dialog.query_one("#model-path").value = str(model_path)
+        dialog.query_one("#simgrid-path").value = str(simgrid_dir)
+        await pilot.click("#save")
+        await settle(pilot)
+        assert not isinstance(app.screen, ExportScreen)
+
+        loaded = load_model(model_path)
+        sizes = np.array([8.0, 4096.0, 1 << 18])
+        np.testing.assert_allclose(loaded.predict(sizes), screen.state.model.predict(sizes),
+                                   rtol=1e-9)
+        assert loaded.breakpoints_ == pytest.approx(screen.state.model.breakpoints_)
+        assert (simgrid_dir / "smpi-config.txt").read_text().count("--cfg=") >= 2
+
+        # Exporting again asks before overwriting; "n" keeps the file untouched.
+        model_path.write_text("keep me")
+        await pilot.press("e")
+        app.screen.query_one("#model-path").value = str(model_path)
+        await pilot.click("#save")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, Confirm)
+        await pilot.press("n")
+        await settle(pilot)
+        assert model_path.read_text() == "keep me"
+        await pilot.click("#save")
+        await pilot.pause(0.1)
+        await pilot.press("y")
+        await settle(pilot)
+        assert load_model(model_path).breakpoints_ == pytest.approx(loaded.breakpoints_)
+
+
+@pytest.mark.parametrize("kind", ["missing", "not-a-dataset"])
+@sync
+async def test_bad_path_shows_error_and_keeps_running(kind: str, tmp_path: Path,
+                                                      synthetic_dataset: Path) -> None:
+    bad = tmp_path / "nowhere"
+    if kind == "not-a-dataset":
+        bad.mkdir()
+        (bad / "notes.txt").write_text("hello")
+    app = ExplorerApp(bad)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        errors = [n for n in app._notifications if n.severity == "error"]
+        assert errors and str(bad) in errors[0].message
+        assert isinstance(app.screen, BrowserScreen)
+        # Still usable: open a real dataset from the path prompt.
+        await pilot.press("ctrl+o")
+        app.screen.query_one("#path").value = str(synthetic_dataset)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert len(app.screen.shown) == 2
+
+
+@sync
+async def test_help_lists_every_key_of_the_series_view(synthetic_dataset: Path) -> None:
+    app = ExplorerApp(synthetic_dataset)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_series(pilot, "tcp")
+        await pilot.press("question_mark")
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        listed = {row[0] for row in help_screen._rows}
+        for binding in SeriesScreen.BINDINGS:
+            assert any(binding.key.split(",")[0] in k or k in ("?",) for k in listed) or \
+                binding.description == ""
+        assert len(help_screen._rows) >= len(SeriesScreen.BINDINGS)
+        await pilot.press("escape")
+        assert app.screen is screen
+
+
+@sync
+async def test_model_file_is_shown_without_refitting(synthetic_dataset: Path,
+                                                     tmp_path: Path) -> None:
+    """`pt2pt tui DATASET --model M.json` shows that model (its breakpoints, not a new fit)."""
+    from kit.model import RegimeModel
+    from kit.model.io import save_model
+    from tui import data
+
+    key = next(r.key for r in data.series_rows(synthetic_dataset) if r.key.get("transport")
+               == "tcp")
+    samples = data.load_samples(synthetic_dataset, key)
+    fixed = RegimeModel(breakpoints=[3000.0], random_state=0).fit(samples.size, samples.time)
+    path = tmp_path / "given.json"
+    save_model(fixed, path, provenance={"series": key.as_dict()})
+    app = ExplorerApp(synthetic_dataset, model=path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_series(pilot, "tcp")
+        assert screen.state.model.breakpoints_ == pytest.approx([3000.0])
