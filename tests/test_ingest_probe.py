@@ -1,0 +1,143 @@
+"""Probe CSV + meta.json ingest, on small files written by the test and on a real probe run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from kit import dataset as ds
+from kit.ingest import ingest
+from tests.conftest import mpi_env
+
+HEADER = "seq,op,size,count,time,call,warmup\n"
+
+
+def write_run(folder: Path, prefix: str, lines: list[str], meta: dict | None = None,
+              *, newline_at_end: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    samples = folder / f"{prefix}.samples.csv"
+    body = HEADER + "\n".join(lines) + ("\n" if newline_at_end else "")
+    samples.write_text(body)
+    if meta is not None:
+        (folder / f"{prefix}.meta.json").write_text(json.dumps(meta))
+    return samples
+
+
+META = {
+    "probe_version": "0.1.0", "argv": ["pt2pt-probe"], "mpi_version": "Open MPI v4.1.4",
+    "hosts": ["node1", "node2"], "timer": {"name": "mpi", "resolution_s": 1e-9,
+                                          "overhead_s": 3e-8},
+    "seed": 1, "sizes": {"spec": "list:8", "samples": 1}, "ops": ["pingpong"], "warmup": 1,
+    "env": {"OMPI_MCA_btl": "self,tcp", "SLURM_JOB_ID": "42"}, "slurm_job_id": "42",
+    "start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:00:01Z", "samples_written": 2,
+    "complete": True,
+}
+
+
+def test_ops_are_mapped_as_documented(tmp_path):
+    meta = dict(META, ops=["pingpong", "send", "isend", "stream"])
+    write_run(tmp_path / "in", "r", [
+        "0,pingpong,8,1,2.0e-06,,1",
+        "1,pingpong,8,1,3.0e-06,,0",
+        "2,send,16,1,5.0e-07,,0",
+        "3,isend,32,1,9.0e-07,2.5e-07,0",
+        "4,stream,1024,64,6.4e-05,,0",
+    ], meta)
+    report = ingest([tmp_path / "in"], tmp_path / "ds", campaign="c1")
+    assert report.ok and report.files_ok == 1 and report.rows_added == 6
+    rows = ds.scan(tmp_path / "ds").sort("seq", "op").collect()
+    got = {(r["seq"], r["op"]): r for r in rows.iter_rows(named=True)}
+    assert got[(0, "pingpong")]["warmup"] is True
+    assert got[(1, "pingpong")]["time"] == pytest.approx(1.5e-6)  # one-way
+    assert got[(2, "send")]["time"] == pytest.approx(5.0e-7)
+    assert got[(3, "isend")]["time"] == pytest.approx(9.0e-7)
+    assert got[(3, "isend_call")]["time"] == pytest.approx(2.5e-7)
+    stream = got[(4, "stream")]
+    assert (stream["time"], stream["stat"], stream["n"]) == (pytest.approx(1e-6), "mean", 64)
+    run = ds.runs(tmp_path / "ds").row(0, named=True)
+    assert run["transport"] == "tcp"  # OMPI_MCA_btl=self,tcp on two hosts
+    assert (run["campaign"], run["job_id"], run["hosts"]) == ("c1", "42", "node1,node2")
+    assert run["complete"] is True and run["mpi_version"] == "Open MPI v4.1.4"
+    assert json.loads(run["env"])["OMPI_MCA_btl"] == "self,tcp"
+    assert len(json.loads(run["sources"])) == 2
+
+
+def test_truncated_last_line_is_dropped_and_run_incomplete(tmp_path):
+    write_run(tmp_path / "in", "r", ["0,pingpong,8,1,2.0e-06,,0", "1,pingpong,8,1,2.0e-0"],
+              META, newline_at_end=False)
+    report = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert report.ok and report.rows_added == 1
+    assert any("truncated last line" in w for w in report.warnings)
+    assert ds.runs(tmp_path / "ds")["complete"].to_list() == [False]
+
+
+def test_meta_incomplete_and_missing(tmp_path):
+    write_run(tmp_path / "a", "r", ["0,pingpong,8,1,2.0e-06,,0"], dict(META, complete=False))
+    write_run(tmp_path / "b", "r", ["0,pingpong,9,1,2.0e-06,,0"])
+    report = ingest([tmp_path / "a", tmp_path / "b"], tmp_path / "ds", transport="ib")
+    assert report.ok and report.runs_added == 2
+    runs = ds.runs(tmp_path / "ds").sort("campaign")
+    assert runs["complete"].to_list() == [False, None]
+    assert runs["transport"].to_list() == ["ib", "ib"]  # --transport wins over the meta env
+    assert any("no r.meta.json" in w for w in report.warnings)
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("1,pingpong,-8,1,2.0e-06,,0", "size"),
+    ("1,pingpong,8,1,abc,,0", "time"),
+    ("1,pingpong,8,1,-2.0e-06,,0", "time"),
+    ("1,bcast,8,1,2.0e-06,,0", "op"),
+    ("1,pingpong,8,1,2.0e-06,,0,7", "columns"),
+    ("1,pingpong,8,1,2.0e-06", "columns"),
+    ("1,pingpong,8,1,2.0e-06,,2", "warmup"),
+    ("1,stream,8,0,2.0e-06,,0", "count"),
+    ("1,isend,8,1,2.0e-06,nan,0", "call"),
+])
+def test_bad_line_is_located_and_other_files_still_ingest(tmp_path, line, expected):
+    bad = write_run(tmp_path / "bad", "r", ["0,pingpong,8,1,2.0e-06,,0", line,
+                                            "2,pingpong,8,1,2.0e-06,,0"])
+    write_run(tmp_path / "good", "r", ["0,pingpong,8,1,2.0e-06,,0"])
+    report = ingest([tmp_path / "bad", tmp_path / "good"], tmp_path / "ds")
+    assert report.files_ok == 1 and len(report.files_failed) == 1
+    path, message = report.files_failed[0]
+    assert path == bad
+    assert f"{bad}:3:" in message and expected in message
+    assert ds.scan(tmp_path / "ds").collect().height == 1
+    leftovers = [p for p in (tmp_path / "ds").rglob("*") if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_wrong_header_is_rejected(tmp_path):
+    path = tmp_path / "x.samples.csv"
+    path.write_text("seq,op,size,time\n0,pingpong,8,1e-6\n")
+    report = ingest([path], tmp_path / "ds")
+    assert report.files_failed and "unknown format" in report.files_failed[0][1]
+    report = ingest([path], tmp_path / "ds", tool="probe")
+    assert "expected the probe header" in report.files_failed[0][1]
+
+
+@pytest.mark.mpi
+def test_real_probe_run(tmp_path, probe_bin):
+    prefix = tmp_path / "run" / "pp"
+    prefix.parent.mkdir()
+    cmd = ["mpirun", "--oversubscribe", "-np", "2", "--mca", "btl", "self,vader", str(probe_bin),
+           "--op", "pingpong,isend,stream", "--sizes", "list:0,1024,65536", "--samples", "5",
+           "--warmup", "2", "--output", str(prefix)]
+    subprocess.run(cmd, check=True, env=mpi_env(), timeout=120, capture_output=True)
+    report = ingest([prefix.parent], tmp_path / "ds", campaign="real")
+    assert report.ok, report.files_failed
+    assert [p.name for p, _ in report.files_skipped] == ["pp.meta.json"]
+    rows = ds.scan(tmp_path / "ds").collect()
+    meta = json.loads(prefix.with_suffix(".meta.json").read_text())
+    assert ds.runs(tmp_path / "ds")["n_samples"][0] == rows.height
+    main_rows = rows.filter(~pl.col("op").cast(pl.String).str.ends_with("_call"))
+    assert main_rows.height == meta["samples_written"]
+    assert set(rows["op"].cast(pl.String)) == {"pingpong", "isend", "isend_call", "stream"}
+    assert rows["warmup"].sum() >= 2
+    assert set(rows["size"].unique()) <= {0, 1024, 65536}
+    assert (rows["time"] > 0).all()
+    assert ds.runs(tmp_path / "ds")["transport"][0] == "shm"
