@@ -1,0 +1,57 @@
+"""`pt2pt demo`: the whole workflow on this machine, in one command."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from kit.demo import DEFAULT_CAMPAIGN
+
+    p = sub.add_parser(
+        "demo", help="run the demo campaign locally, fit, export, report, open the TUI",
+        description="Plan the demo campaign, run it on this machine without Slurm (probe "
+        "pingpong/send/recv over shared memory and TCP, plus OSU/SkaMPI when installed), ingest "
+        "the samples, fit and validate one model per series, export SimGrid configuration, write "
+        "the HTML report, print a summary, and open the TUI when attached to a terminal. "
+        "Running it again reuses what is there.")
+    p.add_argument("-o", "--output", default="demo-out", metavar="DIR",
+                   help="where everything goes (default: ./demo-out)")
+    p.add_argument("--campaign", default=str(DEFAULT_CAMPAIGN), metavar="YAML",
+                   help="campaign file (default: jobs/campaigns/local-demo.yaml)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer samples and one repetition (about a minute)")
+    p.add_argument("--rerun", action="store_true", help="measure again even if jobs finished")
+    p.add_argument("--no-tui", action="store_true", help="do not open the TUI at the end")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from kit.demo import run_demo, summary_table
+
+    err = Console(stderr=True)
+    result = run_demo(Path(args.output), campaign=Path(args.campaign), quick=args.quick,
+                      rerun=args.rerun, console=err)
+    out = Console()
+    out.print(summary_table(result.series))
+    out.print(f"dataset:  {result.dataset}")
+    out.print(f"models:   {result.out / 'models'}")
+    for cfg in result.simgrid:
+        out.print(f"simgrid:  {cfg}")
+    if result.report:
+        out.print(f"report:   {result.report}")
+    failed = [r for r in result.series if r.error]
+    tui_cmd = ["pt2pt", "tui", str(result.dataset)]
+    if not args.no_tui and sys.stdin.isatty() and sys.stdout.isatty():
+        rc = subprocess.call([sys.executable, "-m", "kit", *tui_cmd[1:]])
+        if rc != 0:
+            out.print(f"The TUI did not start (exit {rc}); open it with: {shlex.join(tui_cmd)}")
+    else:
+        out.print(f"explore:  {shlex.join(tui_cmd)}")
+    return 1 if not result.series or len(failed) == len(result.series) else 0
