@@ -55,7 +55,7 @@ def _pick_rows(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, dict[str, s
     """Raw rows per series where there are any, else its ``mean`` rows; warm-up excluded."""
     if "warmup" in frame.columns:
         frame = frame.filter(~pl.col("warmup").fill_null(False))
-    frame = frame.with_columns(pl.col(key).cast(pl.String).fill_null("?").alias("series"),
+    frame = frame.with_columns(pl.col(key).cast(pl.String).fill_null("unknown").alias("series"),
                                pl.col("stat").cast(pl.String))
     kinds: dict[str, str] = {}
     parts = []

@@ -159,7 +159,7 @@ def fit_line(size: NDArray[np.float64], time: NDArray[np.float64],
     design = np.column_stack([w, size * w])
     target = np.ones_like(time)
     scale = max(float(size.max()), 1.0)
-    design[:, 1] *= scale
+    design[:, 1] /= scale
     if min_b > 0:  # shift b by its lower bound: fit (a, b - min_b) >= 0
         target = target - min_b * size * w
     (a, b_scaled), _ = nnls(design, target)
