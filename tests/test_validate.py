@@ -1,0 +1,148 @@
+"""Held-out validation: split, CRPS, floor, and the ordering of models it must produce."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numpy.typing import ArrayLike
+
+from kit import synth
+from kit.errors import ModelError
+from kit.model import RegimeModel
+from kit.validate import (
+    crps_ensemble,
+    holdout_mask,
+    size_cells,
+    validate,
+    validate_into,
+    validation_table,
+)
+
+
+class TruthModel:
+    """The synthetic truth as a predictive model: draws from the generator itself."""
+
+    def __init__(self, truth: synth.Truth, seed: int = 1) -> None:
+        self.truth = truth
+        self.rng = np.random.default_rng(seed)
+        self._cache: dict[float, np.ndarray] = {}
+
+    def sample(self, size: ArrayLike, n: int = 1, random_state: int | None = None) -> np.ndarray:
+        rng = np.random.default_rng(random_state)
+        s = np.atleast_1d(np.asarray(size, dtype=float))
+        return synth.generate(self.truth, np.repeat(s, n), rng).reshape(s.size, n)
+
+    def _draws(self, s: float) -> np.ndarray:
+        if s not in self._cache:
+            self._cache[s] = synth.generate(self.truth, np.full(4000, s), self.rng)
+        return self._cache[s]
+
+    def predict_quantiles(self, size: ArrayLike, q: ArrayLike) -> np.ndarray:
+        s = np.atleast_1d(np.asarray(size, dtype=float))
+        return np.array([np.quantile(self._draws(float(v)), np.atleast_1d(q)) for v in s])
+
+    def predict(self, size: ArrayLike) -> np.ndarray:
+        return self.predict_quantiles(size, [0.5])[:, 0]
+
+
+def test_crps_matches_its_definition() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.lognormal(size=57)
+    y = rng.lognormal(size=13)
+    brute = np.mean([np.mean(np.abs(x - v)) for v in y]) - 0.5 * np.mean(
+        np.abs(x[:, None] - x[None, :]))
+    assert crps_ensemble(x, y) == pytest.approx(brute, rel=1e-12)
+    # A point forecast's CRPS is its mean absolute error.
+    assert crps_ensemble([2.0], [1.0, 4.0]) == pytest.approx(1.5)
+    assert np.isnan(crps_ensemble([], [1.0]))
+
+
+def test_repetition_split_keeps_every_size_on_both_sides() -> None:
+    size = np.repeat(np.arange(1, 41, dtype=float), 20)
+    test = holdout_mask(size, test_fraction=0.3, random_state=4)
+    for s in np.unique(size):
+        assert 0 < test[size == s].sum() < 20
+    assert test.mean() == pytest.approx(0.3, abs=0.01)
+    assert np.array_equal(test, holdout_mask(size, test_fraction=0.3, random_state=4))
+    assert not np.array_equal(test, holdout_mask(size, test_fraction=0.3, random_state=5))
+
+
+def test_random_and_group_splits() -> None:
+    size = np.arange(1000, dtype=float)
+    assert holdout_mask(size, method="random", test_fraction=0.25).sum() == 250
+    groups = np.repeat(["r1", "r2", "r3", "r4"], 250)
+    test = holdout_mask(size, method="group", groups=groups, test_fraction=0.25)
+    held = set(groups[test])
+    assert len(held) == 1 and not (held & set(groups[~test]))
+    with pytest.raises(ModelError, match="needs groups"):
+        holdout_mask(size, method="group")
+    with pytest.raises(ModelError, match="unknown split"):
+        holdout_mask(size, method="kfold")
+    with pytest.raises(ModelError, match="test fraction"):
+        holdout_mask(size, test_fraction=1.0)
+
+
+def test_cells_are_exact_sizes_or_narrow_log_bins() -> None:
+    cell, reps = size_cells(np.repeat([1.0, 8.0, 64.0], 15))
+    assert list(reps) == [1.0, 8.0, 64.0]
+    unique_sizes = np.geomspace(1, 1e6, 5000)
+    cell, reps = size_cells(unique_sizes, cells_per_decade=12)
+    assert len(reps) == pytest.approx(6 * 12, abs=2)
+    for c in range(len(reps)):
+        members = unique_sizes[cell == c]
+        assert members.max() / members.min() < 10 ** (1 / 12) + 1e-9
+
+
+@pytest.fixture(scope="module")
+def synthetic_validation() -> dict:
+    truth = synth.ethernet_like()
+    size, time = synth.sample(truth, 4000, grid=40, seed=3)
+    return validate(RegimeModel(), size, time, extra_models={"truth": TruthModel(truth)})
+
+
+def test_truth_scores_at_the_floor_and_hockney_far_above(synthetic_validation: dict) -> None:
+    s = synthetic_validation["summary"]
+    # The generating distribution is at least as good as the training samples' own
+    # empirical distribution (which carries sampling noise), and not far better.
+    assert 0.8 < s["truth"]["crps_over_floor"] < 1.05
+    for r in synthetic_validation["ranges"]:
+        assert r["truth"]["crps_over_floor"] < 1.15
+    # One line through a three-regime, two-band series is much worse.
+    assert s["hockney"]["crps"] > 3 * s["truth"]["crps"]
+    assert s["hockney"]["median_err"] > 10 * s["truth"]["median_err"]
+    # The fitted model sits near the truth; coverage of [p05, p95] near 0.90.
+    assert s["model"]["crps_over_floor"] < 1.2
+    assert s["model"]["crps"] < 0.5 * s["hockney"]["crps"]
+    assert 0.85 < s["model"]["coverage"] < 0.95
+    assert 0.85 < s["truth"]["coverage"] < 0.95
+
+
+def test_result_is_json_and_tabulates(synthetic_validation: dict) -> None:
+    text = json.dumps(synthetic_validation, allow_nan=False)
+    assert json.loads(text)["split"]["n_test"] == pytest.approx(0.3 * 4000, rel=0.02)
+    table = validation_table(synthetic_validation)
+    assert table["model"].to_list() == ["model", "hockney", "peak", "truth", "floor"]
+    row = table.row(0, named=True)
+    assert row["crps_over_floor"] == pytest.approx(
+        synthetic_validation["summary"]["model"]["crps_over_floor"])
+
+
+def test_validate_into_is_saved_with_the_model(tmp_path: Path) -> None:
+    from kit.model.io import load_model, save_model
+
+    size, time = synth.sample(synth.ethernet_like(), 1500, grid=25, seed=5)
+    model = RegimeModel().fit(size, time)
+    result = validate_into(model, size, time, random_state=2)
+    assert model.validation_ is result
+    path = save_model(model, tmp_path / "m.json")
+    again = load_model(path)
+    assert again.validation_["summary"]["model"]["crps"] == pytest.approx(
+        result["summary"]["model"]["crps"])
+
+
+def test_too_little_data_is_a_clear_error() -> None:
+    with pytest.raises(ModelError, match="usable samples"):
+        validate(RegimeModel(), [1.0, 2.0], [1e-6, 2e-6])
