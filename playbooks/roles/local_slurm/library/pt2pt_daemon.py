@@ -23,14 +23,38 @@ DOCUMENTATION = r"""
 module: pt2pt_daemon
 short_description: Start/stop a daemon by pid file, zombie-aware (no systemd needed)
 options:
-  name: {description: Label used in messages., type: str, required: true}
-  pidfile: {description: Pid file the daemon writes., type: path, required: true}
-  exe: {description: Absolute path of the daemon executable (checked via /proc/PID/exe)., type: path, required: true}
-  match: {description: One argument the daemon's command line must contain (tells our instance apart)., type: str, required: true}
-  command: {description: argv that starts (and daemonizes) it; required for state=started., type: list, elements: str}
-  state: {description: Desired state., type: str, choices: [started, stopped], default: started}
-  timeout: {description: Seconds to wait for start or stop., type: float, default: 30}
-  log: {description: Log file whose tail is shown when the daemon does not come up., type: path}
+  name:
+    description: Label used in messages.
+    type: str
+    required: true
+  pidfile:
+    description: Pid file the daemon writes.
+    type: path
+    required: true
+  exe:
+    description: Absolute path of the daemon executable (compared with /proc/PID/exe).
+    type: path
+    required: true
+  match:
+    description: One argument the daemon's command line must contain (tells instances apart).
+    type: str
+    required: true
+  command:
+    description: argv that starts (and daemonizes) it; required for state=started.
+    type: list
+    elements: str
+  state:
+    description: Desired state.
+    type: str
+    choices: [started, stopped]
+    default: started
+  timeout:
+    description: Seconds to wait for start or stop.
+    type: float
+    default: 30
+  log:
+    description: Log file whose tail is shown when the daemon does not come up.
+    type: path
 """
 
 
