@@ -61,6 +61,9 @@ class _LineBaseline(BaseEstimator):  # type: ignore[misc]
         # ratio undefined; the fastest training sample is a physical lower bound instead.
         self.floor_ = float(y.min())
         ratio = y / self._line(x)
+        # Normalised to median 1: the baseline's median *is* its line, as in every
+        # calibration that reports alpha and beta; the noise only spreads around it.
+        ratio = ratio / np.median(ratio)
         probs = np.linspace(0.0, 1.0, _N_RATIO_QUANTILES)
         self.ratio_quantiles_ = np.quantile(ratio, probs)
         return self
