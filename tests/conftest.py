@@ -56,3 +56,7 @@ def probe_bin() -> Path:
 
 def is_root() -> bool:
     return os.geteuid() == 0
+
+
+# Local Slurm cluster fixtures (slurm_cluster, slurm_cluster_factory, slurm_cluster_2n).
+from tests.conftest_slurm import slurm_cluster, slurm_cluster_2n, slurm_cluster_factory  # noqa: E402, F401

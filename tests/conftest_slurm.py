@@ -1,0 +1,119 @@
+"""Fixtures for tests that need a real Slurm cluster on this machine.
+
+``slurm_cluster`` (session, 1 node) reuses the cluster `.ci/run` started (``PT2PT_SLURM_STATE``)
+or a running default one (`make cluster-up`), else starts its own in a state dir of its own and
+tears it down at the end. ``slurm_cluster_factory(nodes, shape)`` gives multi-node clusters
+(each in its own state dir, so ports/addresses never clash with the 1-node one).
+``sbatch_wait`` submits a script and waits for the job to leave the queue.
+Tests are skipped (with the reason) when not root, since the daemons and namespaces need it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kit import localcluster
+from kit.localcluster import Cluster
+
+#: State dirs the fixtures own (layout slots checked distinct in tests/test_localcluster.py).
+PYTEST_STATE_DIRS = {n: Path(f"/tmp/pt2pt-pytest-{n}n") for n in (1, 2, 3)}
+
+
+def _skip_unless_can_start() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("starting a local Slurm cluster needs root (daemons, network namespaces); "
+                    "or set PT2PT_SLURM_STATE to a running cluster's state dir")
+    missing = [b for b in ("slurmctld", "slurmd", "munged")
+               if not Path("/usr/sbin", b).exists()]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: run make system-deps")
+    if shutil.which("ansible-playbook") is None and not (
+            Path(sys.executable).parent / "ansible-playbook").exists():
+        pytest.skip("ansible-playbook not installed: pip install -e '.[deploy]'")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[Cluster]:
+    """A running single-node cluster; ``cluster.env`` has SLURM_CONF."""
+    state = os.environ.get("PT2PT_SLURM_STATE")
+    if state:
+        if not localcluster.is_up(state):
+            pytest.fail(f"PT2PT_SLURM_STATE={state} but no cluster runs there "
+                        "(cluster.json missing or a daemon died; see its log/ directory)")
+        yield localcluster.load(state)
+        return
+    if localcluster.is_up(localcluster.DEFAULT_STATE_DIR):
+        yield localcluster.load(localcluster.DEFAULT_STATE_DIR)
+        return
+    _skip_unless_can_start()
+    cluster = localcluster.up(nodes=1, state_dir=PYTEST_STATE_DIRS[1])
+    try:
+        yield cluster
+    finally:
+        localcluster.down(cluster.state_dir)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster_factory() -> Iterator[Callable[..., Cluster]]:
+    """``make(nodes=2, shape=None)``: a multi-node cluster, one per node count, downed at the end.
+
+    Asking again with another ``shape`` reshapes the same cluster's links in place.
+    """
+    started: list[Path] = []
+
+    def make(nodes: int = 2, shape: tuple[str, str] | None = None) -> Cluster:
+        _skip_unless_can_start()
+        state = PYTEST_STATE_DIRS.get(nodes, Path(f"/tmp/pt2pt-pytest-{nodes}n"))
+        cluster = localcluster.up(nodes=nodes, state_dir=state, shape=shape)
+        if state not in started:
+            started.append(state)
+        return cluster
+
+    try:
+        yield make
+    finally:
+        for state in started:
+            localcluster.down(state)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster_2n(slurm_cluster_factory: Callable[..., Cluster]) -> Cluster:
+    """Two fake nodes (own network + UTS namespaces) joined by a bridge, unshaped."""
+    return slurm_cluster_factory(2)
+
+
+def sbatch_wait(cluster: Cluster, script: str, workdir: Path,
+                timeout: float = 300.0) -> tuple[str, str]:
+    """Submit ``script`` (a #!/bin/bash batch script) and wait; returns (JobState, output).
+
+    The output file is ``workdir/job-<id>.out``; the job record stays queryable for MinJobAge.
+    """
+    path = workdir / "job.sbatch"
+    path.write_text(script)
+    env = cluster.environ()
+    sub = subprocess.run(["sbatch", "--parsable", "-o", str(workdir / "job-%j.out"), str(path)],
+                         capture_output=True, text=True, env=env, check=True, cwd=workdir)
+    job = sub.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        q = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True, env=env)
+        if q.returncode == 0 and not q.stdout.strip():
+            break
+        time.sleep(0.5)
+    else:
+        subprocess.run(["scancel", job], env=env, check=False)
+        raise AssertionError(f"job {job} still queued/running after {timeout:.0f} s")
+    show = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True,
+                          env=env, check=True).stdout
+    state = re.search(r"JobState=(\S+)", show)
+    out = workdir / f"job-{job}.out"
+    return (state.group(1) if state else "UNKNOWN"), (out.read_text() if out.exists() else "")
