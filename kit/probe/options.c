@@ -300,7 +300,7 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
         }
         if (eq) {
             value = eq + 1;
-        } else if (i + 1 < argc) {
+        } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
             value = argv[++i];
         } else {
             set_err(err, "option %s needs a value; see --help", name);

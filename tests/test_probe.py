@@ -1,0 +1,458 @@
+"""The probe under real `mpirun -np 2`: output contract, plan, transports, kills, bad input.
+
+Every run points Open MPI's shared-memory backing files and session directory at a scratch
+directory of this module (notes §3.4: runs that die in MPI_Init or are killed leave
+/dev/shm/vader_segment.* behind), and the directory is removed at the end, so the tests clean
+up exactly what their own runs created. Timing assertions are orderings only: this machine is
+shared and noisy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from kit.probe.plan import build_plan, plan_hash
+from tests.conftest import mpi_env
+
+pytestmark = pytest.mark.mpi
+
+HEADER = ["seq", "op", "size", "count", "time", "call", "warmup"]
+ALL_OPS = "pingpong,send,recv,isend,irecv,stream"
+TIMEOUT = 120  # generous: a wrong rank count or a hang must fail the test, not block CI
+
+TRANSPORTS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "vader": (["--mca", "pml", "ob1", "--mca", "btl", "self,vader"], {}),
+    "tcp": (["--mca", "pml", "ob1", "--mca", "btl", "self,tcp",
+             "--mca", "btl_tcp_if_include", "lo"], {}),
+    "ucx-tcp": (["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any",
+                 "--mca", "pml_ucx_devices", "any", "-x", "UCX_TLS"], {"UCX_TLS": "tcp"}),
+    "ucx-sm": (["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any",
+                "--mca", "pml_ucx_devices", "any", "-x", "UCX_TLS"], {"UCX_TLS": "sm"}),
+}
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    prefix: Path
+
+    def rows(self) -> list[dict[str, str]]:
+        with open(f"{self.prefix}.samples.csv", newline="") as f:
+            return list(csv.DictReader(f))
+
+    def meta(self) -> dict:
+        return json.loads(Path(f"{self.prefix}.meta.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def scratch() -> Iterator[Path]:
+    """Where this module's MPI runs keep shared-memory segments and session dirs; removed after."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    path = Path(tempfile.mkdtemp(prefix="pt2pt-probe-test-", dir=base))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def mpirun_cmd(probe: Path, scratch: Path, args: list[str], *, transport: str = "vader",
+               np: int = 2, extra_mpirun: list[str] | None = None) -> tuple[list[str], dict]:
+    flags, env = TRANSPORTS[transport]
+    cmd = ["mpirun", "-np", str(np), *(extra_mpirun or []), *flags,
+           "--mca", "btl_vader_backing_directory", str(scratch),
+           "--mca", "orte_tmpdir_base", str(scratch), str(probe), *args]
+    return cmd, mpi_env(env)
+
+
+def descendants(pid: int) -> list[int]:
+    """Children, grandchildren, ... of pid (mpirun puts ranks in their own process groups)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        out.extend(int(k) for k in kids)
+        todo.extend(int(k) for k in kids)
+    return out
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    for pid in [*descendants(proc.pid), proc.pid]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+
+
+def run_probe(probe: Path, scratch: Path, prefix: Path, args: list[str], **kw) -> Run:
+    """Run mpirun to completion; on timeout kill it and its ranks by PID and fail."""
+    cmd, env = mpirun_cmd(probe, scratch, [*args, "--output", str(prefix)], **kw)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc)
+        pytest.fail(f"probe did not finish within {TIMEOUT} s: {' '.join(cmd)}")
+    return Run(proc.returncode, out, err, prefix)
+
+
+def medians(rows: list[dict[str, str]], op: str = "pingpong") -> dict[int, float]:
+    by_size: dict[int, list[float]] = {}
+    for r in rows:
+        if r["op"] == op and r["warmup"] == "0":
+            by_size.setdefault(int(r["size"]), []).append(float(r["time"]))
+    return {s: statistics.median(v) for s, v in by_size.items()}
+
+
+def check_schema(run: Run) -> list[dict[str, str]]:
+    """Header, whole rows, contiguous seq, field types: the contract of docs/architecture.md."""
+    text = Path(f"{run.prefix}.samples.csv").read_text()
+    assert text.endswith("\n"), "last row is cut"
+    lines = text.splitlines()
+    assert lines[0].split(",") == HEADER
+    rows = run.rows()
+    for i, r in enumerate(rows):
+        assert None not in r and all(v is not None for v in r.values()), f"short row {i}"
+        assert int(r["seq"]) == i
+        assert r["op"] in ALL_OPS.split(",")
+        assert float(r["time"]) > 0
+        assert r["warmup"] in ("0", "1")
+        if r["op"] in ("isend", "irecv"):
+            assert 0 < float(r["call"]) <= float(r["time"])
+        else:
+            assert r["call"] == ""
+    return rows
+
+
+# ---------------------------------------------------------------- transports and the contract
+
+@pytest.fixture(scope="module")
+def all_ops_runs(probe_bin: Path, scratch: Path,
+                 tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """One short run of every op per transport (cached: several tests read the same output)."""
+    out = tmp_path_factory.mktemp("probe-ops")
+    args = ["--op", ALL_OPS, "--sizes", "loguniform:0:1M", "--samples", "40", "--warmup", "5",
+            "--window", "4", "--seed", "7", "--flush-every", "64"]
+    return {t: run_probe(probe_bin, scratch, out / t, args, transport=t) for t in TRANSPORTS}
+
+
+@pytest.fixture(scope="module")
+def small_large_runs(probe_bin: Path, scratch: Path,
+                     tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """8 B and 4 MiB ping-pongs interleaved in one run per transport: load hits both alike."""
+    out = tmp_path_factory.mktemp("probe-8-4m")
+    args = ["--sizes", "list:8,4M", "--samples", "60", "--warmup", "10", "--seed", "3"]
+    return {t: run_probe(probe_bin, scratch, out / t, args, transport=t) for t in TRANSPORTS}
+
+
+@pytest.fixture(scope="module")
+def small_message_times(probe_bin: Path, scratch: Path,
+                        tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[float]]:
+    """8 B round trips per transport, pooled over rounds that alternate the transports.
+
+    Runs of different transports cannot be interleaved sample by sample, so a burst of load
+    from other work on this shared 2-core machine would land on one transport only; three
+    alternating rounds spread it over all of them.
+    """
+    out = tmp_path_factory.mktemp("probe-8b")
+    times: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
+    for rnd in range(3):
+        for t in TRANSPORTS:
+            run = run_probe(probe_bin, scratch, out / f"{t}-{rnd}",
+                            ["--sizes", "list:8", "--samples", "150", "--seed", str(rnd)],
+                            transport=t)
+            assert run.returncode == 0, run.stderr
+            times[t] += [float(r["time"]) for r in check_schema(run) if r["warmup"] == "0"]
+    return times
+
+
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
+def test_every_op_writes_the_contracted_csv_and_meta(all_ops_runs: dict[str, Run],
+                                                     transport: str) -> None:
+    run = all_ops_runs[transport]
+    assert run.returncode == 0, run.stderr
+    rows = check_schema(run)
+    assert len(rows) == 5 + 6 * 40
+    assert [r["warmup"] for r in rows[:5]] == ["1"] * 5
+    assert all(r["warmup"] == "0" for r in rows[5:])
+    assert all(0 <= int(r["size"]) <= 1 << 20 for r in rows)
+    assert {r["count"] for r in rows if r["op"] == "stream"} == {"4"}
+    assert {r["count"] for r in rows if r["op"] != "stream"} == {"1"}
+    assert {r["op"] for r in rows[5:]} == set(ALL_OPS.split(","))
+
+    meta = run.meta()
+    for key in ("probe_version", "argv", "mpi_version", "hosts", "timer", "seed", "sizes", "ops",
+                "warmup", "env", "slurm_job_id", "start", "end", "samples_written", "complete"):
+        assert key in meta, key
+    assert meta["complete"] is True and meta["stop_reason"] == "done"
+    assert meta["samples_written"] == len(rows) == meta["samples_planned"]
+    assert len(meta["hosts"]) == 2 and all(meta["hosts"])
+    assert "Open MPI" in meta["mpi_version"]
+    assert meta["timer"]["name"] == "mpi" and 0 < meta["timer"]["resolution_s"] <= 1e-3
+    assert 0 < meta["timer"]["overhead_s"] < 1e-3
+    assert meta["sizes"] == {"spec": "loguniform:0:1M", "samples": 40, "min": 0,
+                             "max": 1 << 20}
+    assert meta["ops"] == ALL_OPS.split(",") and meta["seed"] == 7 and meta["warmup"] == 5
+    assert meta["env"]["OMPI_MCA_pml"] == TRANSPORTS[transport][0][2]
+    if transport.startswith("ucx"):
+        assert meta["env"]["UCX_TLS"] == transport.split("-")[1]
+    assert meta["start"].endswith("Z") and meta["end"] >= meta["start"]
+
+
+def test_csv_is_exactly_the_documented_plan(all_ops_runs: dict[str, Run]) -> None:
+    """The Python twin (README "Plan algorithm") reproduces the probe's order and hash."""
+    run = all_ops_runs["vader"]
+    plan = build_plan(ALL_OPS.split(","), "loguniform:0:1M", samples=40, seed=7, warmup=5)
+    got = [(r["op"], int(r["size"]), r["warmup"] == "1") for r in run.rows()]
+    assert got == [(e.op, e.size, e.warmup) for e in plan]
+    assert run.meta()["plan_hash"] == plan_hash(plan)
+
+
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
+def test_4mib_takes_longer_than_8b(small_large_runs: dict[str, Run], transport: str) -> None:
+    run = small_large_runs[transport]
+    assert run.returncode == 0, run.stderr
+    med = medians(check_schema(run))
+    assert med[4 << 20] > med[8]
+
+
+@pytest.mark.parametrize(("shm", "tcp"), [("vader", "tcp"), ("ucx-sm", "ucx-tcp")])
+def test_shared_memory_small_messages_beat_tcp(small_message_times: dict[str, list[float]],
+                                               shm: str, tcp: str) -> None:
+    shm_median = statistics.median(small_message_times[shm])
+    tcp_median = statistics.median(small_message_times[tcp])
+    assert shm_median < tcp_median
+
+
+def test_sizes_are_log_uniform(probe_bin: Path, scratch: Path, tmp_path: Path) -> None:
+    run = run_probe(probe_bin, scratch, tmp_path / "ks",
+                    ["--sizes", "loguniform:16:1M", "--samples", "2000", "--warmup", "0",
+                     "--seed", "2024", "--flush-every", "500"])
+    assert run.returncode == 0, run.stderr
+    sizes = [int(r["size"]) for r in check_schema(run)]
+    assert len(sizes) == 2000 and min(sizes) >= 16 and max(sizes) <= 1 << 20
+    # README: ln(size + 1) is uniform on [ln(MIN + 1), ln(MAX + 2)).
+    lo, hi = math.log(17), math.log((1 << 20) + 2)
+    result = stats.kstest([math.log(s + 1) for s in sizes], stats.uniform(lo, hi - lo).cdf)
+    assert result.pvalue > 1e-3, result
+
+
+def test_same_seed_same_sequence_other_seed_other_sequence(probe_bin: Path, scratch: Path,
+                                                           tmp_path: Path) -> None:
+    base = ["--op", "pingpong,send", "--sizes", "loguniform:0:64K", "--samples", "50"]
+    a = run_probe(probe_bin, scratch, tmp_path / "a", [*base, "--seed", "11"])
+    b = run_probe(probe_bin, scratch, tmp_path / "b",
+                  [*base, "--seed", "11", "--timer", "monotonic", "--flush-every", "7"])
+    c = run_probe(probe_bin, scratch, tmp_path / "c", [*base, "--seed", "12"])
+    seq = [[(r["op"], r["size"]) for r in check_schema(x)] for x in (a, b, c)]
+    assert seq[0] == seq[1]
+    assert seq[0] != seq[2]
+    assert b.meta()["timer"]["name"] == "monotonic"
+    assert 0 < b.meta()["timer"]["resolution_s"] <= 1e-6
+
+
+def test_grid_and_list_sizes(probe_bin: Path, scratch: Path, tmp_path: Path) -> None:
+    grid = run_probe(probe_bin, scratch, tmp_path / "grid",
+                     ["--op", "recv,irecv", "--sizes", "grid:0:1K:2", "--samples", "2",
+                      "--warmup", "0"])
+    rows = check_schema(grid)
+    assert sorted(int(r["size"]) for r in rows) == sorted([0, *(2**k for k in range(11))] * 4)
+    lst = run_probe(probe_bin, scratch, tmp_path / "list",
+                    ["--sizes", "list:0,3,1K", "--samples", "3", "--warmup", "2"])
+    assert sorted(int(r["size"]) for r in check_schema(lst)[2:]) == [0, 0, 0, 3, 3, 3] + [1024] * 3
+
+
+def test_injected_delay_is_a_lower_bound_on_the_round_trip(probe_bin: Path, scratch: Path,
+                                                            tmp_path: Path) -> None:
+    run = run_probe(probe_bin, scratch, tmp_path / "delay",
+                    ["--sizes", "list:8", "--samples", "50", "--inject-delay-us", "300"])
+    assert run.returncode == 0, run.stderr
+    assert all(float(r["time"]) >= 300e-6 for r in check_schema(run))
+    assert run.meta()["inject_delay_us"] == 300
+
+
+def test_max_seconds_stops_cleanly(probe_bin: Path, scratch: Path, tmp_path: Path) -> None:
+    run = run_probe(probe_bin, scratch, tmp_path / "maxs",
+                    ["--sizes", "loguniform:0:64K", "--samples", "5000000",
+                     "--flush-every", "200", "--max-seconds", "1"])
+    assert run.returncode == 0, run.stderr
+    rows = check_schema(run)
+    meta = run.meta()
+    assert meta["complete"] is False and meta["stop_reason"] == "max-seconds"
+    assert meta["samples_written"] == len(rows) < meta["samples_planned"]
+    assert len(rows) % 200 == 0 and rows
+    assert "--max-seconds" in run.stderr
+
+
+# ---------------------------------------------------------------- signals and kills
+
+def start_long_run(probe: Path, scratch: Path, prefix: Path, block: int
+                   ) -> subprocess.Popen:
+    cmd, env = mpirun_cmd(probe, scratch, ["--sizes", "loguniform:0:64K", "--samples", "3000000",
+                                           "--flush-every", str(block), "--output", str(prefix)])
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def wait_for_blocks(proc: subprocess.Popen, csv_path: Path, block: int, blocks: int) -> None:
+    """Wait until about a second has passed and `blocks` blocks are on disk."""
+    start = time.monotonic()
+    while time.monotonic() - start < TIMEOUT:
+        if proc.poll() is not None:
+            pytest.fail(f"probe ended early: {proc.communicate()[1]}")
+        lines = csv_path.read_text().count("\n") - 1 if csv_path.exists() else 0
+        if lines >= blocks * block and time.monotonic() - start >= 1.0:
+            return
+        time.sleep(0.05)
+    kill_tree(proc)
+    pytest.fail("the probe flushed no block in time")
+
+
+def rank_pids(proc: subprocess.Popen) -> dict[int, int]:
+    ranks = {}
+    for pid in descendants(proc.pid):
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        for kv in env:
+            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
+                ranks[int(kv.split(b"=")[1])] = pid
+    return ranks
+
+
+@pytest.mark.parametrize("target", ["mpirun", "rank1"])
+def test_sigterm_keeps_whole_rows_and_marks_meta_incomplete(probe_bin: Path, scratch: Path,
+                                                            tmp_path: Path, target: str) -> None:
+    """mpirun forwards SIGTERM to both ranks; a rank-1-only signal stops at the next block."""
+    block, prefix = 500, tmp_path / "term"
+    proc = start_long_run(probe_bin, scratch, prefix, block)
+    wait_for_blocks(proc, Path(f"{prefix}.samples.csv"), block, 1)
+    victim = proc.pid if target == "mpirun" else rank_pids(proc)[1]
+    os.kill(victim, signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc)
+        pytest.fail("the probe did not stop after SIGTERM")
+    assert proc.returncode != 0
+    run = Run(proc.returncode, "", err, prefix)
+    rows = check_schema(run)
+    meta = run.meta()
+    assert len(rows) >= block
+    assert meta["complete"] is False and meta["stop_reason"] == "signal SIGTERM"
+    assert meta["samples_written"] == len(rows) and meta["end"] is not None
+
+
+def test_sigkill_keeps_every_flushed_block(probe_bin: Path, scratch: Path,
+                                           tmp_path: Path) -> None:
+    block, prefix = 400, tmp_path / "kill"
+    proc = start_long_run(probe_bin, scratch, prefix, block)
+    wait_for_blocks(proc, Path(f"{prefix}.samples.csv"), block, 2)
+    kill_tree(proc)  # Slurm's SIGKILL hits every process of the step at once
+    run = Run(proc.returncode, "", "", prefix)
+    rows = check_schema(run)
+    assert len(rows) >= 2 * block and len(rows) % block == 0
+    assert run.meta()["complete"] is False
+
+
+# ---------------------------------------------------------------- bad input
+
+BAD_INPUT = [
+    (["--bogus"], "unknown option '--bogus'"),
+    (["--sizes", "loguniform:5000:100"], "MIN (5000) > MAX (100)"),
+    (["--sizes", "grid:10:1:2"], "MIN (10) > MAX (1)"),
+    (["--sizes", "list:64G"], "does not fit in memory"),
+    (["--sizes", "list:3G"], "largest MPI int count"),
+    (["--sizes", "uniform:1:2"], "unknown kind 'uniform'"),
+    (["--sizes", "grid:1:1K:1"], "FACTOR must be a number > 1"),
+    (["--sizes", "list:1,2x"], "'2x' is not a byte count"),
+    (["--op", "pingpong,bcast"], "unknown operation 'bcast'"),
+    (["--timer", "rdtsc"], "--timer 'rdtsc'"),
+    (["--samples", "-3"], "--samples '-3'"),
+    (["--samples", "0"], "--samples must be at least 1"),
+    (["--max-seconds", "soon"], "--max-seconds 'soon'"),
+    (["--seed"], "option --seed needs a value"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
+def test_bad_input_exits_2_with_one_message(probe_bin: Path, scratch: Path, tmp_path: Path,
+                                            args: list[str], message: str) -> None:
+    run = run_probe(probe_bin, scratch, tmp_path / "bad", args)
+    assert run.returncode == 2
+    assert run.stderr.count("pt2pt-probe: error:") == 1, run.stderr
+    assert message in run.stderr
+
+
+def test_unwritable_output_exits_2(probe_bin: Path, scratch: Path, tmp_path: Path) -> None:
+    run = run_probe(probe_bin, scratch, tmp_path / "missing-dir" / "out", ["--samples", "5"])
+    assert run.returncode == 2
+    assert run.stderr.count("pt2pt-probe: error:") == 1
+    assert "cannot write" in run.stderr and "missing-dir" in run.stderr
+
+
+@pytest.mark.parametrize("np", [1, 3])
+def test_wrong_rank_count_returns_promptly_with_exit_2(probe_bin: Path, scratch: Path,
+                                                       tmp_path: Path, np: int) -> None:
+    run = run_probe(probe_bin, scratch, tmp_path / "np", ["--samples", "5"], np=np,
+                    extra_mpirun=["--oversubscribe"])
+    assert run.returncode == 2
+    assert run.stderr.count("pt2pt-probe: error:") == 1
+    assert f"needs exactly 2 MPI ranks, got {np}" in run.stderr
+
+
+def test_plan_mismatch_between_ranks_aborts(probe_bin: Path, scratch: Path,
+                                            tmp_path: Path) -> None:
+    """MPMD launch with a different seed per rank: the plan-hash exchange must catch it."""
+    prefix = str(tmp_path / "mm")
+    cmd, env = mpirun_cmd(probe_bin, scratch, ["--seed", "1", "--output", prefix], np=1)
+    cmd += [":", "-np", "1", str(probe_bin), "--seed", "2", "--output", prefix]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 2
+    assert proc.stderr.count("pt2pt-probe: error: plan mismatch") == 1
+
+
+def test_help_and_version_print_once(probe_bin: Path, scratch: Path, tmp_path: Path) -> None:
+    for flag, text in (("--help", "--sizes SPEC"), ("--version", "pt2pt-probe 0.1.0")):
+        run = run_probe(probe_bin, scratch, tmp_path / "h", [flag])
+        assert run.returncode == 0 and run.stdout.count(text) == 1, run.stdout
+
+
+def test_infiniband_where_there_is_none_fails_fast(probe_bin: Path, scratch: Path,
+                                                   tmp_path: Path,
+                                                   record_property: pytest.RecordProperty
+                                                   ) -> None:
+    """Record what MPI prints; the campaign layer turns it into a "skipped" record."""
+    if Path("/sys/class/infiniband").is_dir():
+        pytest.skip("this host has InfiniBand: the failure path cannot be exercised")
+    cmd, env = mpirun_cmd(probe_bin, scratch, ["--samples", "5", "--output",
+                                               str(tmp_path / "ib")])
+    cmd[cmd.index("self,vader")] = "self,openib"
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    printed = proc.stdout + proc.stderr
+    record_property("openib_returncode", proc.returncode)
+    record_property("openib_output", printed)
+    (tmp_path / "openib-output.txt").write_text(printed)
+    assert proc.returncode != 0
+    # Usually "... unable to reach each other ... BTLs attempted: self"; when mpirun's help
+    # aggregation garbles that box, only the MPI_Init failure line survives.
+    markers = ("BTLs attempted: self", "unreachable", "An error occurred in MPI_Init")
+    assert any(m in printed for m in markers), printed
+    assert not Path(f"{tmp_path / 'ib'}.samples.csv").exists()
