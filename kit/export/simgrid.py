@@ -38,10 +38,10 @@ What SimGrid does with it (checked against the SimGrid sources and manual):
   quantile table (inverse CDF) a callback can sample by interpolation, and the fitted
   family/parameters for those who prefer to draw from the distribution itself.
 
-Regimes are exported through a linear approximation ``a + b*s`` fitted to the regime's
-central curve (``model.curve``) over its size range by non-negative least squares on
-relative error; for ``linear`` regimes this is exact, for ``power`` and ``constant`` it
-is the closest line SimGrid can express. :func:`regimes_from_simgrid` parses the strings
+Regimes are exported through lines ``a + b*s`` fitted to the regime's central curve
+(``model.curve``) by non-negative least squares on relative error; a ``linear`` regime is
+one exact entry, a ``power`` regime is cut into as many entries as needed to stay within
+2 % of its curve. :func:`regimes_from_simgrid` parses the strings
 back into those linear regimes, which is how the round trip is tested.
 """
 
@@ -66,6 +66,10 @@ MAX_BOUND = 2**31 - 1
 #: the size term is made this many times smaller than at the nominal bandwidth.
 MAX_BW_FACTOR = 1e6
 _GRID = 64
+#: Largest relative gap allowed between an exported line and the model's curve.
+LINE_TOLERANCE = 0.02
+#: Ranges narrower than this size ratio are not split further.
+MIN_SPLIT_RATIO = 1.05
 _QUANTILE_PROBS = tuple(float(q) for q in np.linspace(0.0, 1.0, 101))
 
 
@@ -85,6 +89,7 @@ class LinearPiece:
     size_max: float
     a: float
     b: float
+    regime: int = 0
 
 
 # --------------------------------------------------------------------------- strings
@@ -166,22 +171,39 @@ def fit_line(size: NDArray[np.float64], time: NDArray[np.float64],
     return float(a), float(b_scaled / scale + min_b)
 
 
-def linear_pieces(model: Any) -> list[LinearPiece]:
-    """Per regime, the line ``a + b*s`` closest to the model's central curve."""
+def _split(model: Any, k: int, lo: float, hi: float, last: bool, tol: float,
+           out: list[LinearPiece]) -> None:
+    """Fit one line on [lo, hi); halve the range (in log size) while it misses by > tol."""
+    grid = _grid(lo, hi, last)
+    curve = np.asarray(model.curve(grid), dtype=np.float64).ravel()
+    if not np.all(np.isfinite(curve)) or np.any(curve <= 0):
+        raise ModelError(f"regime {k + 1} has a non-positive curve, cannot export",
+                         hint="refit the series; check for bad samples")
+    a, b = fit_line(grid, curve)
+    err = float(np.max(np.abs(a + b * grid - curve) / curve))
+    mid = float(round(math.sqrt(max(lo, 1.0) * hi)))
+    if err <= tol or hi / max(lo, 1.0) < MIN_SPLIT_RATIO or not lo + 1 < mid < hi:
+        out.append(LinearPiece(lo, hi, a, b, k))
+        return
+    _split(model, k, lo, mid, False, tol, out)
+    _split(model, k, mid, hi, last, tol, out)
+
+
+def linear_pieces(model: Any, tol: float = LINE_TOLERANCE) -> list[LinearPiece]:
+    """Lines ``a + b*s`` that follow the model's central curve within ``tol`` (relative).
+
+    A linear regime is one piece, exactly. A power or constant-plus-jump curve is cut into
+    as many pieces as a line needs to stay within ``tol`` (SimGrid takes any number of
+    entries), each piece remembering its regime.
+    """
     regimes = getattr(model, "regimes_", None)
     if not regimes:
         raise ModelError("the model has no regimes (not fitted?)",
                          hint="fit it first with 'pt2pt fit'")
-    pieces = []
+    pieces: list[LinearPiece] = []
     for k, r in enumerate(regimes):
-        last = k == len(regimes) - 1
-        grid = _grid(float(r.size_min), float(r.size_max), last)
-        curve = np.asarray(model.curve(grid), dtype=np.float64).ravel()
-        if not np.all(np.isfinite(curve)) or np.any(curve <= 0):
-            raise ModelError(f"regime {k + 1} has a non-positive curve, cannot export",
-                             hint="refit the series; check for bad samples")
-        a, b = fit_line(grid, curve)
-        pieces.append(LinearPiece(float(r.size_min), float(r.size_max), a, b))
+        _split(model, k, float(r.size_min), float(r.size_max), k == len(regimes) - 1, tol,
+               pieces)
     return pieces
 
 
@@ -288,14 +310,13 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
     bounds = _bounds(pieces)
     lat_entries, bw_entries, segments = [], [], []
     rng = np.random.default_rng(random_state)
-    for k, (bound, piece, regime) in enumerate(zip(bounds, pieces, model.regimes_, strict=True)):
-        b = piece.b
-        if b <= 0:  # constant regime: refit a with the smallest per-byte cost SimGrid allows
-            last = k == len(pieces) - 1
-            grid = _grid(piece.size_min, piece.size_max, last)
+    for k, (bound, piece) in enumerate(zip(bounds, pieces, strict=True)):
+        regime = model.regimes_[piece.regime]
+        if piece.b <= 0:  # constant: refit a with the smallest per-byte cost SimGrid allows
+            grid = _grid(piece.size_min, piece.size_max, k == len(pieces) - 1)
             curve = np.asarray(model.curve(grid), dtype=np.float64).ravel()
             a, b = fit_line(grid, curve, min_b=1.0 / (bandwidth * MAX_BW_FACTOR))
-            piece = LinearPiece(piece.size_min, piece.size_max, a, b)
+            piece = LinearPiece(piece.size_min, piece.size_max, a, b, piece.regime)
             pieces[k] = piece
         lat = piece.a / latency
         bwf = 1.0 / (piece.b * bandwidth)
@@ -304,7 +325,7 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
         mid = math.sqrt(max(piece.size_min, 1.0) * max(piece.size_max, 1.0))
         segments.append({
             "bound": bound, "size_min": piece.size_min, "size_max": piece.size_max,
-            "intercept_s": piece.a, "per_byte_s": piece.b,
+            "regime": piece.regime, "intercept_s": piece.a, "per_byte_s": piece.b,
             "latency_factor": lat, "bandwidth_factor": bwf,
             "family": regime.family, "params": _jsonable(regime.params),
             "noise": _jsonable(regime.noise),
