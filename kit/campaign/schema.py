@@ -252,8 +252,8 @@ def _skampi(ck: _Checker, entry: dict[str, Any], path: PathKey,
     if not ski.is_file():
         raise ck.fail((*path, "ski"), f"the .ski template {ski} does not exist",
                       "give a path relative to the campaign file")
-    params = ck.mapping(entry.get("params", {}), (*path, "params"),
-                        tuple(entry.get("params", {}) or ()))
+    raw = entry.get("params") if entry.get("params") is not None else {}
+    params = ck.mapping(raw, (*path, "params"), tuple(raw) if isinstance(raw, dict) else ())
     for key in params:
         if not _ENV_NAME_RE.match(key):
             raise ck.fail((*path, "params", key), f"invalid template variable '{key}'",
@@ -328,7 +328,8 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
                               f"{entry.placements[0]}' in a separate campaign")
     launcher_value = doc.get("launcher", site.launcher or "srun --mpi=pmix")
     launcher = _launcher(ck, launcher_value, ("launcher",))
-    env_doc = ck.mapping(doc.get("env", {}), ("env",), tuple(doc.get("env", {}) or ()))
+    env_raw = doc.get("env") if doc.get("env") is not None else {}
+    env_doc = ck.mapping(env_raw, ("env",), tuple(env_raw) if isinstance(env_raw, dict) else ())
     env: dict[str, str] = {}
     for key, value in env_doc.items():
         if not _ENV_NAME_RE.match(key):
