@@ -1,0 +1,209 @@
+"""The local Slurm cluster: playbooks run for real (root), plus the wrapper's pure parts.
+
+Every cluster here lives in its own state dir (/tmp/pt2pt-lctest-*), so the tests never touch a
+cluster someone else (CI, a developer, the session fixture) is using.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit import localcluster
+from kit.errors import UserError
+from kit.localcluster import DEFAULT_STATE_DIR, layout_for
+from kit.paths import PLAYBOOKS_DIR
+from tests.conftest_slurm import PYTEST_STATE_DIRS, sbatch_wait
+
+ONE_NODE = Path("/tmp/pt2pt-lctest-1n")
+TWO_NODES = Path("/tmp/pt2pt-lctest-2n")
+
+needs_cluster = [
+    pytest.mark.root, pytest.mark.slurm, pytest.mark.ansible, pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="daemons and network namespaces need root"),
+    pytest.mark.skipif(not Path("/usr/sbin/slurmctld").exists(),
+                       reason="slurm-wlm not installed: run make system-deps"),
+]
+
+HELLO_C = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, size, len; char host[MPI_MAX_PROCESSOR_NAME]; char buf[8] = {0};
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Get_processor_name(host, &len);
+    if (rank == 0) { MPI_Send(buf, 8, MPI_CHAR, 1, 0, MPI_COMM_WORLD);
+                     MPI_Recv(buf, 8, MPI_CHAR, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); }
+    else           { MPI_Recv(buf, 8, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                     MPI_Send(buf, 8, MPI_CHAR, 0, 0, MPI_COMM_WORLD); }
+    printf("hello rank %d of %d on %s\n", rank, size, host);
+    MPI_Finalize(); return 0;
+}
+"""
+
+
+def _playbook(name: str, state: Path, **extra: object) -> str:
+    """Run a playbook as `.ci/run`/`make` do; return its output (assert success)."""
+    ev = {"ansible_python_interpreter": sys.executable, "local_slurm_state_dir": str(state),
+          **layout_for(state).playbook_vars(), **extra}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c",
+         "local", "--skip-tags", "packages", "-e", json.dumps(ev), str(PLAYBOOKS_DIR / name)],
+        capture_output=True, text=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def _changed(output: str) -> int:
+    m = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", output)
+    assert m, output[-2000:]
+    return int(m.group(1))
+
+
+def _daemon_pids(state: Path) -> list[int]:
+    pids = []
+    for f in [*state.glob("*.pid"), *state.glob("munge/*.pid")]:
+        pids.append(int(f.read_text().split()[0]))
+    return pids
+
+
+def _live(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _assert_nothing_left(state: Path, pids: list[int], desc: dict) -> None:
+    assert pids, "the cluster had no daemons to check"
+    assert not [p for p in pids if _live(p)], "a daemon survived the down playbook"
+    assert not state.exists()
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    for ns in desc["netns"]:
+        assert ns not in netns
+    assert f"{desc['ifprefix']}-" not in links
+
+
+# --- pure parts -----------------------------------------------------------------------------
+
+def test_layouts_of_known_state_dirs_do_not_clash() -> None:
+    dirs = [DEFAULT_STATE_DIR, localcluster.default_state_dir(2), ONE_NODE, TWO_NODES,
+            *PYTEST_STATE_DIRS.values()]
+    layouts = [layout_for(d) for d in dirs]
+    for attr in ("ctld_port", "subnet", "ifprefix", "node_prefix", "cluster_name"):
+        values = [getattr(lay, attr) for lay in layouts]
+        assert len(set(values)) == len(values), attr
+    ports = [p for lay in layouts for p in (lay.ctld_port, lay.slurmd_port)]
+    assert len(set(ports)) == len(ports)
+    assert all(len(lay.ifprefix) + len("-v64") <= 15 for lay in layouts)  # IFNAMSIZ
+
+
+def test_failing_task_names_task_and_message() -> None:
+    output = (
+        "TASK [local_slurm : Check the cluster variables] ******\n"
+        "ok: [localhost]\n\n"
+        "TASK [local_slurm : Start slurmctld] ******************\n"
+        'fatal: [localhost]: FAILED! => {"changed": false, "msg": "slurmctld did not stay up"}\n'
+    )
+    assert localcluster.failing_task(output) == (
+        "local_slurm : Start slurmctld", "slurmctld did not stay up")
+
+
+def test_up_and_down_refuse_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(UserError, match="needs root"):
+        localcluster.up(nodes=1, state_dir="/tmp/pt2pt-never")
+    with pytest.raises(UserError, match="needs root"):
+        localcluster.down("/tmp/pt2pt-never")
+
+
+def test_load_of_missing_cluster_names_the_dir(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=str(tmp_path)):
+        localcluster.load(tmp_path)
+    assert localcluster.is_up(tmp_path) is False
+
+
+# --- real clusters --------------------------------------------------------------------------
+
+def _cluster_test(func):  # type: ignore[no-untyped-def]
+    for mark in reversed(needs_cluster):
+        func = mark(func)
+    return pytest.mark.timeout(900)(func)
+
+
+@_cluster_test
+def test_single_node_playbook_is_idempotent_runs_jobs_and_tears_down(tmp_path: Path) -> None:
+    if (ONE_NODE / "cluster.json").exists():  # left over from an interrupted run
+        _playbook("local-cluster-down.yml", ONE_NODE)
+    first = _playbook("local-cluster.yml", ONE_NODE)
+    assert _changed(first) > 0
+    second = _playbook("local-cluster.yml", ONE_NODE)
+    assert _changed(second) == 0, second[-3000:]
+    cluster = localcluster.load(ONE_NODE)
+    assert localcluster.is_up(ONE_NODE)
+    assert cluster.env["SLURM_CONF"] == str(ONE_NODE / "slurm.conf")
+    sinfo = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True,
+                           text=True, env=cluster.environ(), check=True).stdout.split()
+    assert sinfo == [cluster.nodes[0], "idle"]
+    state, out = sbatch_wait(cluster, "#!/bin/bash\n#SBATCH -n 2\n#SBATCH -t 5\n"
+                             "srun bash -c 'echo task $SLURM_PROCID on $(hostname)'\n", tmp_path)
+    assert state == "COMPLETED", out
+    assert sorted(line.split()[1] for line in out.splitlines()) == ["0", "1"]
+    desc = json.loads((ONE_NODE / "cluster.json").read_text())
+    pids = _daemon_pids(ONE_NODE)
+    assert _changed(_playbook("local-cluster-down.yml", ONE_NODE)) > 0
+    _assert_nothing_left(ONE_NODE, pids, desc)
+    # Down is safe to repeat when nothing is up.
+    assert _changed(_playbook("local-cluster-down.yml", ONE_NODE)) == 0
+
+
+@_cluster_test
+@pytest.mark.mpi
+def test_two_shaped_nodes_run_srun_pmix_and_mpirun_then_vanish(tmp_path: Path) -> None:
+    if shutil.which("mpicc") is None:
+        pytest.skip("mpicc not found: install libopenmpi-dev")
+    hello = tmp_path / "hello"
+    (tmp_path / "hello.c").write_text(HELLO_C)
+    subprocess.run(["mpicc", "-o", str(hello), str(tmp_path / "hello.c")], check=True)
+    if (TWO_NODES / "cluster.json").exists():
+        localcluster.down(TWO_NODES)
+    cluster = localcluster.up(nodes=2, state_dir=TWO_NODES, shape=("1gbit", "256kb"))
+    desc = json.loads((TWO_NODES / "cluster.json").read_text())
+    pids = _daemon_pids(TWO_NODES)
+    try:
+        assert len(cluster.nodes) == 2 and localcluster.is_up(TWO_NODES)
+        for ns in desc["netns"]:
+            qdisc = subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", "eth0"],
+                                   capture_output=True, text=True, check=True).stdout
+            assert "tbf" in qdisc and "1Gbit" in qdisc
+        # ob1/tcp: the ranks must really talk over the veths between the namespaces.
+        script = f"""#!/bin/bash
+#SBATCH -N 2
+#SBATCH --ntasks-per-node=1
+#SBATCH -t 5
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+echo "launcher srun"
+srun --mpi=pmix {hello} || echo "srun failed rc=$?"
+echo "launcher mpirun"
+mpirun {hello} || echo "mpirun failed rc=$?"
+"""
+        state, out = sbatch_wait(cluster, script, tmp_path)
+        assert state == "COMPLETED", out
+        assert "failed" not in out, out
+        for part in out.split("launcher ")[1:]:
+            hosts = sorted(re.findall(r"hello rank \d of 2 on (\S+)", part))
+            assert hosts == sorted(cluster.nodes), out
+    finally:
+        localcluster.down(TWO_NODES)
+    _assert_nothing_left(TWO_NODES, pids, desc)
