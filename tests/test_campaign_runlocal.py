@@ -1,0 +1,125 @@
+"""``pt2pt run-local`` and ``collect`` with the real probe and Open MPI (no Slurm)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from kit.dataset import runs, series_table
+
+CAMPAIGN = """\
+name: local-test
+mpi: openmpi
+transports: [shm, tcp, ib]
+placement: intra-node
+repetitions: 1
+seed: 9
+launcher: srun --mpi=pmix
+tools:
+  - tool: probe
+    ops: [pingpong, send]
+    sizes: loguniform:0:256K
+    samples: 60
+    warmup: 5
+"""
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probe_bin: Path) -> None:
+    monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
+    monkeypatch.setenv("PT2PT_PROBE", str(probe_bin))
+    # Selection variables in the caller's environment must not leak into the jobs.
+    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")
+    monkeypatch.setenv("UCX_TLS", "tcp")
+
+
+def _pt2pt(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kit", *map(str, args)], capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_run_local_runs_every_job_and_collects(tmp_path: Path) -> None:
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(CAMPAIGN)
+    out, dataset = tmp_path / "campaign", tmp_path / "dataset"
+    proc = _pt2pt("run-local", campaign, "-o", out, "--dataset", dataset)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    records = {j["transport"]: json.loads((out / j["dir"] / "job.json").read_text())
+               for j in manifest["jobs"]}
+    for name in ("shm", "tcp"):
+        assert records[name]["state"] == "completed"
+        assert records[name]["transport_check"]["status"] == "passed"
+        assert records[name]["run_local"] is True
+        assert records[name]["command"][:3] == ["mpirun", "-n", "2"]
+    assert "grew by" in records["tcp"]["transport_check"]["detail"]
+    ib = records["ib"]
+    assert ib["state"] == "skipped" and ib["exit_status"] == 77 and ib["tool_exit_status"] == 1
+    assert "'rc' is not available" in ib["skipped"]
+    # Jobs ran in the manifest's (shuffled) order.
+    starts = [records[j["transport"]]["start"] for j in manifest["jobs"]]
+    assert starts == sorted(starts)
+    # The dataset holds both series of both transports, labelled from the manifest.
+    series = series_table(dataset)
+    assert {(r["transport"], r["op"]) for r in series.iter_rows(named=True)} == {
+        (t, op) for t in ("shm", "tcp") for op in ("pingpong", "send")}
+    assert set(series["campaign"]) == {"local-test"}
+    assert runs(dataset)["complete"].to_list() == [True, True]
+    assert "skipped" in proc.stdout and "ib unavailable" in proc.stdout
+    collected = json.loads((out / "collect.json").read_text())
+    assert sorted(j["outcome"] for j in collected["jobs"]) == ["ingested", "ingested", "skipped"]
+
+
+def test_second_run_resumes_and_collect_is_idempotent(tmp_path: Path) -> None:
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(CAMPAIGN.replace("[shm, tcp, ib]", "[shm]"))
+    out, dataset = tmp_path / "campaign", tmp_path / "dataset"
+    assert _pt2pt("run-local", campaign, "-o", out, "--dataset", dataset).returncode == 0
+    job_json = next(out.glob("jobs/*/job.json"))
+    before = job_json.read_bytes()
+    rows = len(runs(dataset))
+    again = _pt2pt("run-local", out, "--dataset", dataset)
+    assert again.returncode == 0
+    assert "already done" in again.stderr
+    assert job_json.read_bytes() == before
+    assert len(runs(dataset)) == rows
+    assert "already in the dataset" in again.stdout
+
+
+@pytest.mark.root
+def test_job_script_runs_as_an_unprivileged_user(tmp_path: Path) -> None:
+    """run-local is plain bash + mpirun: the same script works without root flags."""
+    if os.geteuid() != 0 or shutil.which("runuser") is None:
+        pytest.skip("needs root (to switch to 'nobody') and runuser")
+    # pytest's own tmp root is private to root; 'nobody' needs a path it can traverse.
+    shared = Path(tempfile.mkdtemp(prefix="pt2pt-nonroot-"))
+    try:
+        shared.chmod(0o755)
+        _run_as_nobody(tmp_path, shared)
+    finally:
+        shutil.rmtree(shared)
+
+
+def _run_as_nobody(tmp_path: Path, shared: Path) -> None:
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(CAMPAIGN.replace("[shm, tcp, ib]", "[shm]"))
+    out = shared / "campaign"
+    assert _pt2pt("plan", campaign, "-o", out).returncode == 0
+    subprocess.run(["chown", "-R", "nobody", str(out)], check=True)
+    script = next(out.glob("jobs/*/job.sbatch"))
+    proc = subprocess.run(["runuser", "-u", "nobody", "--", "env", "-i", "PATH=/usr/bin:/bin",
+                           f"HOME={out}", "PT2PT_RUN_LOCAL=1", "bash", str(script)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((script.parent / "job.json").read_text())
+    assert record["state"] == "completed"
+    assert (script.parent / "probe.samples.csv").stat().st_uid != 0
