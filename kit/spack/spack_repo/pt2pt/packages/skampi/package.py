@@ -34,7 +34,8 @@ class Skampi(AutotoolsPackage):
 
     # A git checkout gives every file the same mtime, so automake's "missing"
     # would regenerate the shipped configure/Makefile.in half-way through the
-    # build anyway; regenerate them up front with Spack's autotools.
+    # build anyway; regenerate them up front with Spack's autotools (Spack's
+    # autoreconf phase insists on autoconf, automake and libtool being present).
     force_autoreconf = True
     depends_on("autoconf", type="build")
     depends_on("automake", type="build")
