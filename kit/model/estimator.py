@@ -19,7 +19,7 @@ from sklearn.base import BaseEstimator
 from kit.errors import ModelError
 from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, fit_family
 from kit.model.mixture import detect_bands
-from kit.model.noise import fit_noise
+from kit.model.noise import Noise, fit_noise
 from kit.model.outliers import flag_outliers
 from kit.model.overlap import fit_overlap
 from kit.model.predictive import cdf as _cdf
@@ -31,8 +31,23 @@ from kit.model.segmentation import choose_segmentation, make_bins
 
 #: Fewest samples a model can be fitted to.
 MIN_SAMPLES = 5
+#: Raw samples per comparison when deciding whether to merge neighbouring regimes.
+MAX_MERGE_SAMPLES = 20000
 #: Fewest samples for trying a two-band mixture in a regime.
 MIN_MIXTURE_SAMPLES = 200
+
+
+def _regime_params(reg: Regime) -> int:
+    """Free parameters of a regime's density (for BIC when merging)."""
+    if reg.is_mixture:
+        return 2 + sum(2 + _noise_params(c.noise) for c in reg.components)
+    return N_PARAMS[reg.family] + _noise_params(reg.noise)
+
+
+def _noise_params(noise: Noise) -> int:
+    if noise.family == "gmm":
+        return 3 * len(noise.params["weights"]) - 1
+    return len(noise.params)
 
 
 def _as_sizes(size: ArrayLike, what: str = "size") -> NDArray:
@@ -110,23 +125,32 @@ class RegimeModel(BaseEstimator):
         if len(fam_list) != len(edges) - 1:
             raise ModelError(f"{len(fam_list)} families given for {len(edges) - 1} regimes",
                              where="families", hint="give one family (or None) per regime")
-        regimes: list[Regime] = []
-        for k in range(len(edges) - 1):
-            lo, hi = np.searchsorted(si, [edges[k], edges[k + 1]], side="left")
-            olo, ohi = np.searchsorted(ss, [edges[k], edges[k + 1]], side="left")
+        def fit_between(lo_edge: float, hi_edge: float, family: str | None) -> Regime:
+            lo, hi = np.searchsorted(si, [lo_edge, hi_edge], side="left")
+            olo, ohi = np.searchsorted(ss, [lo_edge, hi_edge], side="left")
             if hi - lo < max(min_support, 1):
                 raise ModelError(
-                    f"regime {k + 1} [{edges[k]:g}, {edges[k + 1]:g}) B holds {hi - lo} samples, "
+                    f"regime [{lo_edge:g}, {hi_edge:g}) B holds {hi - lo} samples, "
                     f"fewer than the minimum support {min_support}", where="breakpoints",
                     hint="use fewer breakpoints or lower min_support")
-            reg = self._fit_regime(si[lo:hi], ti[lo:hi], fam_list[k], rng)
-            reg.size_min = float(si[lo]) if k == 0 else float(breakpoints[k - 1])
-            reg.size_max = float(breakpoints[k]) if k < len(breakpoints) else float(si[-1])
+            reg = self._fit_regime(si[lo:hi], ti[lo:hi], family, rng)
+            reg.size_min = float(si[lo]) if lo_edge == -np.inf else float(lo_edge)
+            reg.size_max = float(si[-1]) if hi_edge == np.inf else float(hi_edge)
             reg.n_outliers = int(out_sorted[olo:ohi].sum())
-            regimes.append(reg)
+            return reg
+
+        regimes = [fit_between(edges[k], edges[k + 1], fam_list[k]) for k in range(len(edges) - 1)]
+        if self.breakpoints is None and self.families is None:
+            regimes, breakpoints = self._merge_pass(regimes, list(edges), si, ti, fit_between, rng)
         if self.overlap:
             for k in range(len(regimes) - 1):
-                regimes[k].overlap = fit_overlap(regimes[k], regimes[k + 1], breakpoints[k], si, ti)
+                ov = fit_overlap(regimes[k], regimes[k + 1], breakpoints[k], si, ti)
+                regimes[k].overlap = ov
+                if ov is not None and self.breakpoints is None:
+                    # A found boundary sits where the summary moved; with an overlap the
+                    # natural boundary is where each regime holds half of the samples.
+                    bp = float(np.clip(ov.center, regimes[k].size_min, regimes[k + 1].size_max))
+                    breakpoints[k] = regimes[k].size_max = regimes[k + 1].size_min = bp
 
         mask = np.zeros(len(s), dtype=bool)
         mask[order] = out_sorted
@@ -137,6 +161,56 @@ class RegimeModel(BaseEstimator):
         self.n_samples_ = len(s)
         self.validation_: dict[str, Any] = {}
         return self
+
+    @staticmethod
+    def _merge_pass(regimes: list[Regime], edges: list[float], si: NDArray, ti: NDArray,
+                    fit_between: Any, rng: np.random.Generator
+                    ) -> tuple[list[Regime], list[float]]:
+        """Merge neighbours while one regime (with bands) explains their raw samples better.
+
+        The DP sees per-size summaries only: where a slow band's share drifts with size, or
+        two regimes overlap, the summary drifts too and the DP cuts it into pieces. Here
+        the full densities (curve × noise, bands) are compared on the raw samples by BIC,
+        which sees that one two-band regime describes the pieces at once.
+        """
+        cache: dict[tuple[float, float], tuple[Regime, float]] = {}
+
+        def score(lo_e: float, hi_e: float, parts: list[Regime]) -> float:
+            lo, hi = np.searchsorted(si, [lo_e, hi_e], side="left")
+            idx = np.arange(lo, hi)
+            if len(idx) > MAX_MERGE_SAMPLES:
+                idx = np.sort(rng.choice(idx, MAX_MERGE_SAMPLES, replace=False))
+            s, t = si[idx], ti[idx]
+            bounds = [p.size_min for p in parts[1:]]
+            which = np.searchsorted(bounds, s, side="right")
+            ll = 0.0
+            for k, p in enumerate(parts):
+                m = which == k
+                if m.any():
+                    ll += float(np.sum(np.maximum(p.logpdf(s[m], t[m]), -1e3)))
+            k_par = sum(_regime_params(p) for p in parts) + len(parts) - 1
+            return -2 * ll + k_par * float(np.log(len(idx)))
+
+        while len(regimes) > 1:
+            best: tuple[float, int, Regime] | None = None
+            for k in range(len(regimes) - 1):
+                key = (edges[k], edges[k + 2])
+                if key not in cache:
+                    try:
+                        merged = fit_between(edges[k], edges[k + 2], None)
+                    except ModelError:
+                        continue
+                    cache[key] = (merged, score(*key, [merged]))
+                merged, merged_bic = cache[key]
+                delta = merged_bic - score(*key, regimes[k:k + 2])
+                if delta < 0 and (best is None or delta < best[0]):
+                    best = (delta, k, merged)
+            if best is None:
+                break
+            _, k, merged = best
+            regimes[k:k + 2] = [merged]
+            del edges[k + 1]
+        return regimes, [float(e) for e in edges[1:-1]]
 
     def _breakpoints(self, si: NDArray, ti: NDArray, min_support: int) -> list[float]:
         if self.breakpoints is not None:
@@ -170,7 +244,14 @@ class RegimeModel(BaseEstimator):
         reg.noise = self._noise(t / reg.curve(s), rng, noise_fams)
         if self.mixture and len(s) >= MIN_MIXTURE_SAMPLES and nb >= 3:
             x, y = np.log(np.maximum(s, 1.0)), np.log(t)
-            bands = detect_bands(x, y, rng)
+            def baseline(xb: NDArray, yb: NDArray) -> tuple[float, int]:
+                # ln-time density of curve × noise: ln p(t) + ln t, with t = exp(yb).
+                tb = np.exp(yb)
+                curve = reg.curve(np.exp(xb))
+                ll = float(np.sum(reg.noise.logpdf(tb / curve) - np.log(curve) + yb))
+                return ll, N_PARAMS[reg.family] + _noise_params(reg.noise)
+
+            bands = detect_bands(x, y, rng, baseline)
             if bands is not None:
                 comps = []
                 resp = self._responsibilities(bands, x, y)

@@ -187,8 +187,25 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
         fits["lognormal"] = (np.inf, {"s": float(np.std(np.log(r))), "scale": float(np.median(r))})
     best = min(fits, key=lambda f: fits[f][0])
     noise = Noise(best, fits[best][1], {f: float(v[0]) for f, v in fits.items()}, {}, n_all)
+    _anchor_median(noise, float(np.median(r)))
     noise.quantiles = _quantile_report(noise, r)
     return noise
+
+
+def _anchor_median(noise: Noise, target: float) -> None:
+    """Rescale so the fitted median equals the empirical one.
+
+    The ML fit matches the shape; a misfit of a few percent at the median would show up as
+    a few percent error in every predicted median, the number users read first, so the
+    scale (a shift of ln r for the Gaussian mixture) is pinned to the sample median.
+    """
+    factor = target / noise.median()
+    if not np.isfinite(factor) or factor <= 0:
+        return
+    if noise.family == "gmm":
+        noise.params["means"] = [m + float(np.log(factor)) for m in noise.params["means"]]
+    else:
+        noise.params["scale"] = noise.params["scale"] * factor
 
 
 def _quantile_report(noise: Noise, r: NDArray) -> dict[str, dict[str, float]]:

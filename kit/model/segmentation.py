@@ -24,7 +24,7 @@ from kit.model.outliers import group_quantiles
 
 MAX_BINS = 320
 #: BIC parameters per regime: two curve coefficients and one boundary.
-PARAMS_PER_REGIME = 3
+PARAMS_PER_REGIME = 4
 
 
 @dataclass
@@ -40,7 +40,11 @@ class Bins:
 
 
 def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BINS) -> Bins:
-    """Summarise samples (sorted by size) into bins; one bin per size when there are few sizes."""
+    """Summarise samples (sorted by size) into bins; one bin per size when there are few sizes.
+
+    Where a slow band's share drifts with size the median jumps between bands and the DP
+    cuts there; the raw-likelihood merge pass of the estimator undoes such cuts.
+    """
     s_eff = np.maximum(size_sorted.astype(np.float64), 1.0)
     starts = np.flatnonzero(np.r_[True, size_sorted[1:] != size_sorted[:-1]])
     if len(starts) <= max_bins:
@@ -57,10 +61,11 @@ def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BI
     bstart = np.flatnonzero(np.r_[True, bid[1:] != bid[:-1]])
     first = size_sorted[bstart].astype(np.float64)
     med_size = np.exp(group_quantiles(bid, np.log(s_eff), (0.5,))[:, 0])
-    # Weight = 1 / variance of the bin median ~ n / spread²; the spread is floored so that
-    # one unusually tight bin cannot dominate, and noisy (two-band) bins count less.
+    # Weight = 1 / variance of the bin median ~ n / spread². The spread is floored at the
+    # typical spread: estimated from few samples it is noisy, and noisy weights invent
+    # breakpoints; above the floor, genuinely wide (two-band) bins count less.
     spread = (q[:, 2] - q[:, 0]) / 1.349
-    floor = max(float(np.median(spread)) * 0.25, 1e-3)
+    floor = max(float(np.median(spread)), 1e-3)
     weight = counts / np.maximum(spread, floor) ** 2
     return Bins(first, med_size, np.exp(q[:, 1]), weight, counts, bid)
 
