@@ -146,3 +146,35 @@ def test_validate_into_is_saved_with_the_model(tmp_path: Path) -> None:
 def test_too_little_data_is_a_clear_error() -> None:
     with pytest.raises(ModelError, match="usable samples"):
         validate(RegimeModel(), [1.0, 2.0], [1e-6, 2e-6])
+
+
+def test_cli_validates_a_dataset_series_and_saves_it(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import polars as pl
+
+    from kit.cli import main
+    from kit.ingest import ingest
+
+    truth = synth.ethernet_like()
+    for run in range(2):  # two runs of one series: the group split holds one out
+        size, time = synth.sample(truth, 1200, grid=25, seed=20 + run)
+        csv = tmp_path / f"run{run}.csv"
+        pl.DataFrame({"size": size.astype(np.uint64), "duration": time}).write_csv(csv)
+        assert not ingest([csv], tmp_path / "ds", campaign="c", transport="tcp").files_failed
+    out = tmp_path / "m.json"
+    assert main(["validate", str(tmp_path / "ds"), "--split", "group", "--test-fraction", "0.5",
+                 "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "hockney" in printed and "floor" in printed
+    saved = json.loads(out.read_text())
+    assert saved["validation"]["split"]["method"] == "group"
+    assert saved["validation"]["split"]["n_test"] == 1200
+    assert saved["provenance"]["series"]["transport"] == "tcp"
+    # A second series makes the selection ambiguous: a one-paragraph error listing both.
+    size, time = synth.sample(truth, 300, grid=10, seed=3)
+    csv = tmp_path / "shm.csv"
+    pl.DataFrame({"size": size.astype(np.uint64), "duration": time}).write_csv(csv)
+    ingest([csv], tmp_path / "ds", campaign="c", transport="shm")
+    assert main(["validate", str(tmp_path / "ds")]) == 2
+    err = capsys.readouterr().err
+    assert "transport=shm" in err and "transport=tcp" in err and "Traceback" not in err
