@@ -2,9 +2,9 @@
 
 Every run points Open MPI's shared-memory backing files and session directory at a scratch
 directory of this module (notes §3.4: runs that die in MPI_Init or are killed leave
-/dev/shm/vader_segment.* behind), and the directory is removed at the end, so the tests clean
-up exactly what their own runs created. Timing assertions are orderings only: this machine is
-shared and noisy.
+/dev/shm/vader_segment.* behind); leftovers are removed after each test and the directory at
+the end, so the tests clean up exactly what their own runs created and nothing of others'.
+Timing assertions are orderings only: this machine is shared and noisy.
 """
 
 from __future__ import annotations
@@ -69,6 +69,24 @@ def scratch() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="pt2pt-probe-test-", dir=base))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_leftovers(scratch: Path) -> list[Path]:
+    """Delete the vader segments and session dirs that killed or failed runs left in scratch."""
+    found = [*scratch.glob("vader_segment.*"), *scratch.glob("ompi.*")]
+    for path in found:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _clean_after_each_test(scratch: Path) -> Iterator[None]:
+    """Runs are sequential, so whatever is left in scratch after a test belongs to that test."""
+    yield
+    remove_leftovers(scratch)
 
 
 def mpirun_cmd(probe: Path, scratch: Path, args: list[str], *, transport: str = "vader",
@@ -366,6 +384,9 @@ def test_sigkill_keeps_every_flushed_block(probe_bin: Path, scratch: Path,
     proc = start_long_run(probe_bin, scratch, prefix, block)
     wait_for_blocks(proc, Path(f"{prefix}.samples.csv"), block, 2)
     kill_tree(proc)  # Slurm's SIGKILL hits every process of the step at once
+    # Killed ranks cannot unlink their shared-memory segments (notes §3.4): they must have
+    # landed in this module's scratch directory, not in /dev/shm, and are removed here.
+    assert any(p.name.startswith("vader_segment.") for p in remove_leftovers(scratch))
     run = Run(proc.returncode, "", "", prefix)
     rows = check_schema(run)
     assert len(rows) >= 2 * block and len(rows) % block == 0

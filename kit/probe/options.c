@@ -236,8 +236,8 @@ static int validate(struct options *o, char *err)
         set_err(err, "--samples must be at least 1");
         return -1;
     }
-    if (o->flush_every == 0 || o->flush_every > 100000000) {
-        set_err(err, "--flush-every must be between 1 and 100000000 samples");
+    if (o->flush_every == 0 || o->flush_every > 1000000) {
+        set_err(err, "--flush-every must be between 1 and 1000000 samples");
         return -1;
     }
     if (o->window < 1) {
