@@ -6,10 +6,12 @@ What SimGrid does with it (checked against the SimGrid sources and manual):
   ``smpi/bw-factor``) are strings ``bound:factor;bound:factor;...``. SimGrid's
   ``FactorSet::parse`` (src/kernel/resource/FactorSet.cpp) splits on ``;`` and ``:``, reads
   the bound with ``std::stoi`` (so bounds are integers below 2^31), and sorts entries by
-  bound. ``FactorSet::operator()(size)`` walks the sorted entries and, at the first entry
-  with ``size <= bound``, returns the *previous* entry (the default value when there is
-  none). So the entry used is the one with the **largest bound strictly below the size**,
-  and a size at or below the first bound gets the default (1.0 once a string is given).
+  bound; values go through ``xbt_parse_get_time`` (strtod, so ``1.5e-06`` is fine and a
+  unit-less number is accepted). ``FactorSet::operator()(size)`` walks the sorted
+  entries and, at the first entry with ``size <= bound``, returns the *previous* entry
+  (the default value when there is none). So the entry used is the one with the
+  **largest bound strictly below the size**, and a size at or below the first bound
+  gets the default (1.0 once a string is given).
   A regime that starts at size ``lo`` is therefore written with bound ``lo - 1``, and the
   first regime with bound 0 (size-0 messages then use the nominal latency, which by
   default *is* the first regime's start-up time, see below).
