@@ -124,8 +124,10 @@ def spack_env(tmp_path_factory: pytest.TempPathFactory) -> SpackEnv:
             {"spec": f"gmake@{make_version.group(1)}", "prefix": "/usr"}]}
     site = {
         "packages": {"packages": packages},
+        # develop_stage_link absolute: no build-<arch>-<hash> link left in kit/probe.
         "config": {"config": {"install_tree": {"root": str(env.site.parent / "opt")},
-                              "build_stage": [str(env.site.parent / "stage")]}},
+                              "build_stage": [str(env.site.parent / "stage")],
+                              "develop_stage_link": str(env.site.parent / "probe-stage")}},
     }
     mirror = os.environ.get("PT2PT_SPACK_MIRROR")
     if mirror:
