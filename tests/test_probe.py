@@ -355,15 +355,19 @@ def rank_pids(proc: subprocess.Popen) -> dict[int, int]:
     return ranks
 
 
-@pytest.mark.parametrize("target", ["mpirun", "rank1"])
-def test_sigterm_keeps_whole_rows_and_marks_meta_incomplete(probe_bin: Path, scratch: Path,
-                                                            tmp_path: Path, target: str) -> None:
-    """mpirun forwards SIGTERM to both ranks; a rank-1-only signal stops at the next block."""
+@pytest.mark.parametrize(("target", "sig"), [("mpirun", signal.SIGTERM),
+                                             ("rank1", signal.SIGTERM),
+                                             ("rank0", signal.SIGINT)])
+def test_signal_keeps_whole_rows_and_marks_meta_incomplete(probe_bin: Path, scratch: Path,
+                                                           tmp_path: Path, target: str,
+                                                           sig: signal.Signals) -> None:
+    """mpirun forwards SIGTERM to both ranks (Slurm signals them directly); rank 0 stops
+    after the sample in hand, a rank-1-only signal stops both at the next block boundary."""
     block, prefix = 500, tmp_path / "term"
     proc = start_long_run(probe_bin, scratch, prefix, block)
     wait_for_blocks(proc, Path(f"{prefix}.samples.csv"), block, 1)
-    victim = proc.pid if target == "mpirun" else rank_pids(proc)[1]
-    os.kill(victim, signal.SIGTERM)
+    victim = proc.pid if target == "mpirun" else rank_pids(proc)[int(target[-1])]
+    os.kill(victim, sig)
     try:
         _, err = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -374,7 +378,7 @@ def test_sigterm_keeps_whole_rows_and_marks_meta_incomplete(probe_bin: Path, scr
     rows = check_schema(run)
     meta = run.meta()
     assert len(rows) >= block
-    assert meta["complete"] is False and meta["stop_reason"] == "signal SIGTERM"
+    assert meta["complete"] is False and meta["stop_reason"] == f"signal {sig.name}"
     assert meta["samples_written"] == len(rows) and meta["end"] is not None
 
 
