@@ -101,7 +101,7 @@ def _validation_part(section: Section, validation: Mapping[str, Any]) -> None:
          **{m: _g(r[m]["crps_over_floor"], 3) for m in models if m in r}}
         for r in validation.get("ranges", [])]
     sp = validation.get("split", {})
-    section.split = (f"{sp.get('method')} , {sp.get('test_fraction')} held out, seed "
+    section.split = (f"{sp.get('method')}, {sp.get('test_fraction')} held out, seed "
                      f"{sp.get('seed')}, {sp.get('n_train')} training / {sp.get('n_test')} "
                      "held-out samples")
 
