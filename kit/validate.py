@@ -317,9 +317,42 @@ def validate(estimator: Any, size: ArrayLike, time: ArrayLike, *, method: str = 
     return result
 
 
+def per_regime(result: Mapping[str, Any], model: Any) -> list[dict[str, float]]:
+    """The validation numbers of each of ``model``'s regimes (sizes scored inside it).
+
+    The TUI shows these next to each regime; sizes are assigned with the model's own
+    ``regime_index`` so the numbers line up with the regimes the user sees.
+    """
+    per = result["per_size"]
+    size = np.asarray(per["size"], dtype=np.float64)
+    idx = np.asarray(model.regime_index(size)).ravel()
+    floor = np.asarray(per["floor_crps"])
+    scores = per["models"]
+    rows = []
+    for k, reg in enumerate(model.regimes_):
+        sel = idx == k
+        row: dict[str, float] = {"size_min": float(reg.size_min), "size_max": float(reg.size_max),
+                                 "n_sizes": float(sel.sum())}
+        if sel.any():
+            crps = float(np.mean(np.asarray(scores["model"]["crps"])[sel]))
+            row.update(crps=crps, crps_over_floor=crps / float(floor[sel].mean()),
+                       median_err=float(np.median(np.asarray(scores["model"]["median_err"])[sel])),
+                       coverage=float(np.mean(np.asarray(scores["model"]["coverage"])[sel])))
+            if "hockney" in scores:
+                h = float(np.mean(np.asarray(scores["hockney"]["crps"])[sel]))
+                row["hockney_crps_over_floor"] = h / float(floor[sel].mean())
+        rows.append(row)
+    return rows
+
+
 def validate_into(model: Any, size: ArrayLike, time: ArrayLike, **kwargs: Any) -> dict[str, Any]:
-    """:func:`validate` and store the result as ``model.validation_`` (saved by kit.model.io)."""
+    """:func:`validate` and store the result as ``model.validation_`` (saved by kit.model.io).
+
+    A fitted ``model`` also gets per-regime numbers under ``"regimes"``.
+    """
     result = validate(model, size, time, **kwargs)
+    if getattr(model, "regimes_", None) and hasattr(model, "regime_index"):
+        result["regimes"] = per_regime(result, model)
     model.validation_ = result
     return result
 

@@ -137,6 +137,12 @@ def test_validate_into_is_saved_with_the_model(tmp_path: Path) -> None:
     model = RegimeModel().fit(size, time)
     result = validate_into(model, size, time, random_state=2)
     assert model.validation_ is result
+    regimes = result["regimes"]
+    assert len(regimes) == len(model.regimes_)
+    assert sum(r["n_sizes"] for r in regimes) == len(result["per_size"]["size"])
+    for r in regimes:
+        if r["n_sizes"]:
+            assert 0 < r["crps_over_floor"] < r["hockney_crps_over_floor"]
     path = save_model(model, tmp_path / "m.json")
     again = load_model(path)
     assert again.validation_["summary"]["model"]["crps"] == pytest.approx(
