@@ -27,10 +27,12 @@ from kit.model.predictive import quantiles as _quantiles
 from kit.model.predictive import sample as _sample
 from kit.model.predictive import terms as _terms
 from kit.model.regime import Component, Regime
-from kit.model.segmentation import choose_segmentation, make_bins
+from kit.model.segmentation import choose_segmentation, make_bins, refine_boundary
 
 #: Fewest samples a model can be fitted to.
 MIN_SAMPLES = 5
+#: How far (factor in size) a found boundary may move when refined on raw samples.
+REFINE_FACTOR = 1.25
 #: Raw samples per comparison when deciding whether to merge neighbouring regimes.
 MAX_MERGE_SAMPLES = 20000
 #: Fewest samples for trying a two-band mixture in a regime.
@@ -125,7 +127,8 @@ class RegimeModel(BaseEstimator):
         if len(fam_list) != len(edges) - 1:
             raise ModelError(f"{len(fam_list)} families given for {len(edges) - 1} regimes",
                              where="families", hint="give one family (or None) per regime")
-        def fit_between(lo_edge: float, hi_edge: float, family: str | None) -> Regime:
+        def fit_between(lo_edge: float, hi_edge: float, family: str | None,
+                        quick: bool = False) -> Regime:
             lo, hi = np.searchsorted(si, [lo_edge, hi_edge], side="left")
             olo, ohi = np.searchsorted(ss, [lo_edge, hi_edge], side="left")
             if hi - lo < max(min_support, 1):
@@ -133,15 +136,23 @@ class RegimeModel(BaseEstimator):
                     f"regime [{lo_edge:g}, {hi_edge:g}) B holds {hi - lo} samples, "
                     f"fewer than the minimum support {min_support}", where="breakpoints",
                     hint="use fewer breakpoints or lower min_support")
-            reg = self._fit_regime(si[lo:hi], ti[lo:hi], family, rng)
+            reg = self._fit_regime(si[lo:hi], ti[lo:hi], family, rng, quick)
             reg.size_min = float(si[lo]) if lo_edge == -np.inf else float(lo_edge)
             reg.size_max = float(si[-1]) if hi_edge == np.inf else float(hi_edge)
             reg.n_outliers = int(out_sorted[olo:ohi].sum())
             return reg
 
+        if self.breakpoints is None and self.families is None and len(edges) > 2:
+            # Merge decisions compare many candidate regimes: use the two most flexible noise
+            # families there, then refit the survivors with every family.
+            regimes = [fit_between(edges[k], edges[k + 1], None, True)
+                       for k in range(len(edges) - 1)]
+            regimes, breakpoints = self._merge_pass(regimes, list(edges), si, ti,
+                                                    lambda a, b: fit_between(a, b, None, True), rng)
+            breakpoints = self._refine(regimes, breakpoints, si, ti)
+            edges = np.r_[-np.inf, breakpoints, np.inf]
+            fam_list = [None] * (len(edges) - 1)
         regimes = [fit_between(edges[k], edges[k + 1], fam_list[k]) for k in range(len(edges) - 1)]
-        if self.breakpoints is None and self.families is None:
-            regimes, breakpoints = self._merge_pass(regimes, list(edges), si, ti, fit_between, rng)
         if self.overlap:
             for k in range(len(regimes) - 1):
                 ov = fit_overlap(regimes[k], regimes[k + 1], breakpoints[k], si, ti)
@@ -197,7 +208,7 @@ class RegimeModel(BaseEstimator):
                 key = (edges[k], edges[k + 2])
                 if key not in cache:
                     try:
-                        merged = fit_between(edges[k], edges[k + 2], None)
+                        merged = fit_between(edges[k], edges[k + 2])
                     except ModelError:
                         continue
                     cache[key] = (merged, score(*key, [merged]))
@@ -211,6 +222,23 @@ class RegimeModel(BaseEstimator):
             regimes[k:k + 2] = [merged]
             del edges[k + 1]
         return regimes, [float(e) for e in edges[1:-1]]
+
+    @staticmethod
+    def _refine(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: NDArray
+                ) -> list[float]:
+        """Move each found boundary to the best split of the raw samples near it."""
+        out = list(breakpoints)
+        for k, bp in enumerate(breakpoints):
+            lo_s = max(bp / REFINE_FACTOR, regimes[k].size_min)
+            hi_s = min(bp * REFINE_FACTOR, regimes[k + 1].size_max)
+            lo, hi = np.searchsorted(si, [lo_s, hi_s], side="left")
+            if hi - lo < 2:
+                continue
+            s, lt = si[lo:hi], np.log(ti[lo:hi])
+            i = refine_boundary(s, lt, np.log(regimes[k].curve(s)), np.log(regimes[k + 1].curve(s)))
+            if 0 < i < len(s):
+                out[k] = float(s[i])
+        return out
 
     def _breakpoints(self, si: NDArray, ti: NDArray, min_support: int) -> list[float]:
         if self.breakpoints is not None:
@@ -229,7 +257,7 @@ class RegimeModel(BaseEstimator):
         return [float(bins.first[c]) for c in cuts]
 
     def _fit_regime(self, s: NDArray, t: NDArray, family: str | None,
-                    rng: np.random.Generator) -> Regime:
+                    rng: np.random.Generator, quick: bool = False) -> Regime:
         bins = make_bins(s, t)
         nb = len(bins.size)
         cands = [family] if family else [f for f in FAMILIES if nb > N_PARAMS[f] or nb == 1]
@@ -237,10 +265,15 @@ class RegimeModel(BaseEstimator):
         for fam in cands:
             params, rss = fit_family(fam, bins.size, bins.median, bins.weight)
             fits[fam] = (aic_from_rss(rss, float(bins.weight.mean()), nb, N_PARAMS[fam]), params)
-        best = min(fits, key=lambda f: fits[f][0])
+        # Parsimony: among families within 2 AIC units of the best (equally supported), the
+        # one with fewest parameters; otherwise a flat regime often comes out as s^0.001.
+        top = min(v[0] for v in fits.values())
+        best = min((f for f in fits if fits[f][0] <= top + 2.0),
+                   key=lambda f: (N_PARAMS[f], fits[f][0]))
         reg = Regime(0.0, 0.0, best, fits[best][1], noise=None,  # type: ignore[arg-type]
                      n_samples=len(s), aic={f: v[0] for f, v in fits.items()})
-        noise_fams = None if self.noise else ("lognormal",)
+        noise_fams = ("lognormal", "gmm") if quick and self.noise else None
+        noise_fams = noise_fams if self.noise else ("lognormal",)
         reg.noise = self._noise(t / reg.curve(s), rng, noise_fams)
         if self.mixture and len(s) >= MIN_MIXTURE_SAMPLES and nb >= 3:
             x, y = np.log(np.maximum(s, 1.0)), np.log(t)

@@ -54,11 +54,12 @@ def fit_family(family: str, s: Array, m: Array, w: Array) -> tuple[dict[str, flo
     y = np.log(m)
     sw = np.sqrt(w / w.mean())
     if family == "constant":
-        # Weighted median of log medians: the robust constant.
-        order = np.argsort(y)
-        cw = np.cumsum(w[order])
-        a = float(np.exp(y[order][np.searchsorted(cw, cw[-1] / 2)]))
-        params = {"a": a}
+        # Huber location of log medians, the same loss as the other families so that their
+        # AICs compare like with like.
+        y0 = float(np.average(y, weights=w))
+        f_scale = _huber_scale(y - y0)
+        r = least_squares(lambda p: sw * (p[0] - y), [y0], loss="huber", f_scale=f_scale)
+        params = {"a": float(np.exp(r.x[0]))}
     elif family == "power":
         x = np.log(s)
         b0, la0 = np.polyfit(x, y, 1, w=sw) if np.ptp(x) > 0 else (0.0, float(np.mean(y)))

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit
 
-MAX_EM_SAMPLES = 20000
+MAX_EM_SAMPLES = 8000
 MIN_BAND_SHARE = 0.03
 MIN_SEPARATION = np.log(1.5)
 MIN_ASHMAN_D = 2.0

@@ -70,6 +70,22 @@ def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BI
     return Bins(first, med_size, np.exp(q[:, 1]), weight, counts, bid)
 
 
+def refine_boundary(size: NDArray, log_time: NDArray, left: NDArray, right: NDArray) -> int:
+    """Index in ``size`` (sorted) where the right regime starts, to the sample.
+
+    The DP places boundaries at bin edges; here the split between two fitted curves
+    (``left``, ``right``: their ln values at each sample) is moved to the size that
+    minimises the clipped squared log residuals of the raw samples around it.
+    """
+    clip = 1.0
+    cl = np.minimum((log_time - left) ** 2, clip)
+    cr = np.minimum((log_time - right) ** 2, clip)
+    # cost of splitting before sample i: left cost of [0, i) + right cost of [i, n)
+    total = np.r_[0.0, np.cumsum(cl)] + np.r_[np.cumsum(cr[::-1])[::-1], 0.0]
+    starts = np.flatnonzero(np.r_[True, size[1:] != size[:-1], True])  # splits between sizes
+    return int(starts[np.argmin(total[starts])])
+
+
 def cost_tables(bins: Bins, families: tuple[str, ...] = FAMILIES) -> dict[str, NDArray]:
     x, y = np.log(bins.size), np.log(bins.median)
     return {f: segment_costs(x, y, bins.weight, f) for f in families}
