@@ -51,6 +51,7 @@ def test_report_of_a_dataset_fits_and_validates(dataset: Path, tmp_path: Path) -
     assert main(["report", str(dataset), "-o", str(out)]) == 0
     html = _check_report(out, expect_validation=True)
     assert "synthetic / csv / tcp / pingpong / raw" in html
+    assert "(Hockney " in html  # per-regime held-out score next to the baseline's
 
 
 def test_report_of_a_model_file_uses_its_provenance(dataset: Path, tmp_path: Path) -> None:

@@ -63,8 +63,11 @@ def _size(v: float) -> str:
 
 
 def regime_rows(model: Any) -> list[dict[str, str]]:
+    validation = getattr(model, "validation_", None) or {}
+    per_regime = validation.get("regimes") or []
     rows = []
     for k, r in enumerate(model.regimes_, start=1):
+        v = per_regime[k - 1] if k - 1 < len(per_regime) else {}
         params = ", ".join(f"{n}={_g(float(v))}" for n, v in r.params.items())
         comps = getattr(r, "components", None) or []
         if comps:
@@ -82,7 +85,10 @@ def regime_rows(model: Any) -> list[dict[str, str]]:
                      f"{_size(float(r.size_max))}", "family": r.family, "params": params,
                      "noise": r.noise.family, "quantiles": quant or "–",
                      "n_samples": _g(getattr(r, "n_samples", None)),
-                     "n_outliers": _g(getattr(r, "n_outliers", None)), "overlap": overlap})
+                     "n_outliers": _g(getattr(r, "n_outliers", None)), "overlap": overlap,
+                     "score": (f"{_g(v.get('crps_over_floor'), 3)} "
+                               f"(Hockney {_g(v.get('hockney_crps_over_floor'), 3)})"
+                               if "crps_over_floor" in v else "–")})
     return rows
 
 
