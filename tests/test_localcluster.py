@@ -207,3 +207,17 @@ mpirun {hello} || echo "mpirun failed rc=$?"
     finally:
         localcluster.down(TWO_NODES)
     _assert_nothing_left(TWO_NODES, pids, desc)
+
+
+@pytest.mark.slurm
+@pytest.mark.root
+@pytest.mark.timeout(900)
+def test_slurm_cluster_fixture_runs_a_two_task_job(slurm_cluster: localcluster.Cluster,
+                                                    tmp_path: Path) -> None:
+    """The session fixture other tests use (reused from .ci/run when PT2PT_SLURM_STATE is set)."""
+    assert localcluster.is_up(slurm_cluster.state_dir)
+    assert Path(slurm_cluster.env["SLURM_CONF"]).is_file()
+    state, out = sbatch_wait(slurm_cluster, "#!/bin/bash\n#SBATCH -n 2\n#SBATCH -t 5\n"
+                             "srun bash -c 'echo task $SLURM_PROCID'\n", tmp_path)
+    assert state == "COMPLETED", out
+    assert sorted(out.split()) == ["0", "1", "task", "task"]
