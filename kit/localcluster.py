@@ -236,6 +236,9 @@ def up(nodes: int = 1, state_dir: Path | str | None = None,
     if shape is not None and (len(shape) != 2 or not all(isinstance(s, str) for s in shape)):
         raise UserError(f"shape={shape!r} is not (rate, burst)", where="kit.localcluster.up",
                         hint="pass e.g. shape=('1gbit', '256kb'), or None for no shaping")
+    if shape is not None and nodes == 1:
+        raise UserError("shape needs nodes >= 2: it shapes the links between the fake nodes",
+                        where="kit.localcluster.up", hint="pass nodes=2, or shape=None")
     state = Path(state_dir) if state_dir else default_state_dir(nodes)
     extra: dict[str, object] = {
         **layout_for(state).playbook_vars(),

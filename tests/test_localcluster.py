@@ -127,6 +127,17 @@ def test_up_and_down_refuse_without_root(monkeypatch: pytest.MonkeyPatch) -> Non
         localcluster.down("/tmp/pt2pt-never")
 
 
+def test_up_rejects_bad_arguments_before_running_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(UserError, match="nodes >= 2"):
+        localcluster.up(nodes=1, state_dir="/tmp/pt2pt-never", shape=("1gbit", "256kb"))
+    with pytest.raises(UserError, match="node count"):
+        localcluster.up(nodes=0, state_dir="/tmp/pt2pt-never")
+    with pytest.raises(UserError, match="rate, burst"):
+        localcluster.up(nodes=2, state_dir="/tmp/pt2pt-never", shape=("1gbit",))  # type: ignore[arg-type]
+    assert not Path("/tmp/pt2pt-never").exists()
+
+
 def test_load_of_missing_cluster_names_the_dir(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=str(tmp_path)):
         localcluster.load(tmp_path)
