@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,8 @@ import numpy as np
 import polars as pl
 
 CHILD = """
-import json, resource, sys, time
+import json, sys, time
+from pathlib import Path
 t0 = time.perf_counter()
 from kit.ingest import ingest
 t1 = time.perf_counter()
@@ -31,7 +31,9 @@ report = ingest([sys.argv[1]], sys.argv[2], campaign="bench", transport="tcp")
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "ingest_s": t2 - t1, "rows": report.rows_added,
                   "failed": [m for _, m in report.files_failed],
-                  "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "hwm_kib": int(next(line.split()[1] for line in
+                                      Path("/proc/self/status").read_text().splitlines()
+                                      if line.startswith("VmHWM:")))}))
 """
 
 
@@ -49,6 +51,22 @@ def make_csv(path: Path, rows: int, seed: int = 1) -> None:
     path.with_name(path.name.replace(".samples.csv", ".meta.json")).write_text(json.dumps(meta))
 
 
+def _watch_memory(proc: subprocess.Popen) -> dict[str, int]:
+    """Peak RssAnon / RssFile (bytes) of a running child, from /proc, until it exits."""
+    peak = {"RssAnon": 0, "RssFile": 0}
+    status = Path(f"/proc/{proc.pid}/status")
+    while proc.poll() is None:
+        try:
+            for line in status.read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key in peak:
+                    peak[key] = max(peak[key], int(value.split()[0]) * 1024)
+        except (OSError, ValueError, IndexError):
+            pass
+        time.sleep(0.01)
+    return peak
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -64,13 +82,19 @@ def main() -> int:
         gen_s = time.perf_counter() - t0
         frame_bytes = pl.scan_csv(csv).head(100_000).collect().estimated_size() * (
             args.rows / 100_000)
-        result = subprocess.run([sys.executable, "-c", CHILD, str(csv), str(work / "ds")],
-                                check=True, capture_output=True, text=True)
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(csv), str(work / "ds")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        peak = _watch_memory(proc)
+        out, err = proc.communicate()
+        if proc.returncode:
+            print(out, err, file=sys.stderr)
+            return 1
+        result = subprocess.CompletedProcess(proc.args, 0, out, err)
         stats = json.loads(result.stdout.strip().splitlines()[-1])
         if stats["failed"] or stats["rows"] != args.rows:
             print(result.stdout, result.stderr, file=sys.stderr)
             return 1
-        rss = stats["maxrss_kib"] * 1024
+        rss = stats["hwm_kib"] * 1024
         part_bytes = sum(p.stat().st_size for p in (work / "ds").rglob("*.parquet"))
         print(f"rows                 {args.rows:,}")
         print(f"csv size             {csv.stat().st_size / 2**20:,.0f} MiB (generated in "
@@ -79,9 +103,15 @@ def main() -> int:
         print(f"ingest wall time     {stats['ingest_s']:.2f} s (+ {stats['import_s']:.2f} s "
               "imports)")
         print(f"throughput           {args.rows / stats['ingest_s'] / 1e6:.2f} M rows/s")
-        print(f"peak RSS (child)     {rss / 2**20:,.0f} MiB")
+        print(f"peak RSS (child)     {rss / 2**20:,.0f} MiB (VmHWM: heap + mapped files + "
+              "interpreter)")
+        print(f"peak anon memory     {peak['RssAnon'] / 2**20:,.0f} MiB (RssAnon sampled "
+              "every 10 ms; the process's own heap)")
+        print(f"peak file-backed     {peak['RssFile'] / 2**20:,.0f} MiB (RssFile: mapped "
+              "libraries and files)")
         print(f"parquet written      {part_bytes / 2**20:,.0f} MiB")
-        print(f"self rusage          {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} KiB")
+        load = Path("/proc/loadavg").read_text().split()[:3]
+        print(f"load average         {' '.join(load)} (at the end; 2 vCPUs)")
     return 0
 
 

@@ -34,6 +34,10 @@ TMP_SUFFIX = ".tmp"
 
 #: Columns stored inside part files (campaign and tool live in the directory names).
 PART_COLUMNS = [c for c in SAMPLES_SCHEMA if c not in ("campaign", "tool")]
+#: Their dtypes on disk: repeated strings as Categorical (dictionary-encoded, cheaper to
+#: write); :func:`scan` casts back to SAMPLES_SCHEMA.
+PART_DTYPES = {c: (pl.Categorical() if c == "run_id" else SAMPLES_SCHEMA[c])
+               for c in PART_COLUMNS}
 
 #: Below this size (bytes) a message counts as "small" in :func:`series_table`.
 SMALL_SIZE = 64
@@ -71,13 +75,22 @@ def runs(dataset: str | Path) -> pl.DataFrame:
                          for c, t in RUNS_SCHEMA.items()])
 
 
+def run_of_part(name: str) -> str | None:
+    """The run_id in a part file name (``part-<run>.parquet`` or ``part-<run>-0003.parquet``)."""
+    if not (name.startswith(PART_PREFIX) and name.endswith(".parquet")):
+        return None
+    return name[len(PART_PREFIX):-len(".parquet")].split("-")[0]
+
+
 def committed_parts(dataset: Path, run_table: pl.DataFrame) -> list[Path]:
-    """Part files whose run is committed in ``run_table``."""
+    """Part files whose run is committed in ``run_table`` (large runs have several)."""
+    wanted: dict[Path, set[str]] = {}
+    for campaign, tool, run_id in run_table.select("campaign", "tool", "run_id").iter_rows():
+        wanted.setdefault(part_path(dataset, campaign, tool, run_id).parent, set()).add(run_id)
     files = []
-    for row in run_table.select("campaign", "tool", "run_id").iter_rows():
-        path = part_path(dataset, *row)
-        if path.is_file():
-            files.append(path)
+    for folder, run_ids in wanted.items():
+        if folder.is_dir():
+            files.extend(sorted(p for p in folder.iterdir() if run_of_part(p.name) in run_ids))
     return files
 
 
@@ -149,10 +162,8 @@ def remove_leftovers(dataset: Path, run_table: pl.DataFrame) -> int:
     for path in root.rglob("*"):
         if not path.is_file():
             continue
-        name = path.name
-        orphan = name.startswith(PART_PREFIX) and name.endswith(".parquet") and (
-            name[len(PART_PREFIX):-len(".parquet")] not in committed)
-        if name.endswith(TMP_SUFFIX) or orphan:
+        run_id = run_of_part(path.name)
+        if path.name.endswith(TMP_SUFFIX) or (run_id is not None and run_id not in committed):
             path.unlink(missing_ok=True)
             removed += 1
     tmp_runs = dataset / (RUNS_FILE + TMP_SUFFIX)

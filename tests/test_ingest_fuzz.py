@@ -90,8 +90,8 @@ def _ingest_one(folder: Path, name: str, data: bytes) -> None:
         run = parse_file(path)
     except sniff.Companion:
         return
-    n_rows = write_part(run, "fuzz", "tcp", folder / "part.tmp")
-    written = pl.read_parquet(folder / "part.tmp")
+    n_rows, files = write_part(run, "fuzz", "tcp", folder / "part-fuzz.parquet")
+    written = pl.read_parquet(files)
     assert written.height == n_rows > 0
     assert written.null_count().sum_horizontal().item() == 0
 

@@ -151,3 +151,21 @@ def test_op_missing_from_meta_ops_is_located(tmp_path):
     assert len(report.files_failed) == 1
     assert f"{samples}:3:" in report.files_failed[0][1]
     assert "not among the ops listed" in report.files_failed[0][1]
+
+
+def test_large_run_is_split_into_several_parts(tmp_path, monkeypatch):
+    from kit.ingest import probe
+
+    monkeypatch.setattr(probe, "BLOCK_BYTES", 4096)  # many blocks, lines cut at block ends
+    monkeypatch.setattr(probe, "FRAME_ROWS", 1000)
+    lines = [f"{i},pingpong,{i % 977},1,{(i + 1) * 1e-7:.9e},,0" for i in range(5000)]
+    write_run(tmp_path / "in", "r", [*lines, "5000,pingpong,3"], META, newline_at_end=False)
+    report = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert report.ok and report.rows_added == 5000
+    parts = sorted(p.name for p in (tmp_path / "ds").rglob("part-*.parquet"))
+    assert len(parts) == 5 and parts[0].endswith("-0000.parquet")
+    rows = ds.scan(tmp_path / "ds").collect().sort("seq")
+    assert rows["seq"].to_list() == list(range(5000))
+    assert rows["time"][4999] == pytest.approx(5000e-7 / 2)
+    assert ds.runs(tmp_path / "ds")["complete"].to_list() == [False]
+    assert ingest([tmp_path / "in"], tmp_path / "ds").rows_added == 0

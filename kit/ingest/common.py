@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +44,8 @@ class ParsedRun:
 
     tool: str
     sources: list[Path]
-    rows: pl.DataFrame | pl.LazyFrame
+    #: The rows, or (large inputs) an iterator of frames, each written as its own part file.
+    rows: pl.DataFrame | Iterator[pl.DataFrame]
     tool_version: str | None = None
     mpi_version: str | None = None
     hosts: list[str] = field(default_factory=list)
@@ -54,8 +56,6 @@ class ParsedRun:
     complete: bool | None = True
     transport_hint: str | None = None
     warnings: list[str] = field(default_factory=list)
-    #: Known number of rows, when the parser already has it (avoids re-reading big files).
-    n_rows: int | None = None
 
 
 class Rows:

@@ -190,9 +190,8 @@ def _one_file(path: Path, walked: bool, dataset: Path, forced: str | None,
         run_transport = safe_name(transport or run.transport_hint or transport_from_name(
             path.name, path.resolve().parent.name) or "unknown")
         final = ds.part_path(dataset, run_campaign, run.tool, run_id)
-        tmp = final.with_name(f"{final.name}.{os.getpid()}{ds.TMP_SUFFIX}")
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        n_rows = write_part(run, run_id, run_transport, tmp)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        n_rows, tmps = write_part(run, run_id, run_transport, final)
     except IngestError as err:
         report.files_failed.append((path, err.paragraph()))
         return
@@ -201,7 +200,7 @@ def _one_file(path: Path, walked: bool, dataset: Path, forced: str | None,
                                     .paragraph()))
         return
     known.add(run_id)
-    parts.append((tmp, final))
+    parts.extend(zip(tmps, _final_names(final, len(tmps)), strict=True))
     listed = [{"path": str(p.resolve()), "sha256": hashes.get(p) or _sha256(p)}
               for p in run.sources]
     new_runs.append({
@@ -219,33 +218,39 @@ def _one_file(path: Path, walked: bool, dataset: Path, forced: str | None,
     report.warnings.extend(run.warnings)
 
 
-def write_part(run: ParsedRun, run_id: str, transport: str, tmp: Path) -> int:
-    """Write the run's rows to ``tmp`` (streaming for lazy rows); the row count."""
-    extra = [pl.lit(run_id).alias("run_id"), pl.lit(transport).alias("transport")]
-    columns = [c for c in ds.PART_COLUMNS]
-    if isinstance(run.rows, pl.LazyFrame):
-        lf = run.rows.with_columns(extra).select(columns)
-        try:
-            lf.sink_parquet(tmp, compression="zstd", statistics=True)
-        except (pl.exceptions.PolarsError, OSError, ValueError):
+def write_part(run: ParsedRun, run_id: str, transport: str, final: Path) -> tuple[int, list[Path]]:
+    """Write the run's rows to temp files beside ``final``: (row count, temp files).
+
+    One temp file per frame; :func:`_final_names` gives their committed names.
+    """
+    frames = [run.rows] if isinstance(run.rows, pl.DataFrame) else run.rows
+    written: list[Path] = []
+    n_rows = 0
+    try:
+        for index, frame in enumerate(frames):
+            out = frame.with_columns(run_id=pl.lit(run_id), transport=pl.lit(transport)).select(
+                ds.PART_COLUMNS).cast(ds.PART_DTYPES)
+            if out.null_count().sum_horizontal().item():
+                raise fail(run.sources[0], None, "internal: a parser produced empty values",
+                           "report this as a bug with the file attached")
+            tmp = final.with_name(f"{final.name}.{index}.{os.getpid()}{ds.TMP_SUFFIX}")
+            written.append(tmp)
+            # zstd level 1: as small as the default level at half the CPU (BENCHMARKS.md)
+            out.write_parquet(tmp, compression="zstd", compression_level=1)
+            n_rows += out.height
+        if n_rows == 0:
+            raise fail(run.sources[0], None, "no samples in the file",
+                       "check that the run got past its first measurement")
+    except BaseException:
+        for tmp in written:
             tmp.unlink(missing_ok=True)
-            raise probe.locate_error(run.sources[0], run.n_rows) from None
-        # Lazy parsers flag every invalid value with a null op (see probe._tidy).
-        counts = pl.scan_parquet(tmp).select(
-            pl.len().alias("_rows"), pl.col("op").null_count().alias("_nulls")).collect()
-        if counts["_nulls"][0]:
-            tmp.unlink(missing_ok=True)
-            raise probe.locate_error(run.sources[0], run.n_rows)
-        n_rows = int(counts["_rows"][0])
-    else:
-        frame = run.rows.with_columns(extra).select(columns)
-        if frame.null_count().sum_horizontal()[0]:
-            raise fail(run.sources[0], None, "internal: a parser produced empty values",
-                       "report this as a bug with the file attached")
-        frame.write_parquet(tmp, compression="zstd")
-        n_rows = frame.height
-    if n_rows == 0:
-        tmp.unlink(missing_ok=True)
-        raise fail(run.sources[0], None, "no samples in the file",
-                   "check that the run got past its first measurement")
-    return n_rows
+        raise
+    return n_rows, written
+
+
+def _final_names(final: Path, count: int) -> list[Path]:
+    """``part-<run>.parquet`` for one file, ``part-<run>-0001.parquet``... for several."""
+    if count == 1:
+        return [final]
+    stem = final.name.removesuffix(".parquet")
+    return [final.with_name(f"{stem}-{i:04d}.parquet") for i in range(count)]

@@ -1,10 +1,12 @@
 """The kit's own probe: ``PREFIX.samples.csv`` + ``PREFIX.meta.json`` (docs/architecture.md).
 
-Probe runs can hold tens of millions of samples, so the CSV is never loaded into Python:
-it becomes a Polars lazy query that the orchestrator streams into the Parquet part file.
-Invalid values do not raise inside Polars; they turn into nulls, the orchestrator counts
-nulls in what it wrote, and only then :func:`locate_error` re-reads the CSV line by line to
-name the first bad line. The fast path therefore reads the file exactly once.
+Probe runs can hold tens of millions of samples, so the CSV is read in blocks of whole
+lines (8 MiB; Polars parses each block), and the tidy rows are handed to the orchestrator
+in frames of about a million rows, each becoming one Parquet part file. Memory stays
+bounded whatever the run's length (Polars' own streaming CSV source holds most of the
+file in memory on this version, see BENCHMARKS.md). Invalid values do not raise inside
+Polars; they turn ``op`` null, and only then :func:`locate_error` re-reads the CSV line by
+line to name the first bad line. The fast path therefore reads the file once.
 
 Mapping (one CSV row -> one dataset row, plus one for isend/irecv):
 
@@ -26,6 +28,7 @@ import contextlib
 import csv
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,30 +61,74 @@ def samples_path(meta: Path) -> Path:
     return meta.with_name(meta.name[: -len(META_SUFFIX)] + SUFFIX)
 
 
+#: Bytes read per block, and rows per yielded frame (one Parquet part file each).
+BLOCK_BYTES = 8 << 20
+FRAME_ROWS = 1 << 20
+
+
 def parse(path: Path) -> ParsedRun:
-    with_newline, n_lines = _complete_lines(path)
-    warnings: list[str] = []
-    n_rows = None
-    if not with_newline:
-        n_rows = max(n_lines - 1, 0)  # complete lines minus the header
-        warnings.append(f"{path.name}:{n_lines + 1}: truncated last line dropped "
-                        "(the probe was stopped while writing); run marked incomplete")
-    lf = pl.scan_csv(path, schema=_CSV_SCHEMA, has_header=True, n_rows=n_rows,
-                     truncate_ragged_lines=False, raise_if_empty=False)
+    _check_header(path)
     meta_file = meta_path(path)
     meta = _read_meta(meta_file) if meta_file.is_file() else None
     ops = meta.get("ops") if meta else None
     with_calls = not isinstance(ops, list) or bool({"isend", "irecv"} & set(map(str, ops)))
-    rows = _tidy(lf, with_calls=with_calls)
-    run = ParsedRun(tool="probe", sources=[path], rows=rows, warnings=warnings,
-                    complete=with_newline, n_rows=n_rows)
+    run = ParsedRun(tool="probe", sources=[path], rows=pl.DataFrame(), complete=None)
+    run.rows = _frames(path, run, with_calls=with_calls)
     if meta is None:
         run.warnings.append(f"{path.name}: no {meta_file.name} beside it; run metadata unknown")
-        run.complete = None if with_newline else False
         return run
     run.sources.append(meta_file)
     _apply_meta(meta_file, meta, run)
     return run
+
+
+def _check_header(path: Path) -> None:
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline()
+    except OSError as exc:
+        raise fail(path, None, f"cannot read the file ({exc.strerror})") from None
+    if first.rstrip(b"\r\n").decode("utf-8", "replace") != HEADER:
+        raise fail(path, 1, f"expected the probe header '{HEADER}'")
+
+
+def _frames(path: Path, run: ParsedRun, *, with_calls: bool) -> Iterator[pl.DataFrame]:
+    """Tidy frames of about FRAME_ROWS rows; marks the run incomplete on a torn last line."""
+    pending: list[pl.DataFrame] = []
+    pending_rows = 0
+    with path.open("rb") as fh:
+        fh.readline()  # header, checked by parse()
+        rest = b""
+        while block := fh.read(BLOCK_BYTES):
+            data = rest + block
+            cut = data.rfind(b"\n") + 1
+            data, rest = data[:cut], data[cut:]
+            if not data:
+                continue
+            frame = _parse_block(path, data, with_calls)
+            pending.append(frame)
+            pending_rows += frame.height
+            if pending_rows >= FRAME_ROWS:
+                yield pl.concat(pending)
+                pending, pending_rows = [], 0
+    if rest.strip():
+        run.complete = False
+        run.warnings.append(f"{path.name}: truncated last line dropped (the probe was stopped "
+                            "while writing it); run marked incomplete")
+    if pending:
+        yield pl.concat(pending)
+
+
+def _parse_block(path: Path, data: bytes, with_calls: bool) -> pl.DataFrame:
+    try:
+        raw = pl.read_csv(data, schema=_CSV_SCHEMA, has_header=False,
+                          truncate_ragged_lines=False, raise_if_empty=False)
+        frame = _tidy(raw.lazy(), with_calls=with_calls).collect()
+    except (pl.exceptions.PolarsError, ValueError):
+        raise locate_error(path) from None
+    if frame["op"].null_count():
+        raise locate_error(path)
+    return frame
 
 
 def _tidy(lf: pl.LazyFrame, *, with_calls: bool = True) -> pl.LazyFrame:
@@ -125,30 +172,7 @@ def _tidy(lf: pl.LazyFrame, *, with_calls: bool = True) -> pl.LazyFrame:
     ).explode("op", "time").cast(ROW_COLUMNS)
 
 
-def _complete_lines(path: Path) -> tuple[bool, int]:
-    """(ends with a newline, number of newlines); counting only when the end is torn."""
-    try:
-        with path.open("rb") as fh:
-            first = fh.readline()
-            if first.rstrip(b"\r\n").decode("utf-8", "replace") != HEADER:
-                raise fail(path, 1, f"expected the probe header '{HEADER}'")
-            fh.seek(0, 2)
-            end = fh.tell()
-            if end == 0:
-                return True, 0
-            fh.seek(end - 1)
-            if fh.read(1) == b"\n":
-                return True, -1
-            fh.seek(0)
-            count = 0
-            while chunk := fh.read(1 << 22):
-                count += chunk.count(b"\n")
-            return False, count
-    except OSError as exc:
-        raise fail(path, None, f"cannot read the file ({exc.strerror})") from None
-
-
-def locate_error(path: Path, n_rows: int | None = None) -> IngestError:
+def locate_error(path: Path) -> IngestError:
     """The first line of a probe CSV that breaks the contract (slow path, errors only)."""
     meta_file = meta_path(path)
     ops = None
@@ -161,8 +185,6 @@ def locate_error(path: Path, n_rows: int | None = None) -> IngestError:
             reader = csv.reader(fh)
             next(reader, None)
             for index, fields in enumerate(reader):
-                if n_rows is not None and index >= n_rows:
-                    break
                 problem = _check_fields(fields)
                 if problem is None and fields[1].strip() not in listed:
                     problem = (f"op {fields[1].strip()!r} is not among the ops listed in "
@@ -242,6 +264,8 @@ def _apply_meta(path: Path, meta: dict[str, Any], run: ParsedRun) -> None:
     if complete is not True:
         run.complete = False
         run.warnings.append(f"{path.name}: the probe did not mark the run complete")
+    elif run.complete is None:
+        run.complete = True
     run.transport_hint = transport_from_env(run.env, run.hosts)
 
 
