@@ -26,11 +26,13 @@ from kit.model.predictive import cdf as _cdf
 from kit.model.predictive import quantiles as _quantiles
 from kit.model.predictive import sample as _sample
 from kit.model.predictive import terms as _terms
-from kit.model.regime import Component, Regime
+from kit.model.regime import Component, Overlap, Regime
 from kit.model.segmentation import choose_segmentation, make_bins, refine_boundary
 
 #: Fewest samples a model can be fitted to.
 MIN_SAMPLES = 5
+#: Refit rounds alternating sample ownership in overlap windows and the overlap EM.
+OVERLAP_ROUNDS = 3
 #: How far (factor in size) a found boundary may move when refined on raw samples.
 REFINE_FACTOR = 1.25
 #: Raw samples per comparison when deciding whether to merge neighbouring regimes.
@@ -154,8 +156,23 @@ class RegimeModel(BaseEstimator):
             fam_list = [None] * (len(edges) - 1)
         regimes = [fit_between(edges[k], edges[k + 1], fam_list[k]) for k in range(len(edges) - 1)]
         if self.overlap:
-            for k in range(len(regimes) - 1):
-                ov = fit_overlap(regimes[k], regimes[k + 1], breakpoints[k], si, ti)
+            overlaps = self._overlaps(regimes, breakpoints, si, ti)
+            for _ in range(OVERLAP_ROUNDS):
+                if not any(overlaps):
+                    break
+                # Samples of the other regime inside a window would otherwise be fitted as
+                # a band or noise tail of this one: refit on the samples each regime owns.
+                labels = self._owners(regimes, breakpoints, overlaps, si, ti)
+                for k, reg in enumerate(regimes):
+                    near = (k > 0 and overlaps[k - 1]) or (k < len(overlaps) and overlaps[k])
+                    mine = labels == k
+                    if near and mine.sum() >= min_support:
+                        new = self._fit_regime(si[mine], ti[mine], fam_list[k], rng)
+                        new.size_min, new.size_max = reg.size_min, reg.size_max
+                        new.n_outliers = reg.n_outliers
+                        regimes[k] = new
+                overlaps = self._overlaps(regimes, breakpoints, si, ti)
+            for k, ov in enumerate(overlaps):
                 regimes[k].overlap = ov
                 if ov is not None and self.breakpoints is None:
                     # A found boundary sits where the summary moved; with an overlap the
@@ -222,6 +239,29 @@ class RegimeModel(BaseEstimator):
             regimes[k:k + 2] = [merged]
             del edges[k + 1]
         return regimes, [float(e) for e in edges[1:-1]]
+
+    @staticmethod
+    def _overlaps(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: NDArray
+                  ) -> list[Overlap | None]:
+        return [fit_overlap(regimes[k], regimes[k + 1], breakpoints[k], si, ti)
+                for k in range(len(regimes) - 1)]
+
+    @staticmethod
+    def _owners(regimes: list[Regime], breakpoints: list[float],
+                overlaps: list[Overlap | None], si: NDArray, ti: NDArray) -> NDArray:
+        """Regime index of each sample: by boundary, or inside an overlap window by posterior."""
+        labels = np.searchsorted(np.asarray(breakpoints), si, side="right")
+        for b, ov in enumerate(overlaps):
+            if ov is None:
+                continue
+            m = (si >= ov.size_lo) & (si <= ov.size_hi) & ((labels == b) | (labels == b + 1))
+            if not m.any():
+                continue
+            s, t = si[m], ti[m]
+            w = np.clip(ov.weight(s), 1e-12, 1 - 1e-12)
+            right = np.log(w) + regimes[b + 1].logpdf(s, t) > np.log1p(-w) + regimes[b].logpdf(s, t)
+            labels[m] = np.where(right, b + 1, b)
+        return labels
 
     @staticmethod
     def _refine(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: NDArray
