@@ -22,14 +22,16 @@ import numpy as np
 import polars as pl
 
 CHILD = """
-import json, sys, time
+import json, resource, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
 from kit.ingest import ingest
 t1 = time.perf_counter()
 report = ingest([sys.argv[1]], sys.argv[2], campaign="bench", transport="tcp")
 t2 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "ingest_s": t2 - t1, "rows": report.rows_added,
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"cpu_s": usage.ru_utime + usage.ru_stime, "import_s": t1 - t0,
+                  "ingest_s": t2 - t1, "rows": report.rows_added,
                   "failed": [m for _, m in report.files_failed],
                   "hwm_kib": int(next(line.split()[1] for line in
                                       Path("/proc/self/status").read_text().splitlines()
@@ -102,7 +104,9 @@ def main() -> int:
         print(f"in-memory (polars)   {frame_bytes / 2**20:,.0f} MiB")
         print(f"ingest wall time     {stats['ingest_s']:.2f} s (+ {stats['import_s']:.2f} s "
               "imports)")
-        print(f"throughput           {args.rows / stats['ingest_s'] / 1e6:.2f} M rows/s")
+        print(f"throughput           {args.rows / stats['ingest_s'] / 1e6:.2f} M rows/s (wall)")
+        print(f"cpu time (child)     {stats['cpu_s']:.2f} s user+sys, imports included: "
+              f"{args.rows / stats['cpu_s'] / 1e6:.2f} M rows per CPU-second")
         print(f"peak RSS (child)     {rss / 2**20:,.0f} MiB (VmHWM: heap + mapped files + "
               "interpreter)")
         print(f"peak anon memory     {peak['RssAnon'] / 2**20:,.0f} MiB (RssAnon sampled "
