@@ -14,6 +14,7 @@ import csv
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -33,6 +34,7 @@ from tests.conftest import mpi_env
 pytestmark = pytest.mark.mpi
 
 HEADER = ["seq", "op", "size", "count", "time", "call", "warmup"]
+E9 = re.compile(r"\d\.\d{9}e[+-]\d{2,3}")  # printf's %.9e, as docs/architecture.md fixes it
 ALL_OPS = "pingpong,send,recv,isend,irecv,stream"
 TIMEOUT = 120  # generous: a wrong rank count or a hang must fail the test, not block CI
 
@@ -152,10 +154,10 @@ def check_schema(run: Run) -> list[dict[str, str]]:
         assert None not in r and all(v is not None for v in r.values()), f"short row {i}"
         assert int(r["seq"]) == i
         assert r["op"] in ALL_OPS.split(",")
-        assert float(r["time"]) > 0
+        assert E9.fullmatch(r["time"]) and float(r["time"]) > 0, r["time"]
         assert r["warmup"] in ("0", "1")
         if r["op"] in ("isend", "irecv"):
-            assert 0 < float(r["call"]) <= float(r["time"])
+            assert E9.fullmatch(r["call"]) and 0 < float(r["call"]) <= float(r["time"])
         else:
             assert r["call"] == ""
     return rows
@@ -279,7 +281,8 @@ def test_same_seed_same_sequence_other_seed_other_sequence(probe_bin: Path, scra
     base = ["--op", "pingpong,send", "--sizes", "loguniform:0:64K", "--samples", "50"]
     a = run_probe(probe_bin, scratch, tmp_path / "a", [*base, "--seed", "11"])
     b = run_probe(probe_bin, scratch, tmp_path / "b",
-                  [*base, "--seed", "11", "--timer", "monotonic", "--flush-every", "7"])
+                  [*base, "--seed", "11", "--timer", "monotonic", "--flush-every", "7",
+                   "--fsync-interval", "0"])
     c = run_probe(probe_bin, scratch, tmp_path / "c", [*base, "--seed", "12"])
     seq = [[(r["op"], r["size"]) for r in check_schema(x)] for x in (a, b, c)]
     assert seq[0] == seq[1]
@@ -414,6 +417,8 @@ BAD_INPUT = [
     (["--samples", "0"], "--samples must be at least 1"),
     (["--max-seconds", "soon"], "--max-seconds 'soon'"),
     (["--seed"], "option --seed needs a value"),
+    (["--fsync-interval", "-1"], "--fsync-interval '-1'"),
+    (["--flush-every", "0"], "--flush-every must be between 1 and 1000000"),
 ]
 
 

@@ -33,7 +33,9 @@ void options_usage(void)
         "  --timer mpi|monotonic  MPI_Wtime or clock_gettime(CLOCK_MONOTONIC) (default mpi)\n"
         "  --output PREFIX      writes PREFIX.samples.csv and PREFIX.meta.json (default probe)\n"
         "  --max-seconds T      stop cleanly after T seconds, checked between blocks (default: none)\n"
-        "  --flush-every N      samples per block written + fsync'ed to disk (default 4096)\n"
+        "  --flush-every N      samples per block written to the CSV (default 4096)\n"
+        "  --fsync-interval T   fsync the CSV after a block if T seconds passed since the last\n"
+        "                       fsync, and at the end; 0 = after every block (default 1)\n"
         "  --window N           messages per stream window (default 64)\n"
         "  --inject-delay-us N  rank 1 busy-waits N us before each pingpong reply: a known\n"
         "                       constant latency for checking the analysis (default 0)\n"
@@ -260,6 +262,7 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
     o->timer = TIMER_MPI;
     o->output = "probe";
     o->flush_every = 4096;
+    o->fsync_interval = 1.0;
     o->window = 64;
     const char *sizes = "loguniform:0:4M";
 
@@ -290,7 +293,8 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
         name[len] = '\0';
         static const char *const known[] = {"--op", "--sizes", "--samples", "--seed", "--warmup",
                                             "--timer", "--output", "--max-seconds",
-                                            "--flush-every", "--window", "--inject-delay-us"};
+                                            "--flush-every", "--fsync-interval", "--window",
+                                            "--inject-delay-us"};
         int is_known = 0;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             is_known |= strcmp(name, known[k]) == 0;
@@ -334,6 +338,15 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
             o->max_seconds = strtod(value, &end);
             if (errno || *end != '\0' || !(o->max_seconds > 0) || !isfinite(o->max_seconds)) {
                 set_err(err, "--max-seconds '%s': give a number of seconds > 0", value);
+                return PARSE_ERROR;
+            }
+        } else if (strcmp(name, "--fsync-interval") == 0) {
+            char *end;
+            errno = 0;
+            o->fsync_interval = strtod(value, &end);
+            if (errno || *end != '\0' || !(o->fsync_interval >= 0) ||
+                !isfinite(o->fsync_interval)) {
+                set_err(err, "--fsync-interval '%s': give a number of seconds >= 0", value);
                 return PARSE_ERROR;
             }
         } else {

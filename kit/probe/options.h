@@ -36,6 +36,7 @@ struct options {
     const char *output;
     double max_seconds;        /* 0: no limit */
     uint64_t flush_every;
+    double fsync_interval;     /* seconds between fsyncs of the CSV; 0: after every block */
     int window;                /* stream op: messages per window */
     unsigned long inject_delay_us;
     int help, version;

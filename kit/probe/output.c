@@ -1,5 +1,7 @@
 #include "output.h"
 
+#include "timer.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -29,11 +31,14 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, char *err)
+int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, double fsync_interval,
+             char *err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s.samples.csv", prefix);
     c->rows = 0;
+    c->fsync_interval = fsync_interval;
+    c->last_sync = mono_now();
     c->buf = malloc(block_rows * ROW_MAX);
     if (!c->buf) {
         snprintf(err, ERRMSG_LEN, "--flush-every %llu: no memory for the block buffer; lower it",
@@ -49,22 +54,106 @@ int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, char *e
     return 0;
 }
 
-int csv_flush(struct csv_out *c, const struct sample *s, uint64_t n, char *err)
+static char *format_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+/* Exact powers of ten 10^0 .. 10^22 (every one is a double without rounding). */
+static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21,
+                                 1e22};
+
+char *format_e9(char *p, double x)
+{
+    /* snprintf("%.9e") costs more than a vader round trip; timings are in [1e-13, 1e9) s,
+     * where x * 10^(9-e) is a single correctly rounded multiplication. Else: snprintf. */
+    if (!(x >= 1e-13 && x < 1e9))
+        return p + snprintf(p, 32, "%.9e", x);
+    int e = 0; /* decimal exponent, 10^e <= x < 10^(e+1) */
+    if (x >= 1.0) {
+        while (e < 8 && x >= POW10[e + 1])
+            e++;
+    } else {
+        do
+            e--;
+        while (x * POW10[-e] < 1.0);
+    }
+    double scaled = x * POW10[9 - e];
+    if (scaled + 0.5 < 1e9) { /* x sat just below a power of ten */
+        if (9 - (e - 1) > 22)
+            return p + snprintf(p, 32, "%.9e", x);
+        e--;
+        scaled = x * POW10[9 - e];
+    }
+    uint64_t m = (uint64_t)(scaled + 0.5);
+    if (m >= UINT64_C(10000000000)) { /* rounding carried into an eleventh digit */
+        m /= 10;
+        e++;
+    }
+    char digits[10];
+    for (int i = 9; i >= 0; i--) {
+        digits[i] = (char)('0' + m % 10);
+        m /= 10;
+    }
+    *p++ = digits[0];
+    *p++ = '.';
+    memcpy(p, digits + 1, 9);
+    p += 9;
+    *p++ = 'e';
+    *p++ = e < 0 ? '-' : '+';
+    int a = e < 0 ? -e : e;
+    *p++ = (char)('0' + a / 10);
+    *p++ = (char)('0' + a % 10);
+    return p;
+}
+
+int csv_flush(struct csv_out *c, const struct sample *s, uint64_t n, int force, char *err)
 {
     char *p = c->buf;
     for (uint64_t i = 0; i < n; i++) {
-        char call[32] = "";
+        const char *op = op_name((enum op_kind)s[i].op);
+        size_t len = strlen(op);
+        p = format_u64(p, s[i].seq);
+        *p++ = ',';
+        memcpy(p, op, len);
+        p += len;
+        *p++ = ',';
+        p = format_u64(p, s[i].size);
+        *p++ = ',';
+        p = format_u64(p, s[i].count);
+        *p++ = ',';
+        p = format_e9(p, s[i].time);
+        *p++ = ',';
         if (s[i].call >= 0)
-            snprintf(call, sizeof call, "%.9e", s[i].call);
-        p += snprintf(p, ROW_MAX, "%llu,%s,%llu,%u,%.9e,%s,%d\n", (unsigned long long)s[i].seq,
-                      op_name((enum op_kind)s[i].op), (unsigned long long)s[i].size,
-                      (unsigned)s[i].count, s[i].time, call, s[i].warmup);
+            p = format_e9(p, s[i].call);
+        *p++ = ',';
+        *p++ = s[i].warmup ? '1' : '0';
+        *p++ = '\n';
     }
-    if (write_all(c->fd, c->buf, (size_t)(p - c->buf)) || fsync(c->fd)) {
+    if (write_all(c->fd, c->buf, (size_t)(p - c->buf))) {
         snprintf(err, ERRMSG_LEN, "writing samples failed: %s (disk full?)", strerror(errno));
         return -1;
     }
     c->rows += n;
+    /* Once write() returns the rows are in the kernel's page cache and survive SIGKILL of this
+     * process; fsync only adds safety against a crash of the node, and costs milliseconds. */
+    double t = mono_now();
+    if (force || t - c->last_sync >= c->fsync_interval) {
+        if (fsync(c->fd)) {
+            snprintf(err, ERRMSG_LEN, "fsync of the samples failed: %s", strerror(errno));
+            return -1;
+        }
+        c->last_sync = t;
+    }
     return 0;
 }
 
@@ -197,8 +286,9 @@ static void sb_meta(struct sb *b, const struct meta *m)
     for (int i = 0; i < o->n_ops; i++)
         sb_printf(b, "%s\"%s\"", i ? ", " : "", op_name(o->ops[i]));
     sb_printf(b, "],\n  \"warmup\": %llu,\n  \"window\": %d,\n  \"inject_delay_us\": %lu,\n"
-              "  \"flush_every\": %llu,\n  \"max_seconds\": ", (unsigned long long)o->warmup,
-              o->window, o->inject_delay_us, (unsigned long long)o->flush_every);
+              "  \"flush_every\": %llu,\n  \"fsync_interval_s\": %g,\n  \"max_seconds\": ",
+              (unsigned long long)o->warmup, o->window, o->inject_delay_us,
+              (unsigned long long)o->flush_every, o->fsync_interval);
     if (o->max_seconds > 0)
         sb_printf(b, "%g", o->max_seconds);
     else

@@ -1,4 +1,4 @@
-/* PREFIX.samples.csv (written in fsync'ed blocks) and PREFIX.meta.json (atomic rewrites). */
+/* PREFIX.samples.csv (written in blocks, fsync'ed) and PREFIX.meta.json (atomic rewrites). */
 #ifndef PT2PT_OUTPUT_H
 #define PT2PT_OUTPUT_H
 
@@ -10,13 +10,19 @@
 
 struct csv_out {
     int fd;
-    char *buf;       /* preallocated text for one block */
-    uint64_t rows;   /* data rows written so far */
+    char *buf;            /* preallocated text for one block */
+    uint64_t rows;        /* data rows written so far */
+    double fsync_interval;
+    double last_sync;     /* CLOCK_MONOTONIC seconds of the last fsync */
 };
 
-int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, char *err);
-/* Format n samples, write them with one write() loop, fsync. Never called inside a timed region. */
-int csv_flush(struct csv_out *c, const struct sample *s, uint64_t n, char *err);
+int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, double fsync_interval,
+             char *err);
+/* Format n samples and write them with one write() loop; fsync when `force` is set or
+ * fsync_interval seconds have passed since the last one. Never called inside a timed region. */
+int csv_flush(struct csv_out *c, const struct sample *s, uint64_t n, int force, char *err);
+/* Append x >= 0 as printf("%.9e") would (last digit may differ by one in rare ties). */
+char *format_e9(char *p, double x);
 void csv_close(struct csv_out *c);
 
 struct meta {
