@@ -133,9 +133,10 @@ class RegimeModel(BaseEstimator):
                         quick: bool = False) -> Regime:
             lo, hi = np.searchsorted(si, [lo_edge, hi_edge], side="left")
             olo, ohi = np.searchsorted(ss, [lo_edge, hi_edge], side="left")
-            if hi - lo < max(min_support, 1):
+            # One regime holding every sample needs no support check (5 samples suffice).
+            if hi - lo < max(min_support, 1) and (lo > 0 or hi < len(si)):
                 raise ModelError(
-                    f"regime [{lo_edge:g}, {hi_edge:g}) B holds {hi - lo} samples, "
+                    f"regime [{max(lo_edge, 0):g}, {hi_edge:g}) B holds {hi - lo} samples, "
                     f"fewer than the minimum support {min_support}", where="breakpoints",
                     hint="use fewer breakpoints or lower min_support")
             reg = self._fit_regime(si[lo:hi], ti[lo:hi], family, rng, quick)

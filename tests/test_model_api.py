@@ -1,0 +1,136 @@
+"""RegimeModel's estimator contract, model files and degenerate inputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from kit import synth as S
+from kit.errors import ModelError
+from kit.model import RegimeModel
+from kit.model.io import dumps, load_model, save_model
+
+TRUTH = S.Truth([
+    S.TrueRegime(1, "constant", {"a": 20e-6}, S.TrueNoise("lognormal", 0.1)),
+    S.TrueRegime(65537, "linear", {"a": 80e-6, "b": 1 / 1.2e9}, S.TrueNoise("gamma", 0.1)),
+])
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray]:
+    return S.sample(TRUTH, 4000, grid=80, seed=7)
+
+
+@pytest.fixture(scope="module")
+def fitted(data) -> RegimeModel:
+    return RegimeModel().fit(*data)
+
+
+def test_sklearn_contract(fitted):
+    params = RegimeModel(max_regimes=3, breakpoints=[100.0]).get_params()
+    assert params["max_regimes"] == 3 and params["breakpoints"] == [100.0]
+    copy = clone(fitted)
+    assert not hasattr(copy, "regimes_") and copy.get_params() == fitted.get_params()
+    assert copy.set_params(overlap=False).overlap is False
+    with pytest.raises(ModelError, match="not fitted"):
+        copy.predict([1])
+
+
+def test_predictions_shapes_and_order(fitted):
+    sizes = np.array([0, 1, 1024, 65536, 70000, 1e6, 4e6])
+    med = fitted.predict(sizes)
+    q = fitted.predict_quantiles(sizes, [0.05, 0.5, 0.95])
+    assert med.shape == (7,) and q.shape == (7, 3)
+    assert np.all(np.diff(q, axis=1) > 0)
+    np.testing.assert_allclose(q[:, 1], med)
+    draws = fitted.sample(sizes, 5, random_state=1)
+    assert draws.shape == (7, 5) and np.all(draws > 0)
+    np.testing.assert_array_equal(draws, fitted.sample(sizes, 5, random_state=1))
+    assert fitted.regime_index([10, 1e6]).tolist() == [0, 1]
+    cdf = fitted.cdf([10, 10], [fitted.predict([10])[0], 1.0])
+    assert abs(cdf[0] - 0.5) < 1e-3 and cdf[1] == pytest.approx(1.0)
+    with pytest.raises(ModelError, match="between 0 and 1"):
+        fitted.predict_quantiles([1], [1.5])
+    with pytest.raises(ModelError):
+        fitted.predict([-1])
+
+
+def test_save_load_round_trip_exact(fitted, tmp_path):
+    fitted.validation_ = {"crps": {"model": 0.1}}
+    prov = {"dataset": "d", "series": {"op": "x"}}
+    path = save_model(fitted, tmp_path / "m.json", provenance=prov)
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "pt2pt-model" and doc["format_version"] == 1
+    assert doc["provenance"]["dataset"] == "d" and doc["provenance"]["kit_version"]
+    assert doc["validation"] == {"crps": {"model": 0.1}}
+    first = doc["regimes"][0]
+    assert {"size_min", "size_max", "family", "params", "noise"} <= set(first)
+    assert [r["size_min"] for r in doc["regimes"]] == sorted(r["size_min"] for r in doc["regimes"])
+    loaded = load_model(path)
+    assert dumps(loaded) == path.read_text()
+    sizes = np.geomspace(1, 2**21, 50)
+    np.testing.assert_array_equal(loaded.predict(sizes), fitted.predict(sizes))
+    np.testing.assert_array_equal(loaded.sample(sizes, 3, random_state=4),
+                                  fitted.sample(sizes, 3, random_state=4))
+    assert loaded.validation_ == fitted.validation_
+
+
+def test_load_errors(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ModelError, match="line 1"):
+        load_model(bad)
+    bad.write_text('{"format": "other"}')
+    with pytest.raises(ModelError, match="not a pt2pt model"):
+        load_model(bad)
+    bad.write_text('{"format": "pt2pt-model", "format_version": 1, "regimes": [{}]}')
+    with pytest.raises(ModelError, match="malformed"):
+        load_model(bad)
+    with pytest.raises(ModelError, match="cannot read"):
+        load_model(tmp_path / "missing.json")
+
+
+def test_fixed_breakpoints_and_families(data):
+    model = RegimeModel(breakpoints=[4096, 65537], families=["constant", None, "linear"])
+    model.fit(*data)
+    assert model.breakpoints_ == [4096.0, 65537.0]
+    assert [r.family for r in model.regimes_][::2] == ["constant", "linear"]
+    fixed_k = RegimeModel(families=["constant", "linear"], overlap=False).fit(*data)
+    assert len(fixed_k.regimes_) == 2
+    assert abs(fixed_k.breakpoints_[0] / 65537 - 1) < 0.3
+
+
+@pytest.mark.parametrize(("size", "time", "match"), [
+    ([], [], "only 0 samples"),
+    ([1, 2, 3, 4, 5, 6], [1e-6, np.nan, 1e-6, 1e-6, 1e-6, 1e-6], "1 of 6 times"),
+    ([1, 2, 3, 4, 5, 6], [1e-6, -1e-6, 1e-6, 1e-6, 1e-6, 1e-6], "negative"),
+    ([1, 2, -3, 4, 5, 6], [1e-6] * 6, ">= 0"),
+    ([1, 2, 3], [1e-6] * 4, "differ in length"),
+])
+def test_bad_inputs_raise_model_error(size, time, match):
+    with pytest.raises(ModelError, match=match):
+        RegimeModel().fit(size, time)
+
+
+def test_too_few_samples_for_requested_regimes(data):
+    s, t = data
+    with pytest.raises(ModelError, match="minimum support"):
+        RegimeModel(breakpoints=[2, 65537], min_support=200).fit(s, t)
+    with pytest.raises(ModelError, match="cannot split"):
+        RegimeModel(families=[None] * 6, min_support=1000).fit(s, t)
+    with pytest.raises(ModelError, match="unknown family"):
+        RegimeModel(families=["cubic"]).fit(s, t)
+
+
+def test_degenerate_single_size_gives_constant_model():
+    rng = np.random.default_rng(0)
+    t = 1e-5 * rng.lognormal(0, 0.05, 200)
+    model = RegimeModel().fit(np.full(200, 1024), t)
+    assert len(model.regimes_) == 1 and model.regimes_[0].family == "constant"
+    assert abs(model.predict([1024])[0] / np.median(t) - 1) < 0.02
+    # Identical times: a near-degenerate lognormal keeps sampling defined.
+    flat = RegimeModel().fit([8, 8, 8, 8, 8, 8], [2e-6] * 6)
+    assert np.allclose(flat.sample([8], 3, random_state=0), 2e-6, rtol=1e-4)
