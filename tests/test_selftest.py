@@ -46,7 +46,7 @@ def test_selftest_measures_the_shaped_link(tmp_path: Path, probe_bin: Path) -> N
     state = selftest.DEFAULT_STATE_DIR
     env = dict(os.environ, PT2PT_PROBE=str(probe_bin), PT2PT_SITE_CONFIG=str(tmp_path / "none"))
     proc = subprocess.run([sys.executable, "-m", "kit", "selftest", "--work-dir",
-                           str(tmp_path / "work"), "--samples", "30"],
+                           str(tmp_path / "work"), "--samples", "12"],
                           capture_output=True, text=True, timeout=900, env=env)
     # The cluster is torn down whatever the result.
     assert not localcluster.is_up(state)
