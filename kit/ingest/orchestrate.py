@@ -145,77 +145,81 @@ def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | 
     with ds.locked(dataset):
         existing = ds.runs(dataset)
         ds.remove_leftovers(dataset, existing)
-        known = set(existing["run_id"].to_list())
-        parts: list[tuple[Path, Path]] = []
-        new_runs: list[dict[str, object]] = []
+        batch = _Batch(dataset, report, set(existing["run_id"].to_list()), forced=forced,
+                       campaign=campaign, transport=transport, op=op)
         try:
             for path, walked in files:
-                _one_file(path, walked, dataset, forced, campaign, transport, op, known,
-                          parts, new_runs, report)
-            ds.commit(dataset, parts, pl.DataFrame(new_runs, schema=RUNS_SCHEMA))
+                batch.add(path, walked)
+            ds.commit(dataset, batch.parts, pl.DataFrame(batch.new_runs, schema=RUNS_SCHEMA))
         except BaseException:
-            for tmp, _final in parts:
+            for tmp, _final in batch.parts:
                 tmp.unlink(missing_ok=True)
             raise
-    report.runs_added = len(new_runs)
+    report.runs_added = len(batch.new_runs)
     return report
 
 
-def _one_file(path: Path, walked: bool, dataset: Path, forced: str | None,
-              campaign: str | None, transport: str | None, op: str | None, known: set[str],
-              parts: list[tuple[Path, Path]], new_runs: list[dict[str, object]],
-              report: IngestReport) -> None:
-    """Detect, parse and stage one file; its errors end up in the report, not raised."""
-    if walked and sniff.is_auxiliary(path):
-        report.files_skipped.append((path, "not a measurement file"))
-        return
-    try:
-        fmt = forced or sniff.detect(path)
-    except sniff.Companion as comp:
-        report.files_skipped.append((path, comp.reason))
-        return
-    except IngestError as err:
-        report.files_failed.append((path, err.paragraph()))
-        return
-    try:
-        sources = [path, *_companions(fmt, path)]
-        hashes = {p: _sha256(p) for p in sources}
-        digest = hashlib.sha256("".join(hashes.values()).encode()).hexdigest()
-        run_id = digest[:20]
-        if run_id in known:
-            report.files_skipped.append((path, f"already ingested (run {run_id})"))
+@dataclass
+class _Batch:
+    """The runs staged by one ingest call, committed together at its end."""
+
+    dataset: Path
+    report: IngestReport
+    known: set[str]
+    forced: str | None = None
+    campaign: str | None = None
+    transport: str | None = None
+    op: str | None = None
+    parts: list[tuple[Path, Path]] = field(default_factory=list)
+    new_runs: list[dict[str, object]] = field(default_factory=list)
+
+    def add(self, path: Path, walked: bool) -> None:
+        """Detect, parse and stage one file; its errors go to the report, not up."""
+        report = self.report
+        if walked and sniff.is_auxiliary(path):
+            report.files_skipped.append((path, "not a measurement file"))
             return
-        run = parse_file(path, fmt, op)
-        run_campaign = campaign or _default_campaign(path)
-        run_transport = safe_name(transport or run.transport_hint or transport_from_name(
-            path.name, path.resolve().parent.name) or "unknown")
-        final = ds.part_path(dataset, run_campaign, run.tool, run_id)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        n_rows, tmps = write_part(run, run_id, run_transport, final)
-    except IngestError as err:
-        report.files_failed.append((path, err.paragraph()))
-        return
-    except OSError as exc:
-        report.files_failed.append((path, fail(path, None, f"cannot read or write ({exc})")
-                                    .paragraph()))
-        return
-    known.add(run_id)
-    parts.extend(zip(tmps, _final_names(final, len(tmps)), strict=True))
-    listed = [{"path": str(p.resolve()), "sha256": hashes.get(p) or _sha256(p)}
-              for p in run.sources]
-    new_runs.append({
-        "run_id": run_id, "campaign": run_campaign, "tool": run.tool,
-        "transport": run_transport, "mpi_version": run.mpi_version,
-        "hosts": ",".join(run.hosts) or None,
-        "env": json.dumps(run.env, sort_keys=True) if run.env else None,
-        "job_id": run.job_id, "start": run.start, "end": run.end,
-        "sources": json.dumps(listed), "complete": run.complete, "n_samples": n_rows,
-        "tool_version": run.tool_version,
-    })
-    report.files_ok += 1
-    report.rows_added += n_rows
-    report.run_ids.append(run_id)
-    report.warnings.extend(run.warnings)
+        try:
+            fmt = self.forced or sniff.detect(path)
+            sources = [path, *_companions(fmt, path)]
+            hashes = {p: _sha256(p) for p in sources}
+            run_id = hashlib.sha256("".join(hashes.values()).encode()).hexdigest()[:20]
+            if run_id in self.known:
+                report.files_skipped.append((path, f"already ingested (run {run_id})"))
+                return
+            run = parse_file(path, fmt, self.op)
+            campaign = self.campaign or _default_campaign(path)
+            transport = safe_name(self.transport or run.transport_hint or transport_from_name(
+                path.name, path.resolve().parent.name) or "unknown")
+            final = ds.part_path(self.dataset, campaign, run.tool, run_id)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            n_rows, tmps = write_part(run, run_id, transport, final)
+        except sniff.Companion as comp:
+            report.files_skipped.append((path, comp.reason))
+            return
+        except IngestError as err:
+            report.files_failed.append((path, err.paragraph()))
+            return
+        except OSError as exc:
+            err = fail(path, None, f"cannot read or write ({exc})")
+            report.files_failed.append((path, err.paragraph()))
+            return
+        self.known.add(run_id)
+        self.parts.extend(zip(tmps, _final_names(final, len(tmps)), strict=True))
+        listed = [{"path": str(p.resolve()), "sha256": hashes.get(p) or _sha256(p)}
+                  for p in run.sources]
+        self.new_runs.append({
+            "run_id": run_id, "campaign": campaign, "tool": run.tool, "transport": transport,
+            "mpi_version": run.mpi_version, "hosts": ",".join(run.hosts) or None,
+            "env": json.dumps(run.env, sort_keys=True) if run.env else None,
+            "job_id": run.job_id, "start": run.start, "end": run.end,
+            "sources": json.dumps(listed), "complete": run.complete, "n_samples": n_rows,
+            "tool_version": run.tool_version,
+        })
+        report.files_ok += 1
+        report.rows_added += n_rows
+        report.run_ids.append(run_id)
+        report.warnings.extend(run.warnings)
 
 
 def write_part(run: ParsedRun, run_id: str, transport: str, final: Path) -> tuple[int, list[Path]]:
