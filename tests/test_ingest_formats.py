@@ -197,3 +197,16 @@ def test_series_table(everything):
     # 1 GbE: ~34 µs one-way for small messages, ~110 MB/s for large ones
     assert 20e-6 < row["small_median_s"] < 60e-6
     assert 80e6 < row["large_bw_Bps"] < 125e6
+
+
+def test_launcher_noise_before_the_osu_title_is_ignored(tmp_path, fixtures_dir):
+    text = (fixtures_dir / "osu" / "osu_latency_tcp_7.4.txt").read_text()
+    path = tmp_path / "osu_latency.txt"
+    path.write_text("--------\nWARNING: a high-performance fabric was found\n" + text)
+    report = ingest([path], tmp_path / "ds", tool="osu")
+    assert report.ok and report.rows_added == 23
+    assert any("2 line(s) before the OSU title" in w for w in report.warnings)
+    bad = tmp_path / "osu_bad.txt"
+    bad.write_text(text.replace("4.33", "4.3.3"))
+    report = ingest([bad], tmp_path / "ds")
+    assert f"{bad}:7:" in report.files_failed[0][1]

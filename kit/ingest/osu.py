@@ -13,6 +13,7 @@ OSU prints one aggregate per size, never single samples, so every row has a ``st
   For ``bibw`` the time is per message *per direction pair*: the aggregate bandwidth counts
   both directions, so ``size/time`` is the aggregate bidirectional bandwidth.
 
+Lines before the title (launcher warnings in a captured stdout) are ignored with a warning.
 Size-0 rows cannot be converted from bandwidth and are skipped (OSU never prints them).
 7.2 puts ``# Size`` before ``# Datatype``, 7.4 after, and 7.4 says "Avg Latency(us)": we read
 whichever header line starts with ``# Size`` and take the columns from it.
@@ -56,7 +57,7 @@ def parse(path: Path) -> ParsedRun:
     op = version = None
     stats: list[str] | None = None
     rows = Rows()
-    seq = 0
+    seq = preamble = 0
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line:
@@ -72,8 +73,11 @@ def parse(path: Path) -> ParsedRun:
             elif line.startswith("# Size"):
                 stats = _columns(path, lineno, line)
             continue
-        if op is None or stats is None:
-            raise fail(path, lineno, "expected the OSU title and '# Size' header before data",
+        if op is None:
+            preamble += 1  # launcher noise before the title (mpirun/Slurm warnings)
+            continue
+        if stats is None:
+            raise fail(path, lineno, "expected the OSU '# Size ...' header before data",
                        "pass the complete output of osu_latency/osu_bw/osu_bibw")
         fields = line.split()
         if len(fields) != 1 + len(stats):
@@ -100,5 +104,6 @@ def parse(path: Path) -> ParsedRun:
     if len(rows) == 0:
         raise fail(path, None, f"OSU {op} output without any result line",
                    "the benchmark probably failed; check its stderr")
-    return ParsedRun(tool="osu", sources=[path], rows=rows.frame(),
+    warnings = [f"{path.name}: {preamble} line(s) before the OSU title ignored"] if preamble else []
+    return ParsedRun(tool="osu", sources=[path], rows=rows.frame(), warnings=warnings,
                      tool_version=f"OSU {version}" if version else None)
