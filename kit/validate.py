@@ -143,8 +143,15 @@ def _draws(model: Predictive, sizes: NDArray[np.float64], n: int,
     return np.concatenate(out) if out else np.empty(0)
 
 
-def _quantile_at(model: Predictive, sizes: NDArray[np.float64], q: float) -> NDArray[np.float64]:
-    return np.asarray(model.predict_quantiles(sizes, q), dtype=np.float64).reshape(sizes.shape)
+_BAND_QS = (0.05, 0.5, 0.95)
+
+
+def _bands(model: Predictive, sizes: NDArray[np.float64]) -> dict[float, NDArray[np.float64]]:
+    """p05, p50, p95 at every size, computed once per distinct size in one call."""
+    uniq, inverse = np.unique(sizes, return_inverse=True)
+    q = np.asarray(model.predict_quantiles(uniq, list(_BAND_QS)), dtype=np.float64)
+    q = q.reshape(uniq.size, len(_BAND_QS))
+    return {p: q[:, j][inverse] for j, p in enumerate(_BAND_QS)}
 
 
 def _rel(a: NDArray[np.float64] | float, b: NDArray[np.float64] | float) -> Any:
@@ -170,8 +177,7 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
     rng = np.random.default_rng(random_state)
 
     # Quantiles at every held-out sample's own size (vectorised once per model).
-    bands = {name: {q: _quantile_at(m, xte, q) for q in (0.05, 0.5, 0.95)}
-             for name, m in models.items()}
+    bands = {name: _bands(m, xte) for name, m in models.items()}
 
     cols: dict[str, list[float]] = {k: [] for k in ("size", "size_lo", "size_hi", "n_test",
                                                     "n_train", "floor_crps", "floor_w1",
