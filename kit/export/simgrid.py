@@ -40,6 +40,14 @@ What SimGrid does with it (checked against the SimGrid sources and manual):
   quantile table (inverse CDF) a callback can sample by interpolation, and the fitted
   family/parameters for those who prefer to draw from the distribution itself.
 
+A callback using the JSON (C++, sketch): find the segment with the largest ``bound``
+strictly below ``size``; draw ``u`` uniform in [0, 1) and interpolate ``r`` in
+``ratio_quantiles.values`` at ``u`` (``probs`` are 0, 0.01, ..., 1); return
+``latency_factor * r`` from the latency callback and ``bandwidth_factor / r`` from the
+bandwidth one (the same ``r`` for one message scales its whole time by ``r``)::
+
+    model->set_lat_factor_cb([&](double size, auto...) { return seg(size).lat * draw(size); });
+
 Regimes are exported through lines ``a + b*s`` fitted to the regime's central curve
 (``model.curve``) by non-negative least squares on relative error; a ``linear`` regime is
 one exact entry, a ``power`` regime is cut into as many entries as needed to stay within
