@@ -209,4 +209,4 @@ def test_launcher_noise_before_the_osu_title_is_ignored(tmp_path, fixtures_dir):
     bad = tmp_path / "osu_bad.txt"
     bad.write_text(text.replace("4.33", "4.3.3"))
     report = ingest([bad], tmp_path / "ds")
-    assert f"{bad}:7:" in report.files_failed[0][1]
+    assert f"{bad}:6:" in report.files_failed[0][1]  # "2  4.33" is line 6
