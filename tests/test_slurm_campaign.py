@@ -154,3 +154,17 @@ def test_scancel_keeps_written_samples_and_marks_the_run_incomplete(
     assert 200 <= table["n_samples"][0] <= written
     report = json.loads((out / "collect.json").read_text())
     assert report["jobs"][0]["outcome"] == "partial" and report["jobs"][0]["complete"] is False
+
+
+def test_submit_reports_sbatch_refusal_without_a_traceback(slurm_cluster: Cluster,
+                                                          tmp_path: Path) -> None:
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(CAMPAIGN.format(partition="no-such-partition"))
+    out = tmp_path / "campaign"
+    assert _pt2pt(slurm_cluster, "plan", campaign, "-o", out).returncode == 0
+    proc = _pt2pt(slurm_cluster, "submit", out)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert "sbatch refused job" in text and "partition" in text.lower()
+    assert not (out / "submitted.json").exists()

@@ -61,6 +61,12 @@ def job_statuses(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
             check = record.get("transport_check") or {}
             if result == "completed" and check.get("detail"):
                 note = f"check {check.get('status')}: {check['detail']}"
+        elif sid in queue:
+            # squeue's %R: the node list when running, the reason when pending
+            where = info.get("reason", "")
+            running = info.get("state") == "RUNNING"
+            result, exit_status = "-", ""
+            note = f"on {where}, {info.get('time', '')}" if running else f"pending: {where}"
         elif info:
             result, exit_status, note = "-", info.get("exit_code", ""), info.get("reason", "")
         else:
