@@ -336,6 +336,15 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
             raise ck.fail(("env", key), f"invalid environment variable name '{key}'",
                           "use letters, digits and _, not starting with a digit")
         env[key] = ck.text(value, ("env", key), raw=True)
+        for tname in transports:
+            entry = table.entry(mpi, tname)
+            forced = set(entry.env).union(*(o.keys() for o in entry.env_by_major.values()))
+            if key in forced:
+                raise ck.fail(("env", key),
+                              f"'{key}' is set by the transport table for '{tname}'; "
+                              "overriding it would change the transport silently",
+                              "remove it here, or add a transport variant to "
+                              "jobs/transports.yaml")
     description = doc.get("description", "")
     if not isinstance(description, str):
         raise ck.fail(("description",), "expected text", "quote the description")
