@@ -300,6 +300,11 @@ def test_grid_and_list_sizes(probe_bin: Path, scratch: Path, tmp_path: Path) -> 
     lst = run_probe(probe_bin, scratch, tmp_path / "list",
                     ["--sizes", "list:0,3,1K", "--samples", "3", "--warmup", "2"])
     assert sorted(int(r["size"]) for r in check_schema(lst)[2:]) == [0, 0, 0, 3, 3, 3] + [1024] * 3
+    # A non-integer factor exercises the rounding rule; the Python twin must agree exactly.
+    odd = run_probe(probe_bin, scratch, tmp_path / "odd",
+                    ["--sizes", "grid:10:100K:1.7", "--samples", "2", "--seed", "5"])
+    plan = build_plan(["pingpong"], "grid:10:100K:1.7", samples=2, seed=5, warmup=10)
+    assert [int(r["size"]) for r in check_schema(odd)] == [e.size for e in plan]
 
 
 def test_injected_delay_is_a_lower_bound_on_the_round_trip(probe_bin: Path, scratch: Path,
