@@ -103,6 +103,9 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool) -> Iterator[pl.Data
             data = rest + block
             cut = data.rfind(b"\n") + 1
             data, rest = data[:cut], data[cut:]
+            if len(rest) > BLOCK_BYTES:
+                raise fail(path, None, f"a line longer than {BLOCK_BYTES >> 20} MiB: not a "
+                           "probe samples file (or a corrupted one)")
             if not data:
                 continue
             frame = _parse_block(path, data, with_calls)
