@@ -92,7 +92,7 @@ class RegimeView:
     family: str
     params: dict[str, float]
     noise_family: str
-    noise_params: dict[str, float]
+    noise_params: dict[str, float | list[float]]
     n_samples: int | None
     overlap: tuple[float, float] | None  # size window shared with the next regime
     errors: dict[str, float] = field(default_factory=dict)
@@ -187,13 +187,21 @@ def _float_or_none(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def load_samples(dataset: str | Path, key: SeriesKey) -> Samples:
-    """Every non-warm-up sample of one series (columns ``size`` and ``time`` only)."""
+def load_samples(dataset: str | Path, key: SeriesKey,
+                 others: list[SeriesKey] | None = None) -> Samples:
+    """Every non-warm-up sample of one series (columns ``size`` and ``time`` only).
+
+    ``others`` (all series of the dataset) lets us filter only on the key columns that
+    differ between series: comparing strings over millions of rows is most of the load
+    time, and a column with one value in the whole dataset selects nothing.
+    """
     from kit import dataset as kds
 
     lf = kds.scan(Path(dataset))
-    for name, value in key.as_dict().items():
-        lf = lf.filter(pl.col(name).cast(pl.String) == value)
+    varying = [i for i in range(len(SERIES_KEYS))
+               if others is None or len({k.values[i] for k in others}) > 1]
+    for i in varying:
+        lf = lf.filter(pl.col(SERIES_KEYS[i]).cast(pl.String) == key.values[i])
     df = (lf.filter(~pl.col("warmup").fill_null(False))
           .filter(pl.col("time").is_finite() & (pl.col("time") > 0))
           .select(pl.col("size").cast(pl.Float64), pl.col("time").cast(pl.Float64))
@@ -204,6 +212,11 @@ def load_samples(dataset: str | Path, key: SeriesKey) -> Samples:
     return Samples(key, df["size"].to_numpy(), df["time"].to_numpy())
 
 
+#: Samples the drawing summary is computed from; quantile bands of a larger series are
+#: indistinguishable at terminal resolution and cost seconds to compute.
+DRAW_MAX_SAMPLES = 1_000_000
+
+
 def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 160) -> Binned:
     """Quantiles of time per log-size bin and an evenly spread subset of samples per bin.
 
@@ -212,7 +225,9 @@ def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 16
     sample of a bin in run order (sizes are shuffled in time, so this spreads over the run)
     which is deterministic, so snapshots are too.
     """
-    df = pl.DataFrame({"size": samples.size, "time": samples.time}).lazy().with_columns(
+    step = max(len(samples) // DRAW_MAX_SAMPLES, 1)
+    df = pl.DataFrame({"size": samples.size[::step], "time": samples.time[::step]}).lazy()
+    df = df.with_columns(
         bin=(pl.col("size").clip(1.0).log(2) * bins_per_octave).floor().cast(pl.Int32))
     stats = (df.group_by("bin")
              .agg(pl.col("size").median().alias("size"), pl.len().alias("count"),
@@ -236,12 +251,20 @@ def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 16
 # ---------------------------------------------------------------------------- model
 
 
+#: Above this many samples an edit is first answered by a quick preview fit.
+PREVIEW_MIN_SAMPLES = 150_000
+#: Samples the preview is fitted on (every k-th in run order; sizes are shuffled in time).
+PREVIEW_SAMPLES = 100_000
+
+
 def fit(samples: Samples, breakpoints: list[float] | None = None,
-        families: list[str | None] | None = None) -> Any:
+        families: list[str | None] | None = None, *, preview: bool = False) -> Any:
     """Fit kit's RegimeModel, with the user's breakpoints/families when given.
 
     Fixed seed: the same edit gives the same model, which is what the user expects
-    when toggling back and forth (and what snapshot tests need).
+    when toggling back and forth (and what snapshot tests need). ``preview`` fits a
+    deterministic subsample without mixtures, overlaps or the noise-family search: an
+    answer within a second on large series, replaced by the full fit when it is done.
     """
     from kit.model import RegimeModel
 
@@ -249,8 +272,13 @@ def fit(samples: Samples, breakpoints: list[float] | None = None,
     if breakpoints is not None:
         kwargs["breakpoints"] = [float(b) for b in breakpoints]
         kwargs["families"] = list(families) if families is not None else None
+    size, time = samples.size, samples.time
+    if preview:
+        step = max(len(samples) // PREVIEW_SAMPLES, 1)
+        size, time = size[::step], time[::step]
+        kwargs.update(mixture=False, overlap=False, noise=False)
     try:
-        return RegimeModel(**kwargs).fit(samples.size, samples.time)
+        return RegimeModel(**kwargs).fit(size, time)
     except UserError:
         raise
     except (ValueError, RuntimeError, np.linalg.LinAlgError, FloatingPointError) as exc:
@@ -283,6 +311,15 @@ def _numbers(d: Any) -> dict[str, float]:
     return out
 
 
+def _numbers_or_lists(d: Any) -> dict[str, float | list[float]]:
+    """Like :func:`_numbers`, keeping numeric lists (a Gaussian mixture's weights, means)."""
+    out: dict[str, float | list[float]] = dict(_numbers(d))
+    for k, v in _as_dict(d).items():
+        if isinstance(v, list | tuple) and all(isinstance(x, int | float) for x in v):
+            out[str(k)] = [float(x) for x in v]
+    return out
+
+
 def regimes(model: Any) -> list[RegimeView]:
     """The model's regimes as plain values for drawing."""
     views = []
@@ -300,7 +337,7 @@ def regimes(model: Any) -> list[RegimeView]:
             family=str(d.get("family", "?")),
             params=_numbers(d.get("params")),
             noise_family=str(noise.get("family", "?")),
-            noise_params=_numbers(noise.get("params")),
+            noise_params=_numbers_or_lists(noise.get("params")),
             n_samples=int(d["n_samples"]) if d.get("n_samples") is not None else None,
             overlap=window,
             errors=_regime_errors(model, i),

@@ -116,7 +116,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
         self.session.rows = rows
         self.query_one(DataTable).loading = False
         self.refresh_table()
-        self.sub_title = str(path)
+        self.sub_title = path.name  # the name only: full paths are long and machine-specific
         if len(rows) == 1:
             self._open(rows[0].key)
 

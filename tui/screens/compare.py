@@ -62,7 +62,8 @@ class CompareScreen(HelpMixin, Screen[None]):
             for key in self.keys:
                 state = self.session.series.get(key)
                 if state is None:
-                    samples = data.load_samples(self.session.dataset, key)  # type: ignore[arg-type]
+                    samples = data.load_samples(self.session.dataset, key,  # type: ignore[arg-type]
+                                                [r.key for r in self.session.rows])
                     state = SeriesState(samples, data.bin_samples(samples))
                 states.append(state)
         except UserError as err:

@@ -19,6 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, LoadingIndicator, Static
+from textual.worker import get_current_worker
 
 from kit.errors import UserError
 from tui import data, figures
@@ -31,8 +32,11 @@ COARSE_STEP = 2 ** 0.5
 REFIT_DELAY_S = 0.6
 
 
-def _fmt_params(params: dict[str, float]) -> str:
-    return ", ".join(f"{k}={v:.3g}" for k, v in params.items()) or "–"
+def _fmt_params(params: dict[str, float | list[float]]) -> str:
+    def one(v: float | list[float]) -> str:
+        return "[" + " ".join(f"{x:.3g}" for x in v) + "]" if isinstance(v, list) else f"{v:.3g}"
+
+    return ", ".join(f"{k}={one(v)}" for k, v in params.items()) or "–"
 
 
 def _range(lo: float, hi: float) -> str:
@@ -80,6 +84,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self._generation = 0
         self._refit_timer: Timer | None = None
         self.fitting = False
+        self.preview = False  # the model shown is a quick preview; the full fit is running
 
     @property
     def state(self) -> SeriesState | None:
@@ -117,7 +122,8 @@ class SeriesScreen(HelpMixin, Screen[None]):
     def _load(self) -> None:
         dataset = self.session.dataset
         try:
-            samples = data.load_samples(dataset, self.key)  # type: ignore[arg-type]
+            samples = data.load_samples(dataset, self.key,  # type: ignore[arg-type]
+                                       [r.key for r in self.session.rows])
             binned = data.bin_samples(samples)
         except UserError as err:
             self.app.call_from_thread(self._load_failed, err)
@@ -156,12 +162,20 @@ class SeriesScreen(HelpMixin, Screen[None]):
     @work(thread=True, exclusive=True, group="fit")
     def _fit(self, generation: int, state: SeriesState, bps: list[float] | None,
              fams: list[str | None] | None) -> None:
+        """Large series: a preview fit first (shown at once), then the full fit."""
+        worker = get_current_worker()
         try:
+            if len(state.samples) >= data.PREVIEW_MIN_SAMPLES:
+                preview = data.fit(state.samples, bps, fams, preview=True)
+                if worker.is_cancelled:
+                    return
+                self.app.call_from_thread(self._fitted, generation, preview, False)
             model = data.fit(state.samples, bps, fams)
         except UserError as err:
             self.app.call_from_thread(self._fit_failed, generation, err)
             return
-        self.app.call_from_thread(self._fitted, generation, model)
+        if not worker.is_cancelled:
+            self.app.call_from_thread(self._fitted, generation, model, True)
 
     def _fit_failed(self, generation: int, err: UserError) -> None:
         if generation != self._generation:
@@ -171,11 +185,12 @@ class SeriesScreen(HelpMixin, Screen[None]):
         notify_error(self, err)
         self.redraw()
 
-    def _fitted(self, generation: int, model: Any) -> None:
+    def _fitted(self, generation: int, model: Any, final: bool = True) -> None:
         if generation != self._generation:
             return  # a newer edit is being fitted
-        self.fitting = False
-        self.query_one("#fit-busy").display = False
+        self.fitting = not final
+        self.preview = not final
+        self.query_one("#fit-busy").display = not final
         self._adopt(model)
 
     def _adopt(self, model: Any) -> None:
@@ -209,6 +224,8 @@ class SeriesScreen(HelpMixin, Screen[None]):
         n = len(state.samples)
         if state.model is None:
             status = "fitting…" if self.fitting else "not fitted (press r)"
+        elif self.preview:
+            status = "preview — full fit running…"
         elif state.edited:
             status = "edited — refitting…" if self.fitting else "edited — press r to refit"
         else:
@@ -379,5 +396,10 @@ class SeriesScreen(HelpMixin, Screen[None]):
         from tui.screens.export import ExportScreen
 
         state = self._editable()
-        if state is not None:
-            self.app.push_screen(ExportScreen(self.session, self.key))
+        if state is None:
+            return
+        if self.fitting or state.edited:
+            self.notify("Wait for the fit of the current breakpoints to finish, then export.",
+                        severity="warning")
+            return
+        self.app.push_screen(ExportScreen(self.session, self.key))

@@ -62,7 +62,7 @@ class PlotSpec:
 def format_bytes(v: float) -> str:
     """Message sizes as the 1024-based units MPI people read (1K = 1024 B)."""
     for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if v >= scale:
+        if v >= scale * 0.9995:  # 1048575 B reads "1M", not "1.02e+03K"
             q = v / scale
             return f"{q:.0f}{unit}" if abs(q - round(q)) < 1e-9 else f"{q:.3g}{unit}"
     return f"{v:.0f}"

@@ -1,0 +1,113 @@
+"""TUI responsiveness targets (issue 8), measured headless through Textual's pilot.
+
+* open: a 10 M-sample single-series dataset, from app start to the series plot drawn
+  (target <= 2 s). With one series the browser opens it directly, as a user would see it.
+* refit: after moving a breakpoint on a 1 M-sample series, from the key press to the new
+  model adopted by the screen (target <= 1 s).
+
+The datasets are built once with kit.ingest from a synthetic ``size,duration`` CSV (three
+regimes, lognormal noise, fixed seed) under --workdir, and reused by later runs.
+
+    .venv/bin/python benchmarks/bench_tui.py [--workdir DIR] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from kit.ingest import ingest
+from tui.app import ExplorerApp
+from tui.screens.series import SeriesScreen
+
+
+def build(workdir: Path, n: int) -> Path:
+    dataset = workdir / f"tui-{n}"
+    if (dataset / "runs.parquet").is_file():
+        return dataset
+    workdir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(7)
+    size = np.floor(np.exp(rng.uniform(0.0, math.log(4 << 20), n))).astype(np.int64)
+    base = np.where(size < 1024, 20e-6, np.where(size < 65536, 30e-6 + size * 2e-9,
+                                                  90e-6 + size * 1e-9))
+    duration = base * rng.lognormal(0.0, 0.1, n)
+    raw = workdir / f"pingpong-tcp-{n}.csv"
+    pl.DataFrame({"size": size, "duration": duration}).write_csv(raw)
+    t0 = time.perf_counter()
+    report = ingest([raw], dataset, campaign="bench", transport="tcp")
+    print(f"  built {dataset} ({report.rows_added:,} rows) in {time.perf_counter() - t0:.1f} s")
+    raw.unlink()
+    return dataset
+
+
+async def wait_for(predicate, timeout: float = 120.0) -> float:  # type: ignore[no-untyped-def]
+    t0 = time.perf_counter()
+    while not predicate():
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError("condition not reached")
+        await asyncio.sleep(0.002)
+    return time.perf_counter()
+
+
+async def time_open(dataset: Path) -> tuple[float, float]:
+    """Seconds from app start to the first plot, and to the first fitted model."""
+    t0 = time.perf_counter()
+    app = ExplorerApp(dataset)
+    async with app.run_test(size=(140, 40)):
+        def plotted() -> bool:
+            s = app.screen
+            return isinstance(s, SeriesScreen) and s.state is not None
+        t_plot = await wait_for(plotted)
+        t_fit = await wait_for(lambda: app.screen.state.model is not None)  # type: ignore[union-attr]
+    return t_plot - t0, t_fit - t0
+
+
+async def time_refit(dataset: Path, repeat: int) -> list[float]:
+    """Seconds from the 'r' key after a breakpoint move to the new model on screen."""
+    out = []
+    app = ExplorerApp(dataset)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(lambda: isinstance(app.screen, SeriesScreen)
+                       and app.screen.state is not None and app.screen.state.model is not None
+                       and not app.screen.fitting)
+        screen = app.screen
+        assert isinstance(screen, SeriesScreen)
+        await pilot.press("right")
+        for i in range(repeat):
+            old = screen.state.model  # type: ignore[union-attr]
+            await pilot.press("l" if i % 2 == 0 else "h")
+            t0 = time.perf_counter()
+            await pilot.press("r")
+            t1 = await wait_for(lambda old=old: screen.state.model is not old)  # type: ignore[union-attr]
+            out.append(t1 - t0)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/pt2pt-bench-tui"))
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    big = build(args.workdir, 10_000_000)
+    mid = build(args.workdir, 1_000_000)
+    opens = [asyncio.run(time_open(big)) for _ in range(max(args.repeat // 2, 1))]
+    plot_s = [o[0] for o in opens]
+    print(f"open 10M samples -> first plot: median {statistics.median(plot_s):.2f} s "
+          f"(runs {', '.join(f'{v:.2f}' for v in plot_s)}; target <= 2 s); "
+          f"first automatic fit done at {statistics.median(o[1] for o in opens):.2f} s")
+    refits = asyncio.run(time_refit(mid, args.repeat))
+    print(f"refit after breakpoint move, 1M samples: median {statistics.median(refits):.2f} s "
+          f"(runs {', '.join(f'{v:.2f}' for v in refits)}; target <= 1 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
