@@ -158,17 +158,19 @@ class RegimeModel(BaseEstimator):
         regimes = [fit_between(edges[k], edges[k + 1], fam_list[k]) for k in range(len(edges) - 1)]
         if self.overlap:
             overlaps = self._overlaps(regimes, breakpoints, si, ti)
-            for _ in range(OVERLAP_ROUNDS):
+            for rnd in range(OVERLAP_ROUNDS):
                 if not any(overlaps):
                     break
                 # Samples of the other regime inside a window would otherwise be fitted as
-                # a band or noise tail of this one: refit on the samples each regime owns.
+                # a band or noise tail of this one: refit on the samples each regime owns
+                # (all noise families only in the last round).
                 labels = self._owners(regimes, breakpoints, overlaps, si, ti)
+                quick = rnd < OVERLAP_ROUNDS - 1
                 for k, reg in enumerate(regimes):
                     near = (k > 0 and overlaps[k - 1]) or (k < len(overlaps) and overlaps[k])
                     mine = labels == k
                     if near and mine.sum() >= min_support:
-                        new = self._fit_regime(si[mine], ti[mine], fam_list[k], rng)
+                        new = self._fit_regime(si[mine], ti[mine], fam_list[k], rng, quick)
                         new.size_min, new.size_max = reg.size_min, reg.size_max
                         new.n_outliers = reg.n_outliers
                         regimes[k] = new

@@ -20,6 +20,7 @@ from kit.model.regime import Overlap, Regime
 #: How far (factor in size) on each side of the boundary samples are used.
 WINDOW_FACTOR = 4.0
 EDGE = 0.02
+MAX_OVERLAP_SAMPLES = 20000
 #: Distance between the regimes' curves at the boundary, in noise widths, below which the
 #: share of each cannot be told apart.
 MIN_SEPARATION = 3.0
@@ -46,6 +47,9 @@ def fit_overlap(left: Regime, right: Regime, boundary: float, size: NDArray,
     if sel.sum() < 20:
         return None
     s, t = size[sel], time[sel]
+    if len(s) > MAX_OVERLAP_SAMPLES:  # the two logistic parameters need far fewer
+        keep = np.sort(np.random.default_rng(0).choice(len(s), MAX_OVERLAP_SAMPLES, replace=False))
+        s, t = s[keep], t[keep]
     x = np.log(np.maximum(s, 1.0))
     lp_l, lp_r = left.logpdf(s, t), right.logpdf(s, t)
     ok = np.isfinite(lp_l) | np.isfinite(lp_r)
