@@ -102,6 +102,18 @@ def test_shm_inter_node_is_refused_with_a_hint(tmp_path: Path) -> None:
     assert "c.yaml:3" in text and "intra-node" in text
 
 
+def test_a_transport_can_narrow_its_placement(tmp_path: Path) -> None:
+    text = BASE.replace("transports: [shm, tcp]", "transports: [tcp, {shm: intra-node}]")
+    c = load_campaign(_write(tmp_path, text.replace("placement: intra-node",
+                                                    "placement: [intra-node, inter-node]")))
+    assert c.transports == ("tcp", "shm")
+    assert c.transport_placements == {"tcp": ("intra-node", "inter-node"),
+                                      "shm": ("intra-node",)}
+    bad = _error(tmp_path, BASE.replace("transports: [shm, tcp]",
+                                        "transports: [{shm: inter-node}]"))
+    assert "c.yaml:3" in bad and "cannot be measured inter-node" in bad
+
+
 def test_missing_required_key_and_yaml_syntax(tmp_path: Path) -> None:
     assert "'tools' is missing" in _error(tmp_path, BASE.split("tools:")[0])
     text = _error(tmp_path, BASE.replace("transports: [shm, tcp]", "transports: [shm, tcp"))

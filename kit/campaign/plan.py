@@ -119,7 +119,8 @@ def expand(campaign: Campaign, out_dir: Path) -> tuple[list[PlannedJob], list[di
             variants.append((None, path))
         for bench, binary in variants:
             for transport in campaign.transports:
-                for placement in campaign.placements:
+                for placement in campaign.transport_placements.get(transport,
+                                                                   campaign.placements):
                     for rep in range(1, campaign.repetitions + 1):
                         name = bench or spec.tool
                         if tool_names.count(spec.tool) > 1:  # two entries of one tool

@@ -82,6 +82,8 @@ class Campaign:
     slurm: SlurmSettings
     env: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    #: placements per transport (the campaign's, or narrower for e.g. ``{shm: intra-node}``)
+    transport_placements: dict[str, tuple[str, ...]] = field(default_factory=dict)
     spack_view: str | None = None
     source: Path | None = None
 
@@ -294,6 +296,41 @@ def _tools(ck: _Checker, value: Any, path: PathKey, base: Path | None) -> tuple[
     return tuple(specs)
 
 
+def _transports(ck: _Checker, value: Any, mpi: str, table: TransportTable,
+                placements: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """Transport names, and the placements of each (``{shm: intra-node}`` narrows one)."""
+    known = table.transports(mpi)
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise ck.fail(("transports",), "expected a non-empty list of transports",
+                      f"choose from: {', '.join(known)}")
+    names: list[str] = []
+    where: dict[str, tuple[str, ...]] = {}
+    for i, item in enumerate(items):
+        path: PathKey = ("transports", i) if isinstance(value, list) else ("transports",)
+        own: tuple[str, ...] | None = None
+        if isinstance(item, dict):
+            if len(item) != 1:
+                raise ck.fail(path, "a transport with its own placement is one 'name: placement'",
+                              "write e.g. '{shm: intra-node}'")
+            item, raw = next(iter(item.items()))
+            own = ck.choices(raw, (*path, item), PLACEMENTS, "placement")
+        name = ck.choices(item, path, known, f"transport for {mpi}")[0]
+        if name in names:
+            raise ck.fail(path, f"transport '{name}' is listed twice", "list each one once")
+        entry = table.entry(mpi, name)
+        for placement in own or placements:
+            if placement not in entry.placements:
+                raise ck.fail(path,
+                              f"transport '{name}' cannot be measured {placement} "
+                              f"(it works only {' or '.join(entry.placements)})",
+                              f"remove '{name}', or narrow it with "
+                              f"'{{{name}: {entry.placements[0]}}}'")
+        names.append(name)
+        where[name] = own or placements
+    return tuple(names), where
+
+
 _TOP_KEYS = ("name", "description", "mpi", "transports", "placement", "tools", "repetitions",
              "seed", "launcher", "slurm", "env", "spack_view")
 
@@ -310,22 +347,9 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
     name = ck.text(doc["name"], ("name",), pattern=_NAME_RE,
                    hint="use letters, digits, '.', '_' and '-' (at most 64, no blanks)")
     mpi = ck.choices(doc["mpi"], ("mpi",), MPI_FLAVOURS, "MPI flavour")[0]
-    known = table.transports(mpi)
-    transports = ck.choices(doc["transports"], ("transports",), known,
-                            f"transport for {mpi}")
     placements = ck.choices(doc.get("placement", ["intra-node"]), ("placement",), PLACEMENTS,
                             "placement")
-    for i, tname in enumerate(transports):
-        entry = table.entry(mpi, tname)
-        for placement in placements:
-            if placement not in entry.placements:
-                tpath: PathKey = ("transports", i) if isinstance(doc["transports"], list) \
-                    else ("transports",)
-                raise ck.fail(tpath,
-                              f"transport '{tname}' cannot be measured {placement} "
-                              f"(it works only {' or '.join(entry.placements)})",
-                              f"remove '{tname}' or set 'placement: "
-                              f"{entry.placements[0]}' in a separate campaign")
+    transports, per_transport = _transports(ck, doc["transports"], mpi, table, placements)
     launcher_value = doc.get("launcher", site.launcher or "srun --mpi=pmix")
     launcher = _launcher(ck, launcher_value, ("launcher",))
     env_raw = doc.get("env") if doc.get("env") is not None else {}
@@ -353,6 +377,7 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
         spack_view = ck.text(spack_view, ("spack_view",))
     return Campaign(
         name=name, mpi=mpi, transports=transports, placements=placements,
+        transport_placements=per_transport,
         tools=_tools(ck, doc["tools"], ("tools",), base),
         repetitions=ck.integer(doc.get("repetitions", 1), ("repetitions",), 1, 10_000),
         seed=ck.integer(doc.get("seed", 1), ("seed",), 0, 2**31 - 1),
