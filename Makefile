@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
-.PHONY: help venv probe demo test lint bench cluster-up cluster-down test-container system-deps clean
+.PHONY: help venv probe demo test lint bench cluster-up cluster-down test-container system-deps clean selftest
 
 help:
 	@echo "make demo            set up everything and run the demo campaign (README command 1)"
@@ -19,6 +19,7 @@ help:
 	@echo "make lint            ruff + ansible-lint"
 	@echo "make bench           run the benchmarks (see BENCHMARKS.md)"
 	@echo "make cluster-up / cluster-down   local Slurm cluster (root)"
+	@echo "make selftest        shaped two-node TCP bandwidth vs 0.956 x 125 MB/s (root)"
 
 $(VENV)/.installed: pyproject.toml
 	@if ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
@@ -51,6 +52,10 @@ test: probe
 lint: venv
 	$(VENV)/bin/ruff check kit tui tests benchmarks
 	$(VENV)/bin/ansible-lint playbooks
+
+# Ground-truth check of the whole chain (root): see `pt2pt selftest --help`.
+selftest: probe
+	$(PT2PT) selftest
 
 bench: probe
 	$(PY) benchmarks/run_all.py
