@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kit.campaign.site import SiteDefaults
-from kit.campaign.transports import TransportTable
+from kit.campaign.site import SiteDefaults, load_site
+from kit.campaign.transports import TransportTable, load_table
 from kit.campaign.yamlmarks import Located, PathKey, load_located_file
 from kit.errors import CampaignError
 
@@ -388,11 +388,6 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
 def load_campaign(path: Path, *, table: TransportTable | None = None,
                   site: SiteDefaults | None = None) -> Campaign:
     """Read, validate and return the campaign at ``path``."""
-    from dataclasses import replace
-
-    from kit.campaign.site import load_site
-    from kit.campaign.transports import load_table
-
     loc = load_located_file(path)
     campaign = validate(loc, table=table or load_table(), site=site or load_site(),
                         base=path.resolve().parent)

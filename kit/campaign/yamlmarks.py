@@ -17,6 +17,8 @@ import yaml
 from kit.errors import CampaignError
 
 PathKey = tuple[str | int, ...]
+#: resolves scalar nodes (int, bool, null, str) the way yaml.safe_load would
+_SCALARS = yaml.SafeLoader("")
 
 
 @dataclass
@@ -69,7 +71,7 @@ def _convert(node: yaml.Node, path: PathKey, out: Located) -> Any:
         return [_convert(item, (*path, i), out) for i, item in enumerate(node.value)]
     # Scalars: let the safe constructor resolve ints/bools/nulls as usual.
     out.raw[path] = str(node.value)
-    return yaml.SafeLoader("").construct_object(node)
+    return _SCALARS.construct_object(node)
 
 
 def load_located(text: str, source: str = "<string>") -> Located:
