@@ -223,6 +223,7 @@ async def test_export_writes_files_kit_loads_back(synthetic_dataset: Path,
         model_path.write_text("keep me")
         await pilot.press("e")
         app.screen.query_one("#model-path").value = str(model_path)
+        app.screen.query_one("#simgrid-path").value = str(simgrid_dir)
         await pilot.click("#save")
         await pilot.pause(0.1)
         assert isinstance(app.screen, Confirm)
@@ -293,3 +294,29 @@ async def test_model_file_is_shown_without_refitting(synthetic_dataset: Path,
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_series(pilot, "tcp")
         assert screen.state.model.breakpoints_ == pytest.approx([3000.0])
+
+
+@sync
+async def test_compare_view_ranks_the_faster_transport(synthetic_dataset: Path) -> None:
+    from textual.widgets import DataTable
+
+    from tui.screens.compare import CompareScreen
+
+    app = ExplorerApp(synthetic_dataset)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+g")  # nothing marked and only two series: compares both
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        assert [k.get("transport") for k in screen.keys] == ["shm", "tcp"]
+        table = screen.query_one("#best", DataTable)
+        assert table.row_count >= 20
+        # shm (A) is 4x faster at every size: best everywhere, and tcp never within 5 %.
+        bests = {table.get_row_at(i)[1] for i in range(table.row_count)}
+        withins = {table.get_row_at(i)[3] for i in range(table.row_count)}
+        assert bests == {"A"} and withins == {"A"}
+        await pilot.press("plus")
+        assert "10 %" in str(table.columns[list(table.columns)[3]].label)
+        await pilot.press("escape")
+        assert isinstance(app.screen, BrowserScreen)
