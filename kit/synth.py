@@ -151,10 +151,11 @@ def sample(truth: Truth, n: int, lo: float = 1, hi: float = 2**20, *, grid: int 
 
 
 def ethernet_like() -> Truth:
-    """Three regimes shaped like a 10 GbE TCP ping-pong: constant latency, a two-band middle
-    whose slow share grows with size, a jump at 64 KiB to a linear rendezvous regime."""
+    """Three regimes shaped like a 10 GbE TCP ping-pong: constant latency, a jump to a
+    two-band middle whose slow share grows with size, a jump at 64 KiB to a linear
+    rendezvous regime."""
     return Truth([
-        TrueRegime(1, "constant", {"a": 16e-6}, TrueNoise("lognormal", 0.05)),
+        TrueRegime(1, "constant", {"a": 11e-6}, TrueNoise("lognormal", 0.05)),
         TrueRegime(128, "power", {"a": 4e-6, "b": 0.3}, TrueNoise("lognormal", 0.06),
                    band=TrueBand("power", {"a": 16e-6, "b": 0.3}, -9.0, 1.0)),
         TrueRegime(65537, "linear", {"a": 60e-6, "b": 1.0 / 1.1e9}, TrueNoise("gamma", 0.08)),

@@ -152,7 +152,7 @@ class RegimeModel(BaseEstimator):
                        for k in range(len(edges) - 1)]
             regimes, breakpoints = self._merge_pass(regimes, list(edges), si, ti,
                                                     lambda a, b: fit_between(a, b, None, True), rng)
-            breakpoints = self._refine(regimes, breakpoints, si, ti)
+            breakpoints = self._refine(regimes, breakpoints, si, ti, min_support)
             edges = np.r_[-np.inf, breakpoints, np.inf]
             fam_list = [None] * (len(edges) - 1)
         regimes = [fit_between(edges[k], edges[k + 1], fam_list[k]) for k in range(len(edges) - 1)]
@@ -267,9 +267,10 @@ class RegimeModel(BaseEstimator):
         return labels
 
     @staticmethod
-    def _refine(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: NDArray
-                ) -> list[float]:
-        """Move each found boundary to the best split of the raw samples near it."""
+    def _refine(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: NDArray,
+                min_support: int) -> list[float]:
+        """Move each found boundary to the best split of the raw samples near it (keeping
+        every regime's minimum support)."""
         out = list(breakpoints)
         for k, bp in enumerate(breakpoints):
             lo_s = max(bp / REFINE_FACTOR, regimes[k].size_min)
@@ -280,7 +281,10 @@ class RegimeModel(BaseEstimator):
             s, lt = si[lo:hi], np.log(ti[lo:hi])
             i = refine_boundary(s, lt, np.log(regimes[k].curve(s)), np.log(regimes[k + 1].curve(s)))
             if 0 < i < len(s):
-                out[k] = float(s[i])
+                trial = [*out[:k], float(s[i]), *out[k + 1:]]
+                counts = np.diff(np.searchsorted(si, [-np.inf, *trial, np.inf], side="left"))
+                if counts.min() >= min_support:
+                    out = trial
         return out
 
     def _breakpoints(self, si: NDArray, ti: NDArray, min_support: int) -> list[float]:

@@ -21,6 +21,7 @@ from kit.model.regime import Overlap, Regime
 WINDOW_FACTOR = 4.0
 EDGE = 0.02
 MAX_OVERLAP_SAMPLES = 20000
+MIN_WINDOW_SAMPLES = 20
 #: Distance between the regimes' curves at the boundary, in noise widths, below which the
 #: share of each cannot be told apart.
 MIN_SEPARATION = 3.0
@@ -80,8 +81,10 @@ def fit_overlap(left: Regime, right: Regime, boundary: float, size: NDArray,
     # A sharp switch also yields a (steep) logistic; only samples on the "wrong" side of the
     # centre, clearly following the other regime, show a real overlap.
     xs = np.log(np.maximum(s, 1.0))
-    wrong = int(np.sum((xs < center_x) & (own > 0.9)) + np.sum((xs > center_x) & (own < 0.1)))
-    if len(np.unique(s[inside])) < 2 or wrong < max(5, 0.02 * int(inside.sum())):
+    wrong = int(np.sum(inside & (xs < center_x) & (own > 0.9))
+                + np.sum(inside & (xs > center_x) & (own < 0.1)))
+    if (int(inside.sum()) < MIN_WINDOW_SAMPLES or len(np.unique(s[inside])) < 2
+            or wrong < max(5, 0.02 * int(inside.sum()))):
         return None
     n_in = int(inside.sum())
     share_r = float(np.mean(r[inside]))
