@@ -17,9 +17,9 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 
 from kit.errors import ModelError
-from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, fit_family
-from kit.model.mixture import detect_bands
-from kit.model.noise import Noise, fit_noise
+from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, evaluate, fit_family
+from kit.model.mixture import assign_bands, detect_bands
+from kit.model.noise import NOISE_FAMILIES, Noise, fit_noise
 from kit.model.outliers import flag_outliers
 from kit.model.overlap import fit_overlap
 from kit.model.predictive import cdf as _cdf
@@ -317,49 +317,41 @@ class RegimeModel(BaseEstimator):
         top = min(v[0] for v in fits.values())
         best = min((f for f in fits if fits[f][0] <= top + 2.0),
                    key=lambda f: (N_PARAMS[f], fits[f][0]))
-        reg = Regime(0.0, 0.0, best, fits[best][1], noise=None,  # type: ignore[arg-type]
-                     n_samples=len(s), aic={f: v[0] for f, v in fits.items()})
-        noise_fams = ("lognormal", "gmm") if quick and self.noise else None
-        noise_fams = noise_fams if self.noise else ("lognormal",)
-        reg.noise = self._noise(t / reg.curve(s), rng, noise_fams)
+        if not self.noise:
+            noise_fams: tuple[str, ...] = ("lognormal",)
+        else:
+            noise_fams = ("lognormal", "gmm") if quick else NOISE_FAMILIES
+        params = fits[best][1]
+        noise = fit_noise(t / evaluate(best, params, s), rng, noise_fams)
+        reg = Regime(0.0, 0.0, best, params, noise, n_samples=len(s),
+                     aic={f: v[0] for f, v in fits.items()})
         if self.mixture and len(s) >= MIN_MIXTURE_SAMPLES and nb >= 3:
-            x, y = np.log(np.maximum(s, 1.0)), np.log(t)
-            def baseline(xb: NDArray, yb: NDArray) -> tuple[float, int]:
-                # ln-time density of curve × noise: ln p(t) + ln t, with t = exp(yb).
-                tb = np.exp(yb)
-                curve = reg.curve(np.exp(xb))
-                ll = float(np.sum(reg.noise.logpdf(tb / curve) - np.log(curve) + yb))
-                return ll, N_PARAMS[reg.family] + _noise_params(reg.noise)
-
-            bands = detect_bands(x, y, rng, baseline)
-            if bands is not None:
-                comps = []
-                resp = self._responsibilities(bands, x, y)
-                for k in range(2):
-                    params = {"a": float(np.exp(bands.lines[k, 0])), "b": float(bands.lines[k, 1])}
-                    mine = resp == k
-                    ratio = t[mine] / (params["a"] * np.maximum(s[mine], 1.0) ** params["b"])
-                    comps.append(Component("power", params, self._noise(ratio, rng, noise_fams),
-                                           float(np.mean(mine))))
-                reg.components = comps
-                reg.weight = {"intercept": float(bands.weight[0]), "slope": float(bands.weight[1])}
+            self._add_bands(reg, s, t, rng, noise_fams)
         return reg
 
     @staticmethod
-    def _responsibilities(bands: Any, x: NDArray, y: NDArray) -> NDArray:
-        """Hard band assignment of every sample (EM may have run on a subsample)."""
-        from scipy.special import expit
+    def _add_bands(reg: Regime, s: NDArray, t: NDArray, rng: np.random.Generator,
+                   noise_fams: tuple[str, ...]) -> None:
+        """Turn ``reg`` into a two-band regime if its raw samples hold two bands."""
+        x, y = np.log(np.maximum(s, 1.0)), np.log(t)
 
-        w1 = np.clip(expit(bands.weight[0] + bands.weight[1] * x), 1e-12, 1 - 1e-12)
-        mu = bands.lines[:, 0][None, :] + bands.lines[:, 1][None, :] * x[:, None]
-        lp = -0.5 * ((y[:, None] - mu) / bands.sigmas) ** 2 - np.log(bands.sigmas)
-        lp[:, 0] += np.log1p(-w1)
-        lp[:, 1] += np.log(w1)
-        return np.argmax(lp, axis=1)
+        def baseline(xb: NDArray, yb: NDArray) -> tuple[float, int]:
+            # ln-time density of curve × noise: ln p(t) + ln t, with t = exp(yb).
+            curve = reg.curve(np.exp(xb))
+            ll = float(np.sum(reg.noise.logpdf(np.exp(yb) / curve) - np.log(curve) + yb))
+            return ll, N_PARAMS[reg.family] + _noise_params(reg.noise)
 
-    @staticmethod
-    def _noise(ratio: NDArray, rng: np.random.Generator, fams: tuple[str, ...] | None):
-        return fit_noise(ratio, rng) if fams is None else fit_noise(ratio, rng, fams)
+        bands = detect_bands(x, y, rng, baseline)
+        if bands is None:
+            return
+        owner = assign_bands(bands, x, y)
+        for k in range(2):
+            params = {"a": float(np.exp(bands.lines[k, 0])), "b": float(bands.lines[k, 1])}
+            mine = owner == k
+            ratio = t[mine] / evaluate("power", params, s[mine])
+            reg.components.append(Component("power", params, fit_noise(ratio, rng, noise_fams),
+                                            float(np.mean(mine))))
+        reg.weight = {"intercept": float(bands.weight[0]), "slope": float(bands.weight[1])}
 
     # --------------------------------------------------------------- prediction
     def _check_fitted(self) -> None:

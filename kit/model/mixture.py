@@ -99,6 +99,16 @@ def fit_bands(x: NDArray, y: NDArray, rng: np.random.Generator, iters: int = 60)
     return BandFit(lines, sig, weight, r, ll)
 
 
+def assign_bands(fit: BandFit, x: NDArray, y: NDArray) -> NDArray:
+    """Band (0 fast, 1 slow) of every sample by posterior (EM may have run on a subsample)."""
+    w1 = np.clip(expit(fit.weight[0] + fit.weight[1] * x), 1e-12, 1 - 1e-12)
+    mu = fit.lines[:, 0][None, :] + fit.lines[:, 1][None, :] * x[:, None]
+    lp = -0.5 * ((y[:, None] - mu) / fit.sigmas) ** 2 - np.log(fit.sigmas)
+    lp[:, 0] += np.log1p(-w1)
+    lp[:, 1] += np.log(w1)
+    return np.argmax(lp, axis=1)
+
+
 #: Log-likelihood of ln time (and its parameter count) under the single-curve alternative.
 Baseline = Callable[[NDArray, NDArray], tuple[float, int]]
 
