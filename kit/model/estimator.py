@@ -1,10 +1,12 @@
 """``RegimeModel``: the scikit-learn style estimator tying the engine together.
 
 fit: validate → flag outliers per size neighbourhood → per-size summaries → exact DP
-segmentation on ln size (K by BIC, or user breakpoints) → per regime: family by AIC on
-robust fits to per-size medians, two-band mixture if the raw samples hold one, noise on
-time / curve by ML + AIC → overlaps at each boundary by EM. Every step after the outlier
-flags works on summaries or bounded subsamples, so the cost grows little beyond sorting.
+segmentation on ln size (K by BIC, or user breakpoints) → merge neighbours that one
+(two-band) regime explains better on the raw samples (BIC) → refine each boundary to the
+sample → per regime: family by AIC on robust fits to per-size medians, two-band mixture if
+the raw samples hold one, noise on time / curve by ML + AIC → overlaps at each boundary by
+EM, refitting regimes on the samples they own. Every step after the outlier flags works on
+summaries or bounded subsamples, so the cost grows little beyond sorting.
 """
 
 from __future__ import annotations
@@ -157,31 +159,7 @@ class RegimeModel(BaseEstimator):
             fam_list = [None] * (len(edges) - 1)
         regimes = [fit_between(edges[k], edges[k + 1], fam_list[k]) for k in range(len(edges) - 1)]
         if self.overlap:
-            overlaps = self._overlaps(regimes, breakpoints, si, ti)
-            for rnd in range(OVERLAP_ROUNDS):
-                if not any(overlaps):
-                    break
-                # Samples of the other regime inside a window would otherwise be fitted as
-                # a band or noise tail of this one: refit on the samples each regime owns
-                # (all noise families only in the last round).
-                labels = self._owners(regimes, breakpoints, overlaps, si, ti)
-                quick = rnd < OVERLAP_ROUNDS - 1
-                for k, reg in enumerate(regimes):
-                    near = (k > 0 and overlaps[k - 1]) or (k < len(overlaps) and overlaps[k])
-                    mine = labels == k
-                    if near and mine.sum() >= min_support:
-                        new = self._fit_regime(si[mine], ti[mine], fam_list[k], rng, quick)
-                        new.size_min, new.size_max = reg.size_min, reg.size_max
-                        new.n_outliers = reg.n_outliers
-                        regimes[k] = new
-                overlaps = self._overlaps(regimes, breakpoints, si, ti)
-            for k, ov in enumerate(overlaps):
-                regimes[k].overlap = ov
-                if ov is not None and self.breakpoints is None:
-                    # A found boundary sits where the summary moved; with an overlap the
-                    # natural boundary is where each regime holds half of the samples.
-                    bp = float(np.clip(ov.center, regimes[k].size_min, regimes[k + 1].size_max))
-                    breakpoints[k] = regimes[k].size_max = regimes[k + 1].size_min = bp
+            self._fit_overlaps(regimes, breakpoints, si, ti, fam_list, min_support, rng)
 
         mask = np.zeros(len(s), dtype=bool)
         mask[order] = out_sorted
@@ -192,6 +170,45 @@ class RegimeModel(BaseEstimator):
         self.n_samples_ = len(s)
         self.validation_: dict[str, Any] = {}
         return self
+
+    def _fit_overlaps(self, regimes: list[Regime], breakpoints: list[float], si: NDArray,
+                      ti: NDArray, fam_list: list[str | None], min_support: int,
+                      rng: np.random.Generator) -> None:
+        """Overlap windows at each boundary (in place); found boundaries move to their centre."""
+        def refit(k: int, mine: NDArray, quick: bool) -> None:
+            new = self._fit_regime(si[mine], ti[mine], fam_list[k], rng, quick)
+            new.size_min, new.size_max = regimes[k].size_min, regimes[k].size_max
+            new.n_outliers = regimes[k].n_outliers
+            regimes[k] = new
+
+        overlaps = self._overlaps(regimes, breakpoints, si, ti)
+        refitted: set[int] = set()
+        for _ in range(OVERLAP_ROUNDS):
+            if not any(overlaps):
+                break
+            # Samples of the other regime inside a window would otherwise be fitted as
+            # a band or noise tail of this one: refit on the samples each regime owns,
+            # with the two quick noise families while the windows still move.
+            labels = self._owners(regimes, breakpoints, overlaps, si, ti)
+            for k in range(len(regimes)):
+                near = (k > 0 and overlaps[k - 1]) or (k < len(overlaps) and overlaps[k])
+                if near and np.sum(labels == k) >= min_support:
+                    refit(k, labels == k, True)
+                    refitted.add(k)
+            overlaps = self._overlaps(regimes, breakpoints, si, ti)
+        labels = self._owners(regimes, breakpoints, overlaps, si, ti)
+        for k in sorted(refitted):  # final noise with every family
+            if np.sum(labels == k) >= min_support:
+                refit(k, labels == k, False)
+        if refitted:
+            overlaps = self._overlaps(regimes, breakpoints, si, ti)
+        for k, ov in enumerate(overlaps):
+            regimes[k].overlap = ov
+            if ov is not None and self.breakpoints is None:
+                # A found boundary sits where the summary moved; with an overlap the
+                # natural boundary is where each regime holds half of the samples.
+                bp = float(np.clip(ov.center, regimes[k].size_min, regimes[k + 1].size_max))
+                breakpoints[k] = regimes[k].size_max = regimes[k + 1].size_min = bp
 
     @staticmethod
     def _merge_pass(regimes: list[Regime], edges: list[float], si: NDArray, ti: NDArray,
