@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.base import clone
 
 from kit import synth as S
@@ -134,3 +136,23 @@ def test_degenerate_single_size_gives_constant_model():
     # Identical times: a near-degenerate lognormal keeps sampling defined.
     flat = RegimeModel().fit([8, 8, 8, 8, 8, 8], [2e-6] * 6)
     assert np.allclose(flat.sample([8], 3, random_state=0), 2e-6, rtol=1e-4)
+
+
+@settings(max_examples=15, deadline=None)
+@given(n_sizes=st.integers(1, 40), reps=st.integers(1, 8), jump=st.floats(0.5, 5.0),
+       spread=st.floats(0.0, 0.5), seed=st.integers(0, 2**16))
+def test_any_positive_input_fits_or_fails_cleanly(n_sizes, reps, jump, spread, seed):
+    """Arbitrary small series: a model with ordered positive quantiles, or a ModelError."""
+    rng = np.random.default_rng(seed)
+    sizes = np.repeat(np.unique(rng.integers(0, 2**20, n_sizes)), reps)
+    base = np.where(sizes < 4096, 2e-6, 2e-6 * jump) + sizes / 1e9
+    times = base * rng.lognormal(0.0, spread, len(sizes))
+    try:
+        model = RegimeModel().fit(sizes, times)
+    except ModelError as err:
+        assert "samples" in str(err)
+        return
+    q = model.predict_quantiles(sizes, [0.05, 0.5, 0.95])
+    assert np.all(np.isfinite(q)) and np.all(q > 0)
+    assert np.all(np.diff(q, axis=1) >= 0)
+    assert np.all(model.sample(sizes[:3], 2, random_state=0) > 0)

@@ -130,8 +130,11 @@ def _em_gmm(lr: NDArray, k: int, iters: int = 80) -> tuple[NDArray, NDArray, NDA
     return w, mu, sd, ll
 
 
-def _fit_gmm(lr: NDArray, max_k: int = 3) -> tuple[dict, float, int]:
-    """Gaussian mixture (2-3 components) on ln r by BIC; returns params, loglik(r), n params."""
+def _fit_gmm(lr: NDArray, max_k: int = 3) -> tuple[dict, float, int] | None:
+    """Gaussian mixture (2-3 components) on ln r by BIC; returns params, loglik(r), n params.
+
+    None below 20 samples: too few to tell two components from one.
+    """
     best: tuple[float, dict, float, int] | None = None
     for k in range(2, max_k + 1):  # one component is the lognormal candidate
         if len(lr) < 10 * k:
@@ -143,8 +146,7 @@ def _fit_gmm(lr: NDArray, max_k: int = 3) -> tuple[dict, float, int]:
                   "sds": [float(v) for v in sd]}
         if best is None or bic < best[0]:
             best = (bic, params, ll - float(np.sum(lr)), n_par)
-    assert best is not None
-    return best[1], best[2], best[3]
+    return None if best is None else (best[1], best[2], best[3])
 
 
 def fit_noise(ratio: NDArray, rng: np.random.Generator,
@@ -168,7 +170,10 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
             if fam == "gmm":
                 # EM is the slowest candidate; half the samples pin 2-3 components well.
                 sub = r[: MAX_NOISE_SAMPLES // 2]
-                params, _, k = _fit_gmm(np.log(sub))
+                gmm = _fit_gmm(np.log(sub))
+                if gmm is None:
+                    continue
+                params, _, k = gmm
                 ll = float(np.sum(Noise("gmm", params).logpdf(r)))
             else:
                 dist, shapes = _SCIPY[fam]
