@@ -169,6 +169,7 @@ class RegimeModel(BaseEstimator):
         self.n_outliers_ = int(mask.sum())
         self.n_samples_ = len(s)
         self.validation_: dict[str, Any] = {}
+        self.provenance_: dict[str, Any] = {}  # fit_dataset fills it; a refit forgets it
         return self
 
     def _fit_overlaps(self, regimes: list[Regime], breakpoints: list[float], si: NDArray,
