@@ -222,11 +222,13 @@ def is_up(state_dir: Path | str | None = None) -> bool:
 
 
 def up(nodes: int = 1, state_dir: Path | str | None = None,
-       shape: tuple[str, str] | None = None, *, timeout: float = 900) -> Cluster:
+       shape: tuple[str, str] | None = None, *, layout: Layout | None = None,
+       timeout: float = 900) -> Cluster:
     """Start (or confirm) a local cluster of ``nodes`` nodes and return it.
 
     ``shape=(rate, burst)``, e.g. ``("1gbit", "256kb")``, puts tbf on every node's link
-    (only meaningful with ``nodes > 1``). Idempotent: on a running cluster it changes nothing.
+    (only meaningful with ``nodes > 1``). ``layout`` overrides the ports/subnet/names otherwise
+    derived from the state dir. Idempotent: on a running cluster it changes nothing.
     Debian packages are installed only when a daemon binary is missing.
     """
     _require_root("kit.localcluster.up")
@@ -241,7 +243,7 @@ def up(nodes: int = 1, state_dir: Path | str | None = None,
                         where="kit.localcluster.up", hint="pass nodes=2, or shape=None")
     state = Path(state_dir) if state_dir else default_state_dir(nodes)
     extra: dict[str, object] = {
-        **layout_for(state).playbook_vars(),
+        **(layout or layout_for(state)).playbook_vars(),
         "local_slurm_state_dir": str(state),
         "local_slurm_nodes": nodes,
         "local_slurm_shape_rate": shape[0] if shape else "",

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -232,3 +233,25 @@ def test_slurm_cluster_fixture_runs_a_two_task_job(slurm_cluster: localcluster.C
                              "srun bash -c 'echo task $SLURM_PROCID'\n", tmp_path)
     assert state == "COMPLETED", out
     assert sorted(out.split()) == ["0", "1", "task", "task"]
+
+
+@_cluster_test
+def test_up_failure_names_the_task_and_the_daemons_reason(tmp_path: Path) -> None:
+    """A port someone else holds: slurmctld dies; the error says which task and why."""
+    state = Path("/tmp/pt2pt-lctest-busy")
+    with socket.socket() as busy, socket.socket() as spare:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        spare.bind(("0.0.0.0", 0))
+        ports = busy.getsockname()[1], spare.getsockname()[1]
+        spare.close()
+        layout = localcluster.Layout("ptbusy", *ports, "10.213.251.0/24", "ptbusy", "ptbn")
+        try:
+            with pytest.raises(UserError) as err:
+                localcluster.up(nodes=1, state_dir=state, layout=layout)
+        finally:
+            localcluster.down(state)
+    text = err.value.paragraph()
+    assert "Start slurmctld" in text and "Address already in use" in text
+    assert not state.exists()
+    state.with_name(state.name + ".ansible-up.log").unlink()

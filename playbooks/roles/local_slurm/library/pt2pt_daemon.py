@@ -94,11 +94,31 @@ def _tail(path: str | None, lines: int = 15) -> str:
         return ""
 
 
-def _wait(cond, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+def _log_size(path: str | None) -> int:
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
+
+
+def _log_since(path: str | None, offset: int) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            fh.seek(offset)
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def _wait(cond, timeout: float, give_up=lambda: False) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
             return True
+        if give_up():
+            break
         time.sleep(0.05)
     return bool(cond())
 
@@ -115,6 +135,7 @@ def start(module: AnsibleModule) -> dict[str, object]:
     # A stale pid file would satisfy the wait below with the wrong pid; drop it first.
     if os.path.exists(p["pidfile"]):
         os.unlink(p["pidfile"])
+    log_offset = _log_size(p["log"])
     # Output goes to a file, not a pipe: a daemon that kept an inherited pipe open would
     # make us wait for EOF forever.
     with tempfile.TemporaryFile(mode="w+") as out:
@@ -129,9 +150,14 @@ def start(module: AnsibleModule) -> dict[str, object]:
     def up() -> bool:
         return is_ours(_read_pid(p["pidfile"]), p["exe"], p["match"])
 
-    if not _wait(up, p["timeout"]):
-        module.fail_json(msg=f"{p['name']} did not stay up within {p['timeout']} s "
-                         f"(no live process in {p['pidfile']}); see {p['log'] or 'its log'}",
+    def fatal() -> bool:  # Slurm daemons log "fatal:" and exit: no need to wait it out
+        return "fatal:" in _log_since(p["log"], log_offset)
+
+    if not _wait(up, p["timeout"], fatal):
+        new_log = _log_since(p["log"], log_offset).strip().splitlines()
+        said = f"; its log says: {' | '.join(new_log[-2:])}" if new_log else ""
+        module.fail_json(msg=f"{p['name']} did not stay up (no live process in "
+                         f"{p['pidfile']}){said}; see {p['log'] or 'its log'}",
                          log_tail=_tail(p["log"]), cmd=p["command"])
     return {"changed": True, "pid": _read_pid(p["pidfile"])}
 
