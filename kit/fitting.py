@@ -51,13 +51,21 @@ def select_series(dataset: str | Path, series: dict[str, str] | None = None
     if unknown:
         raise ModelError(f"unknown series key {unknown[0]!r}", where="series",
                          hint=f"use {', '.join(SELECTOR_KEYS)}")
-    lf = ds.scan(dataset).filter((pl.col("stat").cast(pl.String) == "raw") & ~pl.col("warmup"))
+    selected = ds.scan(dataset)
     for k, v in series.items():
-        lf = lf.filter(pl.col(k).cast(pl.String) == v)
+        selected = selected.filter(pl.col(k).cast(pl.String) == v)
+    lf = selected.filter((pl.col("stat").cast(pl.String) == "raw") & ~pl.col("warmup"))
     keys = list(SELECTOR_KEYS)
     found = (lf.group_by([pl.col(k).cast(pl.String) for k in keys]).agg(n=pl.len())
              .sort(keys).collect())
     if found.height == 0:
+        stats = (selected.select(pl.col("stat").cast(pl.String).unique()).collect()
+                 .to_series().to_list())
+        if stats and "raw" not in stats:
+            kinds = ", ".join(sorted(stats))
+            raise ModelError(f"the selected rows hold only aggregates ({kinds}), not raw samples",
+                             where=str(dataset),
+                             hint="fit a series measured by the probe or another raw-timing tool")
         raise ModelError(f"no raw samples match {series or 'the dataset'}", where=str(dataset),
                          hint="list the series with 'pt2pt datasets' and pick one with --series")
     if found.height > 1:

@@ -117,3 +117,13 @@ def test_parse_selector():
     with pytest.raises(ModelError):
         parse_selector("op")
     assert parse_selector(None) == {}
+
+
+def test_aggregate_only_series_is_refused(fixtures_dir: Path, tmp_path: Path):
+    from kit.ingest import ingest
+
+    ds = tmp_path / "osu"
+    ingest([fixtures_dir / "osu" / "osu_latency_tcp_7.4.txt"], ds, campaign="osu",
+           transport="tcp")
+    with pytest.raises(ModelError, match=r"only aggregates \(mean\)"):
+        fit_dataset(ds)
