@@ -36,7 +36,6 @@ class Bins:
     median: NDArray  # median time (s)
     weight: NDArray  # weight of the bin's median in the fits
     count: NDArray  # samples in the bin
-    bin_of_sorted: NDArray  # bin id of each sample in size order
 
 
 def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BINS) -> Bins:
@@ -67,7 +66,7 @@ def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BI
     spread = (q[:, 2] - q[:, 0]) / 1.349
     floor = max(float(np.median(spread)), 1e-3)
     weight = counts / np.maximum(spread, floor) ** 2
-    return Bins(first, med_size, np.exp(q[:, 1]), weight, counts, bid)
+    return Bins(first, med_size, np.exp(q[:, 1]), weight, counts)
 
 
 def refine_boundary(size: NDArray, log_time: NDArray, left: NDArray, right: NDArray) -> int:
