@@ -74,9 +74,11 @@ async def settle(pilot: Pilot, rounds: int = 400) -> None:
         await pilot.pause(0.05)
         screen = app.screen
         busy = any(w.is_running for w in app.workers)
-        pending = getattr(screen, "_refit_timer", None) is not None
-        loading = isinstance(screen, SeriesScreen) and (screen.state is None or screen.fitting)
-        if not (busy or pending or loading):
+        working = isinstance(screen, SeriesScreen) and screen.busy
+        if not (busy or working):
+            # Let reactive updates (footer bindings after a focus change) reach the screen.
+            await pilot.wait_for_scheduled_animations()
+            await pilot.pause(0.2)
             return
     raise AssertionError("the explorer did not settle")
 

@@ -350,8 +350,20 @@ def _regime_errors(model: Any, index: int) -> dict[str, float]:
     validation = getattr(model, "validation_", None) or {}
     per_regime = validation.get("regimes") if isinstance(validation, dict) else None
     if isinstance(per_regime, list) and index < len(per_regime):
-        return _numbers(per_regime[index])
+        numbers = _numbers(per_regime[index])
+        return {k: v for k, v in numbers.items() if k not in ("size_min", "size_max")}
     return {}
+
+
+def validate(model: Any, samples: Samples) -> None:
+    """Held-out validation by kit.validate, stored in ``model.validation_`` (per regime too).
+
+    It refits a copy on a training split, so it costs about one more fit: the series view
+    runs it in the background once the user stops editing.
+    """
+    from kit.validate import validate_into
+
+    validate_into(model, samples.size, samples.time, random_state=0)
 
 
 def curve(model: Any, size_lo: float, size_hi: float, n: int = 240) -> tuple[np.ndarray, ...]:

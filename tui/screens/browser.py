@@ -101,7 +101,9 @@ class BrowserScreen(HelpMixin, Screen[None]):
         self.app.call_from_thread(self._rows_loaded, path, rows)
 
     def _load_failed(self, path: Path, err: UserError) -> None:
-        self.query_one(DataTable).loading = False
+        table = self.query_one(DataTable)
+        table.loading = False
+        table.focus()
         notify_error(self, err)
         if self.session.dataset is None:
             self._status(f"Could not open {path}: press ctrl+o to open another dataset.")
@@ -114,7 +116,9 @@ class BrowserScreen(HelpMixin, Screen[None]):
             self.marked.clear()
         self.session.dataset = path
         self.session.rows = rows
-        self.query_one(DataTable).loading = False
+        table = self.query_one(DataTable)
+        table.loading = False
+        table.focus()  # the loading overlay took focus away
         self.refresh_table()
         self.sub_title = path.name  # the name only: full paths are long and machine-specific
         if len(rows) == 1:

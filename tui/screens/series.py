@@ -30,6 +30,7 @@ from tui.widgets.plot import Plot, format_bytes
 FINE_STEP = 2 ** 0.125  # one eighth of an octave
 COARSE_STEP = 2 ** 0.5
 REFIT_DELAY_S = 0.6
+VALIDATE_DELAY_S = 1.0  # validation refits a copy: wait until the user stops editing
 
 
 def _fmt_params(params: dict[str, float | list[float]]) -> str:
@@ -42,6 +43,15 @@ def _fmt_params(params: dict[str, float | list[float]]) -> str:
 def _range(lo: float, hi: float) -> str:
     hi_s = "∞" if not math.isfinite(hi) else format_bytes(hi)
     return f"[{format_bytes(lo)}, {hi_s})"
+
+
+_VALIDATION_ROWS = (
+    ("CRPS / floor", "crps_over_floor", lambda x: f"{x:.2f}"),
+    ("Hockney / floor", "hockney_crps_over_floor", lambda x: f"{x:.2f}"),
+    ("median error", "median_err", lambda x: f"{x * 100:.1f} %"),
+    ("p5-p95 coverage", "coverage", lambda x: f"{x * 100:.0f} % (90 ideal)"),
+    ("sizes scored", "n_sizes", lambda x: f"{x:.0f}"),
+)
 
 
 class SeriesScreen(HelpMixin, Screen[None]):
@@ -83,8 +93,16 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self.sel_regime = 0
         self._generation = 0
         self._refit_timer: Timer | None = None
+        self._validate_timer: Timer | None = None
+        self.validating = False
         self.fitting = False
         self.preview = False  # the model shown is a quick preview; the full fit is running
+
+    @property
+    def busy(self) -> bool:
+        """Work is under way or scheduled (tests and benchmarks wait for this to clear)."""
+        return (self.state is None or self.fitting or self.validating
+                or self._refit_timer is not None or self._validate_timer is not None)
 
     @property
     def state(self) -> SeriesState | None:
@@ -149,9 +167,10 @@ class SeriesScreen(HelpMixin, Screen[None]):
         state = self.state
         if state is None:
             return
-        if self._refit_timer is not None:
-            self._refit_timer.stop()
-            self._refit_timer = None
+        for timer in (self._refit_timer, self._validate_timer):
+            if timer is not None:
+                timer.stop()
+        self._refit_timer = self._validate_timer = None
         self._generation += 1
         self.fitting = True
         self.query_one("#fit-busy").display = True
@@ -192,6 +211,34 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self.preview = not final
         self.query_one("#fit-busy").display = not final
         self._adopt(model)
+        if final and not getattr(model, "validation_", None):
+            self._validate_timer = self.set_timer(
+                VALIDATE_DELAY_S, lambda: self._start_validation(generation, model))
+
+    def _start_validation(self, generation: int, model: Any) -> None:
+        self._validate_timer = None
+        state = self.state
+        if generation != self._generation or state is None:
+            return
+        self.validating = True
+        self._validate(generation, model, state)
+
+    @work(thread=True, exclusive=True, group="validate")
+    def _validate(self, generation: int, model: Any, state: SeriesState) -> None:
+        try:
+            data.validate(model, state.samples)
+        except UserError as err:
+            self.app.call_from_thread(self._validated, generation, err)
+            return
+        self.app.call_from_thread(self._validated, generation, None)
+
+    def _validated(self, generation: int, err: UserError | None) -> None:
+        self.validating = False
+        if generation != self._generation:
+            return
+        if err is not None:
+            self.notify(f"Validation skipped: {err.paragraph()}", severity="warning")
+        self.redraw()
 
     def _adopt(self, model: Any) -> None:
         state = self.state
@@ -272,10 +319,12 @@ class SeriesScreen(HelpMixin, Screen[None]):
             text.append("samples ", "bold").append(f"{v.n_samples:,}\n")
         if v.overlap:
             text.append("overlap ", "bold").append(_range(*v.overlap) + "\n")
-        if v.errors:
-            text.append("validation\n", "bold")
-            for k, val in v.errors.items():
-                text.append(f"  {k}: {val:.3g}\n")
+        text.append("\nheld-out validation\n", "bold")
+        if not v.errors:
+            text.append("  running…\n" if self.validating else "  –\n", "dim")
+        for label, key, fmt in _VALIDATION_ROWS:
+            if key in v.errors:
+                text.append(f"  {label:<18}").append(fmt(v.errors[key]) + "\n")
         return text
 
     # ------------------------------------------------------------------ actions

@@ -64,7 +64,8 @@ def format_bytes(v: float) -> str:
     for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if v >= scale * 0.9995:  # 1048575 B reads "1M", not "1.02e+03K"
             q = v / scale
-            return f"{q:.0f}{unit}" if abs(q - round(q)) < 1e-9 else f"{q:.3g}{unit}"
+            exact = abs(q - round(q)) < 1e-9
+            return f"{q:.0f}{unit}" if exact or q >= 100 else f"{q:.3g}{unit}"
     return f"{v:.0f}"
 
 
