@@ -100,7 +100,9 @@ def sample(tlist: list[Term], n_sizes: int, n: int, rng: np.random.Generator) ->
     W = np.stack([t[0] for t in tlist], axis=1)
     cum = np.cumsum(W / W.sum(axis=1, keepdims=True), axis=1)
     u = rng.random((n_sizes, n))
-    pick = np.minimum((u[:, :, None] > cum[:, None, :]).sum(axis=2), len(tlist) - 1)
+    pick = np.zeros((n_sizes, n), dtype=np.int64)
+    for k in range(len(tlist) - 1):  # term index = how many cumulative weights u exceeds
+        pick += u > cum[:, k:k + 1]
     for k, (_, scale, noise) in enumerate(tlist):
         m = pick == k
         cnt = int(m.sum())
