@@ -322,3 +322,23 @@ async def test_compare_view_ranks_the_faster_transport(synthetic_dataset: Path) 
         assert "10 %" in str(table.columns[list(table.columns)[3]].label)
         await pilot.press("escape")
         assert isinstance(app.screen, BrowserScreen)
+
+
+@sync
+async def test_series_too_small_to_fit_is_a_notification(refdata_dir: Path,
+                                                          tmp_path: Path) -> None:
+    """The calibration run's MPI_Wtime series holds one sample: kit cannot fit it."""
+    dataset = tmp_path / "graphene"
+    ingest([refdata_dir / "platform-calibration" / "graphene_eth_example"], dataset)
+    app = ExplorerApp(dataset)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_series(pilot, "wtime")
+        errors = [n for n in app._notifications if n.severity == "error"]
+        assert errors and "samples" in errors[-1].message
+        assert screen.state is not None and screen.state.model is None
+        await pilot.press("escape")
+        await settle(pilot)
+        await pilot.press("escape", *"pingpong", "enter")  # another series still opens
+        await settle(pilot)
+        assert isinstance(app.screen, SeriesScreen)
+        assert app.screen.state.model is not None
