@@ -37,7 +37,7 @@ MIN_SAMPLES = 5
 OVERLAP_ROUNDS = 3
 #: How far (factor in size) a found boundary may move when refined on raw samples.
 REFINE_FACTOR = 1.25
-#: Raw samples per comparison when deciding whether to merge neighbouring regimes.
+#: Raw samples per comparison (about) when deciding whether to merge neighbouring regimes.
 MAX_MERGE_SAMPLES = 20000
 #: Fewest samples for trying a two-band mixture in a regime.
 MIN_MIXTURE_SAMPLES = 200
@@ -223,12 +223,15 @@ class RegimeModel(BaseEstimator):
         which sees that one two-band regime describes the pieces at once.
         """
         cache: dict[tuple[float, float], tuple[Regime, float]] = {}
+        # One fixed subsample of all samples: both sides of a comparison must be scored on
+        # the same samples, or subsampling noise decides the merge.
+        keep = np.ones(len(si), dtype=bool)
+        if len(si) > MAX_MERGE_SAMPLES * 4:
+            keep = rng.random(len(si)) < MAX_MERGE_SAMPLES * 4 / len(si)
 
         def score(lo_e: float, hi_e: float, parts: list[Regime]) -> float:
             lo, hi = np.searchsorted(si, [lo_e, hi_e], side="left")
-            idx = np.arange(lo, hi)
-            if len(idx) > MAX_MERGE_SAMPLES:
-                idx = np.sort(rng.choice(idx, MAX_MERGE_SAMPLES, replace=False))
+            idx = lo + np.flatnonzero(keep[lo:hi])
             s, t = si[idx], ti[idx]
             bounds = [p.size_min for p in parts[1:]]
             which = np.searchsorted(bounds, s, side="right")
