@@ -38,7 +38,8 @@ def _run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     result = run_demo(Path(args.output), campaign=Path(args.campaign), quick=args.quick,
                       rerun=args.rerun, console=err)
-    out = Console()
+    # A log (CI, a pipe) gets the full table width instead of 80 columns.
+    out = Console() if sys.stdout.isatty() else Console(width=120)
     out.print(summary_table(result.series))
     out.print(f"dataset:  {result.dataset}")
     out.print(f"models:   {result.out / 'models'}")
