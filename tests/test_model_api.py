@@ -156,3 +156,16 @@ def test_any_positive_input_fits_or_fails_cleanly(n_sizes, reps, jump, spread, s
     assert np.all(np.isfinite(q)) and np.all(q > 0)
     assert np.all(np.diff(q, axis=1) >= 0)
     assert np.all(model.sample(sizes[:3], 2, random_state=0) > 0)
+
+
+def test_round_trip_with_uncomputable_aic(fitted):
+    """JSON has no infinity: an AIC that could not be computed survives as null."""
+    from kit.model.io import model_from_dict
+
+    model = clone(fitted).fit(*S.sample(TRUTH, 600, grid=20, seed=9))
+    model.regimes_[0].aic["linear"] = float("inf")
+    model.regimes_[0].noise.aic["fisk"] = float("inf")
+    text = dumps(model)
+    assert json.loads(text)["regimes"][0]["aic"]["linear"] is None
+    again = model_from_dict(json.loads(text))
+    assert dumps(again) == text and again.regimes_[0].aic["linear"] == float("inf")

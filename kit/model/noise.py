@@ -100,7 +100,8 @@ class Noise:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Noise:
-        return cls(family=d["family"], params=dict(d["params"]), aic=dict(d.get("aic", {})),
+        aic = {k: float("inf") if v is None else float(v) for k, v in d.get("aic", {}).items()}
+        return cls(family=d["family"], params=dict(d["params"]), aic=aic,
                    quantiles={k: dict(v) for k, v in d.get("quantiles", {}).items()},
                    n=int(d.get("n", 0)))
 

@@ -135,5 +135,6 @@ class Regime:
             weight={k: float(v) for k, v in mix["weight"].items()} if mix else {},
             overlap=Overlap.from_dict(d["overlap"]) if d.get("overlap") else None,
             n_samples=int(d.get("n_samples", 0)), n_outliers=int(d.get("n_outliers", 0)),
-            aic={k: float(v) for k, v in d.get("aic", {}).items()},
+            # JSON has no infinity: an AIC that could not be computed is written as null.
+            aic={k: float("inf") if v is None else float(v) for k, v in d.get("aic", {}).items()},
         )
