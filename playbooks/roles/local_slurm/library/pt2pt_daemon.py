@@ -16,6 +16,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -112,7 +113,12 @@ def _log_since(path: str | None, offset: int) -> str:
         return ""
 
 
-def _wait(cond, timeout: float, give_up=lambda: False) -> bool:  # type: ignore[no-untyped-def]
+def _never() -> bool:
+    return False
+
+
+def _wait(cond: Callable[[], bool], timeout: float,
+          give_up: Callable[[], bool] = _never) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
