@@ -47,7 +47,7 @@ def _wline(x: NDArray, y: NDArray, w: NDArray) -> NDArray:
     return np.array([my - b * mx, b])
 
 
-def _logistic_step(x: NDArray, r: NDArray, c: NDArray, steps: int = 3) -> NDArray:
+def logistic_step(x: NDArray, r: NDArray, c: NDArray, steps: int = 3) -> NDArray:
     """Newton steps of logistic regression on soft targets r (tiny ridge keeps it finite)."""
     X = np.stack([np.ones_like(x), x], axis=1)
     for _ in range(steps):
@@ -89,7 +89,7 @@ def fit_bands(x: NDArray, y: NDArray, rng: np.random.Generator, iters: int = 60)
             lines[k] = _wline(x, y, rk)
             res = y - (lines[k, 0] + lines[k, 1] * x)
             sig[k] = max(float(np.sqrt(np.sum(rk * res**2) / max(rk.sum(), 1e-12))), 1e-3)
-        c = _logistic_step(x_c, r, c)
+        c = logistic_step(x_c, r, c)
         if abs(ll - ll_old) < 1e-6 * len(x):
             break
         ll_old = ll

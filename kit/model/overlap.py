@@ -14,13 +14,16 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit, logit
 
-from kit.model.mixture import _logistic_step
+from kit.model.mixture import logistic_step
 from kit.model.regime import Overlap, Regime
 
 #: How far (factor in size) on each side of the boundary samples are used.
 WINDOW_FACTOR = 4.0
+#: The window is where the next regime's share lies in [EDGE, 1 - EDGE].
 EDGE = 0.02
+#: Samples for the EM; two logistic parameters need far fewer.
 MAX_OVERLAP_SAMPLES = 20000
+#: Fewest samples inside a window for it to count as an overlap.
 MIN_WINDOW_SAMPLES = 20
 #: Distance between the regimes' curves at the boundary, in noise widths, below which the
 #: share of each cannot be told apart.
@@ -42,13 +45,16 @@ def _separation(left: Regime, right: Regime, boundary: float) -> float:
 def fit_overlap(left: Regime, right: Regime, boundary: float, size: NDArray,
                 time: NDArray, iters: int = 40) -> Overlap | None:
     """Overlap of ``left`` and ``right`` from samples (``size``, ``time``) near ``boundary``."""
+    # Identifiable only if the two regimes differ at the boundary by several noise widths.
+    if _separation(left, right, boundary) < MIN_SEPARATION:
+        return None
     lo = max(boundary / WINDOW_FACTOR, left.size_min)
     hi = min(boundary * WINDOW_FACTOR, right.size_max)
     sel = (size >= lo) & (size <= hi)
     if sel.sum() < 20:
         return None
     s, t = size[sel], time[sel]
-    if len(s) > MAX_OVERLAP_SAMPLES:  # the two logistic parameters need far fewer
+    if len(s) > MAX_OVERLAP_SAMPLES:
         keep = np.sort(np.random.default_rng(0).choice(len(s), MAX_OVERLAP_SAMPLES, replace=False))
         s, t = s[keep], t[keep]
     x = np.log(np.maximum(s, 1.0))
@@ -64,13 +70,12 @@ def fit_overlap(left: Regime, right: Regime, boundary: float, size: NDArray,
         a, b = np.log1p(-w) + lp_l, np.log(w) + lp_r
         r = np.exp(b - np.logaddexp(a, b))
         r = np.nan_to_num(r, nan=0.5)
-        c_new = _logistic_step(xc, r, c, steps=2)
+        c_new = logistic_step(xc, r, c, steps=2)
         if np.allclose(c_new, c, atol=1e-6):
             c = c_new
             break
         c = c_new
-    # Identifiable only if the two regimes differ at the boundary by several noise widths.
-    if c[1] <= 0 or _separation(left, right, boundary) < MIN_SEPARATION:
+    if c[1] <= 0:  # the next regime's share must grow with size
         return None
     own = np.exp(lp_r - np.logaddexp(lp_l, lp_r))
     center_x = x0 - c[0] / c[1]
