@@ -87,7 +87,14 @@ def fit_dataset(dataset: str | Path, series: dict[str, str] | None = None,
     The model's ``provenance_`` names the dataset and series so that ``save_model`` records them.
     """
     chosen, size, time = select_series(dataset, series)
-    model = RegimeModel(**params).fit(size, time)
+    try:
+        model = RegimeModel(**params).fit(size, time)
+    except ModelError as err:
+        # Name the data rather than the Python call when the data is at fault.
+        where = err.where
+        if where is None or where.startswith("fit("):
+            where = f"{dataset} (series {_describe(chosen)})"
+        raise ModelError(err.message, where=where, hint=err.hint) from None
     model.provenance_ = {"dataset": str(Path(dataset).resolve()), "series": chosen,
                          "n_samples": len(size)}
     return model

@@ -127,3 +127,23 @@ def test_aggregate_only_series_is_refused(fixtures_dir: Path, tmp_path: Path):
            transport="tcp")
     with pytest.raises(ModelError, match=r"only aggregates \(mean\)"):
         fit_dataset(ds)
+
+
+def test_fit_errors_name_the_dataset_and_series(dataset: Path, capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path):
+    # Far more regimes than 6,620 samples can support with 2,000 samples each.
+    argv = ["fit", str(dataset), "--breakpoints", "10,100,1000", "--min-support", "2000",
+            "-o", str(tmp_path / "m.json")]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "breakpoints" in err and "minimum support 2000" in err
+    # Data faults name the dataset and the series (a zero time: a timer too coarse).
+    from kit.ingest import ingest
+
+    csv_file = tmp_path / "zero.csv"
+    csv_file.write_text("size,duration\n" + "".join(f"{s},{1e-6 if s != 3 else 0}\n"
+                                                    for s in range(1, 9)))
+    ds = tmp_path / "zero"
+    ingest([csv_file], ds, campaign="z")
+    with pytest.raises(ModelError, match=r"zero \(series campaign=z,.*1 of 8 times"):
+        fit_dataset(ds)
