@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kit import __version__
 from kit.errors import ModelError
 from kit.model.estimator import RegimeModel
@@ -30,6 +32,8 @@ def _clean(obj: Any) -> Any:
     """JSON-safe copy: numpy scalars to Python, non-finite floats to None."""
     if isinstance(obj, dict):
         return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        obj = obj.tolist()
     if isinstance(obj, list | tuple):
         return [_clean(v) for v in obj]
     if hasattr(obj, "item") and not isinstance(obj, str | bytes):
