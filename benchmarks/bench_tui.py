@@ -97,14 +97,17 @@ async def time_refit(dataset: Path, repeat: int) -> list[tuple[float, float]]:
                        and not app.screen.busy, timeout=600)
         screen = app.screen
         assert isinstance(screen, SeriesScreen)
-        await pilot.press("right")
+        await pilot.press("left")  # the last breakpoint: the wide regime above it stays valid
         for i in range(repeat):
             await wait_for(lambda: not screen.busy, timeout=600)  # validation done too
             old = screen.state.model  # type: ignore[union-attr]
             await pilot.press("l" if i % 2 == 0 else "h")
             t0 = time.perf_counter()
             await pilot.press("r")
-            t1 = await wait_for(lambda old=old: screen.state.model is not old)  # type: ignore[union-attr]
+            t1 = await wait_for(lambda old=old: screen.state.model is not old  # type: ignore[union-attr]
+                                or any(n.severity == "error" for n in app._notifications))
+            if screen.state.model is old:  # type: ignore[union-attr]
+                raise RuntimeError(f"refit failed: {list(app._notifications)[-1].message}")
             t2 = await wait_for(lambda: not screen.fitting, timeout=600)
             out.append((t1 - t0, t2 - t0))
     return out

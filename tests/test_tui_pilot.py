@@ -342,3 +342,17 @@ async def test_series_too_small_to_fit_is_a_notification(refdata_dir: Path,
         await settle(pilot)
         assert isinstance(app.screen, SeriesScreen)
         assert app.screen.state.model is not None
+
+
+@sync
+async def test_leaving_a_series_while_it_loads_is_harmless(synthetic_dataset: Path) -> None:
+    app = ExplorerApp(synthetic_dataset)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press(*"tcp", "enter", "escape")  # leave before load and fit finish
+        await settle(pilot)
+        assert isinstance(app.screen, BrowserScreen)
+        await pilot.press("enter")  # coming back fits what was loaded meanwhile
+        await settle(pilot)
+        assert isinstance(app.screen, SeriesScreen)
+        assert app.screen.state.model is not None

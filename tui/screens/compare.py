@@ -73,11 +73,14 @@ class CompareScreen(HelpMixin, Screen[None]):
 
     def _failed(self, err: UserError) -> None:
         notify_error(self, err)
-        self.dismiss()
+        if self.is_attached:
+            self.dismiss()
 
     def _loaded(self, states: list[SeriesState]) -> None:
         for key, state in zip(self.keys, states, strict=True):
             self.session.series.setdefault(key, state)
+        if not self.is_attached:
+            return
         self.states = states
         self.query_one("#compare-body").loading = False
         self.query_one(Plot).spec = figures.compare_spec([s.binned for s in states])

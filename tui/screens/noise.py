@@ -70,11 +70,12 @@ class NoiseScreen(HelpMixin, Screen[None]):
         self.app.call_from_thread(self._computed, regime, view)
 
     def _failed(self, err: UserError) -> None:
-        self.query_one("#noise-body").loading = False
         notify_error(self, err)
+        if self.is_attached:
+            self.query_one("#noise-body").loading = False
 
     def _computed(self, regime: int, view: data.NoiseView) -> None:
-        if regime != self.regime:
+        if regime != self.regime or not self.is_attached:
             return
         self.query_one("#noise-body").loading = False
         colour = figures.regime_colour(regime)

@@ -132,7 +132,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
             self.query_one("#plot").loading = True
             self._load()
         else:
-            self.redraw()
+            self._start_from(self.state)
 
     # ------------------------------------------------------------------ workers
 
@@ -150,14 +150,24 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     def _load_failed(self, err: UserError) -> None:
         notify_error(self, err)
+        if not self.is_attached:
+            return
         self.query_one("#plot").loading = False
         self.dismiss()
 
     def _loaded(self, state: SeriesState) -> None:
-        self.session.series[self.key] = state
+        self.session.series[self.key] = state  # kept even if the user already left
+        if not self.is_attached:
+            return
         self.query_one("#plot").loading = False
+        self._start_from(state)
+
+    def _start_from(self, state: SeriesState) -> None:
+        """Show the series; fit it unless a model is known (kept, or given with --model)."""
         file_model = self.session.file_model_for(self.key)
-        if file_model is not None:
+        if state.model is not None:
+            self.redraw()
+        elif file_model is not None:
             self._adopt(file_model)
         else:
             self.redraw()
@@ -197,7 +207,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
             self.app.call_from_thread(self._fitted, generation, model, True)
 
     def _fit_failed(self, generation: int, err: UserError) -> None:
-        if generation != self._generation:
+        if generation != self._generation or not self.is_attached:
             return
         self.fitting = False
         self.query_one("#fit-busy").display = False
@@ -205,8 +215,8 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self.redraw()
 
     def _fitted(self, generation: int, model: Any, final: bool = True) -> None:
-        if generation != self._generation:
-            return  # a newer edit is being fitted
+        if generation != self._generation or not self.is_attached:
+            return  # a newer edit is being fitted, or the user left this series
         self.fitting = not final
         self.preview = not final
         self.query_one("#fit-busy").display = not final
@@ -234,7 +244,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     def _validated(self, generation: int, err: UserError | None) -> None:
         self.validating = False
-        if generation != self._generation:
+        if generation != self._generation or not self.is_attached:
             return
         if err is not None:
             self.notify(f"Validation skipped: {err.paragraph()}", severity="warning")
@@ -285,11 +295,9 @@ class SeriesScreen(HelpMixin, Screen[None]):
         table.clear()
         views = data.regimes(state.model) if state.model is not None else []
         for v in views:
-            fam = v.family
-            if not state.edited or v.index >= len(state.families):
-                pass
-            elif state.families[v.index] and state.families[v.index] != v.family:
-                fam = f"{v.family}→{state.families[v.index]}"
+            wanted = state.families[v.index] if v.index < len(state.families) else None
+            # An edited family shows as "fitted→wanted" until the refit lands.
+            fam = f"{v.family}→{wanted}" if wanted and wanted != v.family else v.family
             table.add_row(Text("■", style=figures.regime_colour(v.index)) + f" {v.index}",
                           _range(v.size_min, v.size_max), fam, v.noise_family)
         if views:
