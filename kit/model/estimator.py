@@ -33,6 +33,8 @@ from kit.model.segmentation import choose_segmentation, make_bins, refine_bounda
 
 #: Fewest samples a model can be fitted to.
 MIN_SAMPLES = 5
+#: Extra regimes the DP may propose beyond max_regimes (the merge pass removes them).
+SEARCH_EXTRA = 4
 #: Refit rounds alternating sample ownership in overlap windows and the overlap EM.
 OVERLAP_ROUNDS = 3
 #: How far (factor in size) a found boundary may move when refined on raw samples.
@@ -153,7 +155,8 @@ class RegimeModel(BaseEstimator):
             regimes = [fit_between(edges[k], edges[k + 1], None, True)
                        for k in range(len(edges) - 1)]
             regimes, breakpoints = self._merge_pass(regimes, list(edges), si, ti,
-                                                    lambda a, b: fit_between(a, b, None, True), rng)
+                                                    lambda a, b: fit_between(a, b, None, True), rng,
+                                                    int(self.max_regimes))
             breakpoints = self._refine(regimes, breakpoints, si, ti, min_support)
             edges = np.r_[-np.inf, breakpoints, np.inf]
             fam_list = [None] * (len(edges) - 1)
@@ -213,14 +216,16 @@ class RegimeModel(BaseEstimator):
 
     @staticmethod
     def _merge_pass(regimes: list[Regime], edges: list[float], si: NDArray, ti: NDArray,
-                    fit_between: Any, rng: np.random.Generator
+                    fit_between: Any, rng: np.random.Generator, max_regimes: int
                     ) -> tuple[list[Regime], list[float]]:
         """Merge neighbours while one regime (with bands) explains their raw samples better.
 
         The DP sees per-size summaries only: where a slow band's share drifts with size, or
         two regimes overlap, the summary drifts too and the DP cuts it into pieces. Here
         the full densities (curve × noise, bands) are compared on the raw samples by BIC,
-        which sees that one two-band regime describes the pieces at once.
+        which sees that one two-band regime describes the pieces at once. While more than
+        ``max_regimes`` remain, the pair whose merge costs least is merged even if BIC
+        prefers them apart.
         """
         cache: dict[tuple[float, float], tuple[Regime, float]] = {}
         # One fixed subsample of all samples: both sides of a comparison must be scored on
@@ -255,7 +260,7 @@ class RegimeModel(BaseEstimator):
                     cache[key] = (merged, score(*key, [merged]))
                 merged, merged_bic = cache[key]
                 delta = merged_bic - score(*key, regimes[k:k + 2])
-                if delta < 0 and (best is None or delta < best[0]):
+                if (delta < 0 or len(regimes) > max_regimes) and (best is None or delta < best[0]):
                     best = (delta, k, merged)
             if best is None:
                 break
@@ -317,7 +322,11 @@ class RegimeModel(BaseEstimator):
             return bps
         bins = make_bins(si, ti)
         fams = list(self.families) if self.families is not None else None
-        cuts = choose_segmentation(bins, int(self.max_regimes), min_support, fams)
+        # The DP may use SEARCH_EXTRA more regimes than asked: it allocates regimes by the
+        # summaries' fit, and spends some on small features the raw-sample merge pass then
+        # removes; the pass merges down to max_regimes.
+        k_max = int(self.max_regimes) + (SEARCH_EXTRA if fams is None else 0)
+        cuts = choose_segmentation(bins, k_max, min_support, fams)
         if cuts is None:
             raise ModelError(f"cannot split {len(si)} samples into {len(fams or [])} regimes of at "
                              f"least {min_support} samples", where="families",
