@@ -169,3 +169,10 @@ def test_round_trip_with_uncomputable_aic(fitted):
     assert json.loads(text)["regimes"][0]["aic"]["linear"] is None
     again = model_from_dict(json.loads(text))
     assert dumps(again) == text and again.regimes_[0].aic["linear"] == float("inf")
+
+
+def test_max_regimes_caps_the_final_count():
+    s, t = S.sample(S.ethernet_like(), 6000, seed=2)
+    for cap in (1, 2):
+        model = RegimeModel(max_regimes=cap).fit(s, t)
+        assert len(model.regimes_) == cap
