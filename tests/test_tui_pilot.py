@@ -356,3 +356,30 @@ async def test_leaving_a_series_while_it_loads_is_harmless(synthetic_dataset: Pa
         await settle(pilot)
         assert isinstance(app.screen, SeriesScreen)
         assert app.screen.state.model is not None
+
+
+@sync
+async def test_large_series_show_a_preview_then_the_full_fit(
+        synthetic_dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tui import data
+
+    monkeypatch.setattr(data, "PREVIEW_MIN_SAMPLES", 1000)  # the 4000-sample series is "large"
+    monkeypatch.setattr(data, "PREVIEW_SAMPLES", 1000)
+    shown: list[bool] = []
+    fitted = SeriesScreen._fitted
+
+    def record(self: SeriesScreen, generation: int, model: object, final: bool = True) -> None:
+        shown.append(final)
+        fitted(self, generation, model, final)
+
+    monkeypatch.setattr(SeriesScreen, "_fitted", record)
+    app = ExplorerApp(synthetic_dataset)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_series(pilot, "tcp")
+        assert shown == [False, True]  # preview first, then the full fit replaced it
+        assert not screen.preview
+        await pilot.press("left", "H", "r")
+        await settle(pilot)
+        assert shown == [False, True, False, True]
+        params = screen.state.model.get_params()  # the full fit, not the quick preview
+        assert params["noise"] and params["overlap"] and params["mixture"]

@@ -276,7 +276,11 @@ def fit(samples: Samples, breakpoints: list[float] | None = None,
     if preview:
         step = max(len(samples) // PREVIEW_SAMPLES, 1)
         size, time = size[::step], time[::step]
-        kwargs.update(mixture=False, overlap=False, noise=False)
+        # The engine's documented default support, max(20, 1 %) of the *full* series,
+        # scaled to the subsample: the preview refuses the edits the full fit refuses.
+        full_support = max(20, math.ceil(0.01 * len(samples)))
+        kwargs.update(mixture=False, overlap=False, noise=False,
+                      min_support=max(1, math.ceil(full_support / step)))
     try:
         return RegimeModel(**kwargs).fit(size, time)
     except UserError:
