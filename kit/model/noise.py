@@ -5,7 +5,8 @@ spread matters more than the median, so each regime gets a distribution of the *
 r = time / curve(size) (median ~ 1). Candidates: lognormal, gamma, Weibull, inverse
 Gaussian, log-logistic (scipy ``fisk``) and a Gaussian mixture on ln r (components by BIC,
 for multi-modal noise). The winner is the lowest AIC; every candidate's AIC is kept so a
-reader can see how close the runner-up was.
+reader can see how close the runner-up was. The winner's scale is then pinned so that its
+median equals the sample median (see :func:`_anchor_median`); AICs are those of the ML fits.
 """
 
 from __future__ import annotations
