@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import threading
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,4 +18,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from tui.app import run
 
-    return run(args.dataset, model=args.model)
+    rc = run(args.dataset, model=args.model)
+    # A fit of a large series may still be computing in a worker thread, and Python joins
+    # such threads at exit: the user would wait for a result nobody will see. Nothing is
+    # lost by not waiting (exports finish before their dialog closes, and fits write
+    # nothing), so leave at once.
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate()
+           if t is not threading.main_thread()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    return rc
