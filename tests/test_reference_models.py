@@ -76,9 +76,6 @@ def test_model_beats_hockney_by_a_wide_margin(calib: Path, cluster: str) -> None
     assert s["model"]["crps"] < s["peak"]["crps"]
 
 
-@pytest.mark.xfail(strict=True, reason="model engine (kit/model): with the default "
-                   "max_regimes=6 the search hits the cap and the held-out median error is "
-                   "3.2 % (floor 0.8 %); RegimeModel(max_regimes=8) reaches 2.9 %")
 def test_graphene_median_error_below_3_percent(calib: Path) -> None:
     result = _validation(calib / CLUSTERS["graphene"])
     # Median over sizes of |model median - held-out median| / held-out median; the floor
@@ -95,11 +92,7 @@ def test_taurus_bands_within_1_5x_of_the_floor_in_every_decade(calib: Path) -> N
 
 
 @pytest.mark.parametrize("cluster", [
-    pytest.param("taurus-loopback", marks=pytest.mark.xfail(
-        strict=True, reason="model engine (kit/model): default max_regimes=6 is binding; one "
-        "linear regime over 64 KiB - 1 MiB misses the medians by 1.5-3 % where the noise is "
-        "0.3 %, so 100 KiB - 1 MiB scores 1.6x the floor (1.26x with max_regimes=8)")),
-    "stampede", "stampede-shm", "sirocco"])
+    "taurus-loopback", "stampede", "stampede-shm", "sirocco"])
 def test_shared_memory_and_fast_interconnects_fit(calib: Path, cluster: str) -> None:
     result = _validation(calib / CLUSTERS[cluster])
     assert result["summary"]["model"]["median_err"] < 0.05
