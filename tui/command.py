@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-import threading
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,14 +15,4 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from tui.app import run
 
-    rc = run(args.dataset, model=args.model)
-    # A fit of a large series may still be computing in a worker thread, and Python joins
-    # such threads at exit: the user would wait for a result nobody will see. Nothing is
-    # lost by not waiting (exports finish before their dialog closes, and fits write
-    # nothing), so leave at once.
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate()
-           if t is not threading.main_thread()):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(rc)
-    return rc
+    return run(args.dataset, model=args.model)

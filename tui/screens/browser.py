@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from kit.errors import UserError
 from tui import data
+from tui.background import in_background
 from tui.screens.common import HelpMixin, PathPrompt, notify_error
 from tui.session import Session
 from tui.widgets.plot import format_bytes, format_seconds
@@ -91,14 +92,14 @@ class BrowserScreen(HelpMixin, Screen[None]):
         self._status(f"Opening {path} …")
         self._load_rows(path)
 
-    @work(thread=True, exclusive=True, group="open-dataset")
-    def _load_rows(self, path: Path) -> None:
+    @work(exclusive=True, group="open-dataset")
+    async def _load_rows(self, path: Path) -> None:
         try:
-            rows = data.series_rows(path)
+            rows = await in_background(data.series_rows, path)
         except UserError as err:
-            self.app.call_from_thread(self._load_failed, path, err)
+            self._load_failed(path, err)
             return
-        self.app.call_from_thread(self._rows_loaded, path, rows)
+        self._rows_loaded(path, rows)
 
     def _load_failed(self, path: Path, err: UserError) -> None:
         table = self.query_one(DataTable)
@@ -124,19 +125,19 @@ class BrowserScreen(HelpMixin, Screen[None]):
         if len(rows) == 1:
             self._open(rows[0].key)
 
-    @work(thread=True, exclusive=True, group="load-model")
-    def load_model_file(self, path: Path) -> None:
+    @work(exclusive=True, group="load-model")
+    async def load_model_file(self, path: Path) -> None:
         try:
-            model = data.load_model(path)
+            model = await in_background(data.load_model, path)
         except (UserError, OSError, ValueError) as err:
             if not isinstance(err, UserError):
                 err = UserError(str(err), where=str(path), hint="give a model JSON written by "
                                 "'pt2pt fit' or by this explorer's export")
-            self.app.call_from_thread(notify_error, self, err)
+            notify_error(self, err)
             return
         self.session.file_model = model
         self.session.file_model_series = data.model_series(model)
-        self.app.call_from_thread(self.refresh_table)
+        self.refresh_table()
 
     # ------------------------------------------------------------------ table
 

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from kit.errors import UserError
 from tui import data, figures
+from tui.background import in_background
 from tui.screens.common import HelpMixin, notify_error
 from tui.session import SeriesState, Session
 from tui.widgets.plot import Plot, format_bytes, format_seconds
@@ -55,21 +56,24 @@ class CompareScreen(HelpMixin, Screen[None]):
         self.query_one("#compare-body").loading = True
         self._load()
 
-    @work(thread=True, exclusive=True, group="compare")
-    def _load(self) -> None:
+    @work(exclusive=True, group="compare")
+    async def _load(self) -> None:
         states = []
         try:
             for key in self.keys:
                 state = self.session.series.get(key)
                 if state is None:
-                    samples = data.load_samples(self.session.dataset, key,  # type: ignore[arg-type]
-                                                [r.key for r in self.session.rows])
-                    state = SeriesState(samples, data.bin_samples(samples))
+                    state = await in_background(self._read, key)
                 states.append(state)
         except UserError as err:
-            self.app.call_from_thread(self._failed, err)
+            self._failed(err)
             return
-        self.app.call_from_thread(self._loaded, states)
+        self._loaded(states)
+
+    def _read(self, key: data.SeriesKey) -> SeriesState:
+        samples = data.load_samples(self.session.dataset, key,  # type: ignore[arg-type]
+                                    [r.key for r in self.session.rows])
+        return SeriesState(samples, data.bin_samples(samples))
 
     def _failed(self, err: UserError) -> None:
         notify_error(self, err)

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from kit.errors import UserError
 from tui import data, figures
+from tui.background import in_background
 from tui.screens.common import HelpMixin, notify_error
 from tui.session import Session
 from tui.widgets.plot import Plot
@@ -59,15 +60,15 @@ class NoiseScreen(HelpMixin, Screen[None]):
         self.query_one("#noise-body").loading = True
         self._compute(self.regime)
 
-    @work(thread=True, exclusive=True, group="noise")
-    def _compute(self, regime: int) -> None:
+    @work(exclusive=True, group="noise")
+    async def _compute(self, regime: int) -> None:
         state = self.session.series[self.key]
         try:
-            view = data.noise_view(state.model, state.samples, regime)
+            view = await in_background(data.noise_view, state.model, state.samples, regime)
         except UserError as err:
-            self.app.call_from_thread(self._failed, err)
+            self._failed(err)
             return
-        self.app.call_from_thread(self._computed, regime, view)
+        self._computed(regime, view)
 
     def _failed(self, err: UserError) -> None:
         notify_error(self, err)

@@ -2,7 +2,7 @@
 
 Edits (move/add/delete a breakpoint, change a family) change the working copy in the
 session at once and schedule a refit shortly after the last key press, so the user sees
-the consequence without asking; ``r`` refits immediately. Fits run in a thread worker and
+the consequence without asking; ``r`` refits immediately. Fits run in a background thread and
 a newer edit supersedes an older fit (results of stale fits are dropped).
 """
 
@@ -19,10 +19,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, LoadingIndicator, Static
-from textual.worker import get_current_worker
 
 from kit.errors import UserError
 from tui import data, figures
+from tui.background import in_background
 from tui.screens.common import HelpMixin, notify_error
 from tui.session import SeriesState, Session
 from tui.widgets.plot import Plot, format_bytes
@@ -136,17 +136,19 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     # ------------------------------------------------------------------ workers
 
-    @work(thread=True, exclusive=True, group="load-series")
-    def _load(self) -> None:
-        dataset = self.session.dataset
+    @work(exclusive=True, group="load-series")
+    async def _load(self) -> None:
         try:
-            samples = data.load_samples(dataset, self.key,  # type: ignore[arg-type]
-                                       [r.key for r in self.session.rows])
-            binned = data.bin_samples(samples)
+            state = await in_background(self._read)
         except UserError as err:
-            self.app.call_from_thread(self._load_failed, err)
+            self._load_failed(err)
             return
-        self.app.call_from_thread(self._loaded, SeriesState(samples, binned))
+        self._loaded(state)
+
+    def _read(self) -> SeriesState:
+        samples = data.load_samples(self.session.dataset,  # type: ignore[arg-type]
+                                    self.key, [r.key for r in self.session.rows])
+        return SeriesState(samples, data.bin_samples(samples))
 
     def _load_failed(self, err: UserError) -> None:
         notify_error(self, err)
@@ -181,6 +183,8 @@ class SeriesScreen(HelpMixin, Screen[None]):
             if timer is not None:
                 timer.stop()
         self._refit_timer = self._validate_timer = None
+        self.workers.cancel_group(self, "validate")  # it would score a superseded model
+        self.validating = False
         self._generation += 1
         self.fitting = True
         self.query_one("#fit-busy").display = True
@@ -188,23 +192,23 @@ class SeriesScreen(HelpMixin, Screen[None]):
         fams = None if auto else list(state.families)
         self._fit(self._generation, state, bps, fams)
 
-    @work(thread=True, exclusive=True, group="fit")
-    def _fit(self, generation: int, state: SeriesState, bps: list[float] | None,
-             fams: list[str | None] | None) -> None:
-        """Large series: a preview fit first (shown at once), then the full fit."""
-        worker = get_current_worker()
+    @work(exclusive=True, group="fit")
+    async def _fit(self, generation: int, state: SeriesState, bps: list[float] | None,
+                   fams: list[str | None] | None) -> None:
+        """Large series: a preview fit first (shown at once), then the full fit.
+
+        A newer fit cancels this worker (exclusive group); the abandoned computation ends
+        in its daemon thread and its result is dropped.
+        """
         try:
             if len(state.samples) >= data.PREVIEW_MIN_SAMPLES:
-                preview = data.fit(state.samples, bps, fams, preview=True)
-                if worker.is_cancelled:
-                    return
-                self.app.call_from_thread(self._fitted, generation, preview, False)
-            model = data.fit(state.samples, bps, fams)
+                preview = await in_background(data.fit, state.samples, bps, fams, preview=True)
+                self._fitted(generation, preview, False)
+            model = await in_background(data.fit, state.samples, bps, fams)
         except UserError as err:
-            self.app.call_from_thread(self._fit_failed, generation, err)
+            self._fit_failed(generation, err)
             return
-        if not worker.is_cancelled:
-            self.app.call_from_thread(self._fitted, generation, model, True)
+        self._fitted(generation, model, True)
 
     def _fit_failed(self, generation: int, err: UserError) -> None:
         if generation != self._generation or not self.is_attached:
@@ -233,14 +237,14 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self.validating = True
         self._validate(generation, model, state)
 
-    @work(thread=True, exclusive=True, group="validate")
-    def _validate(self, generation: int, model: Any, state: SeriesState) -> None:
+    @work(exclusive=True, group="validate")
+    async def _validate(self, generation: int, model: Any, state: SeriesState) -> None:
         try:
-            data.validate(model, state.samples)
+            await in_background(data.validate, model, state.samples)
         except UserError as err:
-            self.app.call_from_thread(self._validated, generation, err)
+            self._validated(generation, err)
             return
-        self.app.call_from_thread(self._validated, generation, None)
+        self._validated(generation, None)
 
     def _validated(self, generation: int, err: UserError | None) -> None:
         self.validating = False
