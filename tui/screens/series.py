@@ -291,9 +291,9 @@ class SeriesScreen(HelpMixin, Screen[None]):
             status = "edited — refitting…" if self.fitting else "edited — press r to refit"
         else:
             status = "fitted"
-        head = Text.assemble((f"{n:,} samples", "bold"), f"  {self.mode} view  ",
+        head = Text.assemble((f"{n:,} samples", "bold"), f" · {self.mode} view\n",
                              (status, "yellow" if state.edited or state.model is None
-                              else "green"))
+                              or self.preview else "green"))
         self.query_one("#model-status", Static).update(head)
         table = self.query_one("#regimes", DataTable)
         table.clear()
