@@ -54,3 +54,24 @@ def test_bin_summary_keeps_the_tails_and_bounds_the_points() -> None:
         assert binned.quantiles[q][0] == pytest.approx(np.quantile(small, q), rel=1e-9)
     again = bin_samples(samples, per_bin=100)
     np.testing.assert_array_equal(again.points_time, binned.points_time)  # deterministic
+
+
+def test_regime_views_carry_what_the_panel_shows() -> None:
+    from kit.model import Component, RegimeModel
+    from tui.data import regimes
+
+    rng = np.random.default_rng(5)
+    size = np.exp(rng.uniform(0, np.log(1 << 20), 6000))
+    time = np.where(size < 4096, 2e-5, 1e-5 + size * 1e-9) * rng.lognormal(0, 0.05, size.size)
+    model = RegimeModel(breakpoints=[4096.0], random_state=0).fit(size, time)
+    views = regimes(model)
+    assert [v.index for v in views] == [0, 1]
+    assert views[0].size_max == pytest.approx(4096.0) == views[1].size_min
+    assert views[0].family in ("constant", "linear", "power") and views[0].params
+    assert views[0].noise_family == model.regimes_[0].noise.family
+    assert views[0].bands == []
+    # A two-band regime lists its bands with their shares.
+    noise = model.regimes_[0].noise
+    model.regimes_[0].components = [Component("constant", {"a": 2e-5}, noise, 0.7),
+                                    Component("constant", {"a": 8e-5}, noise, 0.3)]
+    assert regimes(model)[0].bands == [("constant", 0.7), ("constant", 0.3)]

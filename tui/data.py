@@ -96,6 +96,7 @@ class RegimeView:
     n_samples: int | None
     overlap: tuple[float, float] | None  # size window shared with the next regime
     errors: dict[str, float] = field(default_factory=dict)
+    bands: list[tuple[str, float]] = field(default_factory=list)  # mixture: (family, share)
 
 
 @dataclass(frozen=True)
@@ -345,6 +346,8 @@ def regimes(model: Any) -> list[RegimeView]:
             n_samples=int(d["n_samples"]) if d.get("n_samples") is not None else None,
             overlap=window,
             errors=_regime_errors(model, i),
+            bands=[(str(_as_dict(c).get("family", "?")), float(_as_dict(c).get("share", 0.0)))
+                   for c in d.get("components") or []],
         ))
     return views
 

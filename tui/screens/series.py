@@ -327,6 +327,9 @@ class SeriesScreen(HelpMixin, Screen[None]):
         text.append(_range(v.size_min, v.size_max) + "\n")
         text.append("family  ", "bold").append(f"{v.family}: {_fmt_params(v.params)}\n")
         text.append("noise   ", "bold").append(f"{v.noise_family}: {_fmt_params(v.noise_params)}\n")
+        if v.bands:
+            shares = " + ".join(f"{fam} {share:.0%}" for fam, share in v.bands)
+            text.append("bands   ", "bold").append(f"{len(v.bands)}: {shares}\n")
         if v.n_samples is not None:
             text.append("samples ", "bold").append(f"{v.n_samples:,}\n")
         if v.overlap:
