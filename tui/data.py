@@ -325,6 +325,12 @@ def _numbers_or_lists(d: Any) -> dict[str, float | list[float]]:
     return out
 
 
+def _components(regime: dict[str, Any]) -> list[Any]:
+    """A mixture regime's bands: under ``mixture.components`` in kit's JSON layout."""
+    mixture = _as_dict(regime.get("mixture"))
+    return list(mixture.get("components") or regime.get("components") or [])
+
+
 def regimes(model: Any) -> list[RegimeView]:
     """The model's regimes as plain values for drawing."""
     views = []
@@ -346,8 +352,8 @@ def regimes(model: Any) -> list[RegimeView]:
             n_samples=int(d["n_samples"]) if d.get("n_samples") is not None else None,
             overlap=window,
             errors=_regime_errors(model, i),
-            bands=[(str(_as_dict(c).get("family", "?")), float(_as_dict(c).get("share", 0.0)))
-                   for c in d.get("components") or []],
+            bands=[(str(c.get("family", "?")), float(c.get("share", 0.0)))
+                   for c in map(_as_dict, _components(d))],
         ))
     return views
 
