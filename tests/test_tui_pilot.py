@@ -281,7 +281,7 @@ async def test_help_lists_every_key_of_the_series_view(synthetic_dataset: Path) 
 @sync
 async def test_model_file_is_shown_without_refitting(synthetic_dataset: Path,
                                                      tmp_path: Path) -> None:
-    """`pt2pt tui DATASET --model M.json` shows that model (its breakpoints, not a new fit)."""
+    """`pt2pt tui --model M.json` opens the model's dataset and shows the model, not a new fit."""
     from kit.model import RegimeModel
     from kit.model.io import save_model
     from tui import data
@@ -291,8 +291,9 @@ async def test_model_file_is_shown_without_refitting(synthetic_dataset: Path,
     samples = data.load_samples(synthetic_dataset, key)
     fixed = RegimeModel(breakpoints=[3000.0], random_state=0).fit(samples.size, samples.time)
     path = tmp_path / "given.json"
-    save_model(fixed, path, provenance={"series": key.as_dict()})
-    app = ExplorerApp(synthetic_dataset, model=path)
+    save_model(fixed, path, provenance={"series": key.as_dict(),
+                                        "dataset": str(synthetic_dataset)})
+    app = ExplorerApp(None, model=path)  # the model names its dataset
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_series(pilot, "tcp")
         assert screen.state.model.breakpoints_ == pytest.approx([3000.0])

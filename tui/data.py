@@ -397,6 +397,13 @@ def load_model(path: str | Path) -> Any:
     return _load(Path(path))
 
 
+def model_dataset(model: Any) -> Path | None:
+    """The dataset a saved model names in its provenance, if it still exists."""
+    prov = getattr(model, "provenance_", None) or getattr(model, "provenance", None)
+    path = _as_dict(prov).get("dataset") if prov else None
+    return Path(path) if isinstance(path, str) and Path(path).is_dir() else None
+
+
 def model_series(model: Any) -> dict[str, str] | None:
     """The series a saved model says it was fitted on (from its provenance), if any."""
     prov = getattr(model, "provenance_", None) or getattr(model, "provenance", None)

@@ -138,6 +138,10 @@ class BrowserScreen(HelpMixin, Screen[None]):
         self.session.file_model = model
         self.session.file_model_series = data.model_series(model)
         self.refresh_table()
+        # `pt2pt tui --model M.json` alone: open the dataset the model was fitted on.
+        origin = data.model_dataset(model)
+        if self._start_dataset is None and self.session.dataset is None and origin is not None:
+            self.open_dataset(origin)
 
     # ------------------------------------------------------------------ table
 
