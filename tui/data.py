@@ -418,7 +418,7 @@ def save_model(model: Any, path: str | Path, dataset: str | Path | None, key: Se
     from kit.model.io import save_model as _save
 
     out = Path(path)
-    _save(model, out, provenance={"dataset": str(dataset) if dataset else None,
+    _save(model, out, provenance={"dataset": str(Path(dataset).resolve()) if dataset else None,
                                   "series": key.as_dict(), "source": "pt2pt tui"})
     return out
 
