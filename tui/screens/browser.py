@@ -34,9 +34,15 @@ def _bandwidth(v: float | None) -> str:
     return f"{v:.3g} B/s"
 
 
-def matches(row: data.SeriesRow, query: str, mpi: bool = True) -> bool:
+def _op_cell(key: data.SeriesKey) -> str:
+    """The op, with the statistic for tools that print aggregates (OSU: ``pingpong [mean]``)."""
+    stat = key.get("stat")
+    return key.get("op") if stat in ("raw", "") else f"{key.get('op')} [{stat}]"
+
+
+def matches(row: data.SeriesRow, query: str) -> bool:
     """Every whitespace-separated term of ``query`` occurs in some field (case-insensitive)."""
-    hay = " ".join([*row.key.values, row.mpi if mpi else ""]).lower()
+    hay = " ".join([*row.key.values, row.mpi]).lower()
     return all(term in hay for term in query.lower().split())
 
 
@@ -166,8 +172,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
             row.key.get("campaign"),
             row.key.get("tool"),
             row.key.get("transport"),
-            row.key.label.rsplit("/", 1)[-1] if row.key.get("stat") not in ("raw", "")
-            else row.key.get("op"),
+            _op_cell(row.key),
             row.mpi or "–",
             Text(f"{row.n_samples:,}", justify="right"),
             f"{format_bytes(row.size_min)}–{format_bytes(row.size_max)}",
