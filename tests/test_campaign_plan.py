@@ -173,3 +173,19 @@ def test_skampi_template_is_rendered_into_the_job(tmp_path: Path,
     assert (tmp_path / "out" / job["dir"] / "input.ski").read_text() == \
         "set_skampi_buffer(4mb)\n"
     assert job["command"][1:5] == ["-i", "input.ski", "-o", "skampi.sko"]
+
+
+def test_intra_node_tcp_may_use_loopback_inter_node_may_not(tmp_path: Path) -> None:
+    """Two ranks on one node reach each other over lo (the only interface in a container or a
+    network namespace); between nodes lo is never the path, so it is not added there."""
+    text = CAMPAIGN.replace("transports: [shm, tcp, ib]", "transports: [tcp]").replace(
+        "placement: intra-node", "placement: [intra-node, inter-node]")
+    out = tmp_path / "out"
+    plan_campaign(_campaign(tmp_path, text=text), out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    by_place = {j["placement"]: j for j in manifest["jobs"] if j["tool"] == "probe"}
+    intra = (out / by_place["intra-node"]["script"]).read_text()
+    inter = (out / by_place["inter-node"]["script"]).read_text()
+    assert "OMPI_MCA_btl_tcp_if_include=lo" in intra
+    assert by_place["intra-node"]["transport_env"]["OMPI_MCA_btl_tcp_if_include"] == "lo"
+    assert "btl_tcp_if_include" not in inter

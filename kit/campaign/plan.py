@@ -188,7 +188,7 @@ def _launch_words(campaign: Campaign, entry: TransportEntry,
 
 def _context(campaign: Campaign, table: TransportTable, job: PlannedJob,
              job_dir: Path) -> dict[str, Any]:
-    entry = table.entry(campaign.mpi, job.transport)
+    entry = table.entry(campaign.mpi, job.transport).for_placement(job.placement)
     forced = list(dict.fromkeys([*entry.env, *(k for o in entry.env_by_major.values()
                                                 for k in o)]))
     slurm_launch, local_launch = _launch_words(campaign, entry, forced)
@@ -210,7 +210,7 @@ def _context(campaign: Campaign, table: TransportTable, job: PlannedJob,
 
 
 def _job_record(campaign: Campaign, job: PlannedJob, table: TransportTable) -> dict[str, Any]:
-    entry = table.entry(campaign.mpi, job.transport)
+    entry = table.entry(campaign.mpi, job.transport).for_placement(job.placement)
     nodes, per_node = _PLACEMENT_SHAPE[job.placement]
     return {
         "id": job.id, "dir": f"jobs/{job.id}", "script": f"jobs/{job.id}/job.sbatch",

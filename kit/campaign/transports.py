@@ -8,7 +8,7 @@ really used. The table is data; the templates turn it into shell.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,18 @@ class TransportEntry:
     env: dict[str, str]
     #: env overrides applied when the MPI's major version is >= the key
     env_by_major: dict[int, dict[str, str]] = field(default_factory=dict)
+    #: env additions for one placement (e.g. TCP between two ranks of one node may use lo)
+    env_by_placement: dict[str, dict[str, str]] = field(default_factory=dict)
     unavailable: tuple[str, ...] = ()
     unavailable_rc: tuple[int, ...] = (1,)
     check: str = "none"
     check_env: dict[str, str] = field(default_factory=dict)
     tested_here: bool = False
+
+    def for_placement(self, placement: str) -> TransportEntry:
+        """This entry with the placement's env additions merged into ``env``."""
+        extra = self.env_by_placement.get(placement)
+        return replace(self, env={**self.env, **extra}) if extra else self
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,8 @@ def load_table(path: Path | None = None) -> TransportTable:
                 env=_str_map(loc, t["env"], (*tpath, "env")),
                 env_by_major={int(k): _str_map(loc, v, (*tpath, "env_by_major", k))
                               for k, v in (t.get("env_by_major") or {}).items()},
+                env_by_placement={str(k): _str_map(loc, v, (*tpath, "env_by_placement", k))
+                                  for k, v in (t.get("env_by_placement") or {}).items()},
                 unavailable=tuple(t.get("unavailable", [])) + common,
                 unavailable_rc=tuple(int(x) for x in t.get("unavailable_rc", [1])),
                 check=kind, check_env=_str_map(loc, check.get("env"), (*tpath, "check", "env")),
