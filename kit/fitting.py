@@ -23,17 +23,22 @@ from kit.schema import SERIES_KEYS
 SELECTOR_KEYS = tuple(k for k in SERIES_KEYS if k != "stat")
 
 
-def parse_selector(text: str | None, where: str = "--series") -> dict[str, str]:
-    """``campaign=a,tool=probe`` → dict; UserError naming the bad item."""
+def parse_selector(text: str | None, where: str = "--series",
+                   keys: tuple[str, ...] = SELECTOR_KEYS) -> dict[str, str]:
+    """``campaign=a,tool=probe`` → dict; UserError naming the bad item.
+
+    ``keys`` are the accepted keys: fitting selects raw samples, so ``stat`` is not one of
+    them by default; reports and validation of aggregated series pass ``SERIES_KEYS``.
+    """
     if not text:
         return {}
     out: dict[str, str] = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip()
-        if not sep or key not in SELECTOR_KEYS or not value:
+        if not sep or key not in keys or not value:
             raise ModelError(f"bad series selector item {item!r}", where=where,
-                             hint=f"use KEY=VALUE pairs with KEY in {', '.join(SELECTOR_KEYS)}, "
+                             hint=f"use KEY=VALUE pairs with KEY in {', '.join(keys)}, "
                              "e.g. --series campaign=c1,transport=tcp,op=pingpong")
         out[key] = value
     return out

@@ -28,11 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.report.build import parse_series_option, report_dataset, report_model_file
+    from kit.fitting import parse_selector
+    from kit.report.build import report_dataset, report_model_file
+    from kit.schema import SERIES_KEYS
 
     if args.target.is_dir():
         path = report_dataset(args.target, args.output,
-                              series=parse_series_option(args.series),
+                              series=parse_selector(args.series, "option --series", SERIES_KEYS),
                               validate=not args.no_validate, random_state=args.seed)
     else:
         path = report_model_file(args.target, args.output, dataset=args.dataset)

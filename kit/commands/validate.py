@@ -47,11 +47,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _load(args: argparse.Namespace) -> tuple[Any, pl.DataFrame, dict[str, Any]]:
     """The model (fitted or to fit), the series' samples and the provenance to save."""
+    from kit.fitting import parse_selector
     from kit.model import RegimeModel
     from kit.model.io import load_model
-    from kit.report.build import parse_series_option, series_frame
+    from kit.report.build import series_frame
+    from kit.schema import SERIES_KEYS
 
-    series = parse_series_option(args.series)
+    series = parse_selector(args.series, "option --series", SERIES_KEYS)
     if args.target.is_dir():
         from kit import dataset as ds
 

@@ -168,21 +168,6 @@ def render(out_dir: Path, sections: list[Section], title: str) -> Path:
 # --------------------------------------------------------------------------- data access
 
 
-def parse_series_option(text: str | None) -> dict[str, str]:
-    """``--series campaign=c,op=pingpong`` -> ``{"campaign": "c", "op": "pingpong"}``."""
-    from kit.schema import SERIES_KEYS
-
-    out: dict[str, str] = {}
-    for item in filter(None, (text or "").split(",")):
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or key not in SERIES_KEYS:
-            raise UserError(f"'{item}' is not KEY=VALUE with KEY one of {', '.join(SERIES_KEYS)}",
-                            where="option --series", hint="e.g. --series transport=tcp,op=pingpong")
-        out[key] = value.strip()
-    return out
-
-
 def series_frame(dataset: Path, series: Mapping[str, Any]) -> pl.DataFrame:
     """``size``, ``time``, ``run_id`` of one series (non-warm-up rows, positive times)."""
     from kit import dataset as ds
