@@ -85,6 +85,41 @@ def is_ours(pid: int | None, exe: str, match: str) -> bool:
     return match.encode() in argv
 
 
+def listens(pid: int, port: int) -> bool:
+    """True if ``pid`` itself holds a listening TCP socket on ``port``.
+
+    A Slurm daemon writes its pid file before it binds its port, and exits with
+    "fatal: ... Address already in use" when the bind fails; a live pid alone is not "up".
+    Another process listening on the same port does not count (the inode must be ours).
+    Reads the process's own network namespace, so it works for slurmd in a fake node.
+    """
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}", encoding="ascii") as fh:
+                next(fh, None)
+                for line in fh:
+                    cols = line.split()  # sl local_address rem_address st ... inode
+                    listening = len(cols) > 9 and cols[3] == "0A"
+                    if listening and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(f"socket:[{cols[9]}]")
+        except (OSError, ValueError, IndexError):
+            continue
+    if not inodes:
+        return False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _tail(path: str | None, lines: int = 15) -> str:
     if not path:
         return ""
@@ -154,7 +189,9 @@ def start(module: AnsibleModule) -> dict[str, object]:
                          log_tail=_tail(p["log"]), cmd=p["command"])
 
     def up() -> bool:
-        return is_ours(_read_pid(p["pidfile"]), p["exe"], p["match"])
+        pid = _read_pid(p["pidfile"])
+        return is_ours(pid, p["exe"], p["match"]) and (
+            p["port"] is None or (pid is not None and listens(pid, p["port"])))
 
     def fatal() -> bool:  # Slurm daemons log "fatal:" and exit: no need to wait it out
         return "fatal:" in _log_since(p["log"], log_offset)
@@ -162,7 +199,8 @@ def start(module: AnsibleModule) -> dict[str, object]:
     if not _wait(up, p["timeout"], fatal):
         new_log = _log_since(p["log"], log_offset).strip().splitlines()
         said = f"; its log says: {' | '.join(new_log[-2:])}" if new_log else ""
-        module.fail_json(msg=f"{p['name']} did not stay up (no live process in "
+        listening = f" listening on port {p['port']}" if p["port"] else ""
+        module.fail_json(msg=f"{p['name']} did not stay up (no live process{listening} in "
                          f"{p['pidfile']}){said}; see {p['log'] or 'its log'}",
                          log_tail=_tail(p["log"]), cmd=p["command"])
     return {"changed": True, "pid": _read_pid(p["pidfile"])}
@@ -205,6 +243,8 @@ def main() -> None:
             "state": {"type": "str", "choices": ["started", "stopped"], "default": "started"},
             "timeout": {"type": "float", "default": 30.0},
             "log": {"type": "path"},
+            # Up means listening on this TCP port (not only a live pid), when given.
+            "port": {"type": "int"},
         },
         supports_check_mode=True,
     )
