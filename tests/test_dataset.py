@@ -165,3 +165,6 @@ def test_cli_bad_options(tmp_path, osu_dir, capsys):
     assert rc == 2 and "--campaign" in capsys.readouterr().err
     rc = main(["datasets", str(tmp_path / "missing")])
     assert rc == 2 and "does not exist" in capsys.readouterr().err
+    (tmp_path / "not-a-dataset").mkdir()
+    rc = main(["datasets", str(tmp_path / "not-a-dataset")])
+    assert rc == 2 and "nothing has been ingested" in capsys.readouterr().err

@@ -9,7 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from kit.dataset import series_table
+from kit.dataset import RUNS_FILE, series_table
+from kit.errors import UserError
 from kit.schema import SERIES_KEYS
 
 
@@ -43,6 +44,13 @@ def _bandwidth(value: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     table = series_table(args.dataset)
+    if not (Path(args.dataset) / RUNS_FILE).is_file():
+        # A folder without a runs table holds no ingested run: an empty listing would hide
+        # a wrong path (e.g. the campaign folder instead of its dataset).
+        raise UserError("no pt2pt-kit dataset here: nothing has been ingested into this folder",
+                        where=str(args.dataset),
+                        hint="give the folder passed to 'pt2pt ingest --dataset' or "
+                        "'pt2pt collect --dataset'")
     if args.csv:
         print(table.write_csv(), end="")
         return 0

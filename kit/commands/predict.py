@@ -37,7 +37,8 @@ def read_sizes(sizes: str | None, sizes_file: Path | None) -> np.ndarray:
         try:
             val = float(v)
         except ValueError:
-            raise UserError(f"{v.strip()!r} is not a size in bytes", where=where) from None
+            raise UserError(f"{v.strip()!r} is not a size in bytes", where=where,
+                            hint="give whole numbers of bytes, e.g. 1,1024,65536") from None
         if not np.isfinite(val) or val < 0:
             raise UserError(f"size {v.strip()} must be >= 0 bytes", where=where)
         out.append(val)

@@ -114,7 +114,8 @@ def load_model(path: str | Path) -> RegimeModel:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ModelError(f"cannot read model file ({exc.strerror})", where=str(path)) from None
+        raise ModelError(f"cannot read model file ({exc.strerror})", where=str(path),
+                         hint="give a model JSON written by 'pt2pt fit'") from None
     try:
         d = json.loads(text)
     except json.JSONDecodeError as exc:
