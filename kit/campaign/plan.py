@@ -79,6 +79,17 @@ def _missing(spec: ToolSpec, what: str, campaign: Campaign, hint: str) -> Campai
                          where=f"{src}:{spec.line} (tools)", hint=hint)
 
 
+def _locate(spec: ToolSpec, found: Path | None, label: str, what: str, hint: str,
+            campaign: Campaign, not_planned: list[dict[str, Any]]) -> Path | None:
+    """The binary; or None after listing an optional tool as not planned; else an error."""
+    if found is not None:
+        return found
+    if spec.optional:
+        not_planned.append(_not_planned(spec, label, campaign))
+        return None
+    raise _missing(spec, what, campaign, hint)
+
+
 def expand(campaign: Campaign, out_dir: Path) -> tuple[list[PlannedJob], list[dict[str, Any]]]:
     """All jobs of the campaign in shuffled order, and the tools left out (with reasons)."""
     view = binaries.spack_view(campaign.spack_view)
@@ -89,34 +100,22 @@ def expand(campaign: Campaign, out_dir: Path) -> tuple[list[PlannedJob], list[di
     for spec_index, spec in enumerate(campaign.tools):
         variants: list[tuple[str | None, Path]] = []
         if spec.tool == "probe":
-            probe = binaries.find_probe()
-            if probe is None:
-                if spec.optional:
-                    not_planned.append(_not_planned(spec, "pt2pt-probe", campaign))
-                    continue
-                raise _missing(spec, "the probe (pt2pt-probe)", campaign,
-                               "build it with 'make -C kit/probe' or set PT2PT_PROBE")
-            variants.append((None, probe))
+            path = _locate(spec, binaries.find_probe(), "pt2pt-probe", "the probe (pt2pt-probe)",
+                           "build it with 'make -C kit/probe' or set PT2PT_PROBE",
+                           campaign, not_planned)
+            variants.extend([(None, path)] if path else [])
         elif spec.tool == "osu":
             for bench in spec.options["benchmarks"]:
-                path = binaries.find_osu(bench, view)
-                if path is None:
-                    if spec.optional:
-                        not_planned.append(_not_planned(spec, bench, campaign))
-                        continue
-                    raise _missing(spec, f"OSU benchmark {bench}", campaign,
-                                   "install the Spack environment (spack.yaml) or mark the "
-                                   "tool 'optional: true'")
-                variants.append((bench, path))
+                path = _locate(spec, binaries.find_osu(bench, view), bench,
+                               f"OSU benchmark {bench}",
+                               "install the Spack environment (spack.yaml) or mark the "
+                               "tool 'optional: true'", campaign, not_planned)
+                variants.extend([(bench, path)] if path else [])
         else:
-            path = binaries.find_skampi(view)
-            if path is None:
-                if spec.optional:
-                    not_planned.append(_not_planned(spec, "skampi", campaign))
-                    continue
-                raise _missing(spec, "SkaMPI (skampi)", campaign,
-                               "install the Spack environment or mark the tool 'optional: true'")
-            variants.append((None, path))
+            path = _locate(spec, binaries.find_skampi(view), "skampi", "SkaMPI (skampi)",
+                           "install the Spack environment or mark the tool 'optional: true'",
+                           campaign, not_planned)
+            variants.extend([(None, path)] if path else [])
         for bench, binary in variants:
             for transport in campaign.transports:
                 for placement in campaign.transport_placements.get(transport,
