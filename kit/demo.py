@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 import yaml
 from rich.console import Console
 from rich.table import Table
@@ -108,7 +109,7 @@ def _model_name(series: dict[str, str]) -> str:
 def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
             progress: Callable[[str], None] | None = None) -> list[SeriesResult]:
     """Fit, validate and save a model for every raw series of ``dataset``."""
-    from kit.fitting import fit_dataset, select_series
+    from kit.fitting import fit_samples, select_series
     from kit.model.io import load_model, save_model
     from kit.validate import validate_into
 
@@ -116,7 +117,7 @@ def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
     stamp = models_dir / ".dataset-fingerprint"
     fingerprint = _fingerprint(dataset)
     reuse = stamp.is_file() and stamp.read_text(encoding="utf-8") == fingerprint
-    table = ds.series_table(dataset).filter(ds_raw_filter())
+    table = ds.series_table(dataset).filter(pl.col("stat").cast(pl.String) == "raw")
     results: list[SeriesResult] = []
     for row in table.iter_rows(named=True):
         series = {k: str(row[k]) for k in ("campaign", "tool", "transport", "op")}
@@ -128,8 +129,8 @@ def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
             if reuse and path.is_file():
                 model = load_model(path)
             else:
-                model = fit_dataset(dataset, series, random_state=random_state)
-                _, size, time = select_series(dataset, series)
+                chosen, size, time = select_series(dataset, series)
+                model = fit_samples(dataset, chosen, size, time, random_state=random_state)
                 validate_into(model, size, time, random_state=random_state)
                 save_model(model, path, provenance=model.provenance_)
         except ModelError as err:
@@ -141,12 +142,6 @@ def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
         results.append(res)
     stamp.write_text(fingerprint, encoding="utf-8")
     return results
-
-
-def ds_raw_filter() -> Any:
-    import polars as pl
-
-    return pl.col("stat").cast(pl.String) == "raw"
 
 
 def _summarise(model: Any, res: SeriesResult) -> None:

@@ -92,6 +92,15 @@ def fit_dataset(dataset: str | Path, series: dict[str, str] | None = None,
     The model's ``provenance_`` names the dataset and series so that ``save_model`` records them.
     """
     chosen, size, time = select_series(dataset, series)
+    return fit_samples(dataset, chosen, size, time, **params)
+
+
+def fit_samples(dataset: str | Path, chosen: dict[str, str], size: np.ndarray, time: np.ndarray,
+                **params: Any) -> RegimeModel:
+    """:func:`fit_dataset` for samples already read with :func:`select_series`.
+
+    Callers that also validate on the same samples read the series once.
+    """
     try:
         model = RegimeModel(**params).fit(size, time)
     except ModelError as err:
