@@ -116,9 +116,17 @@ def descendants(pid: int) -> list[int]:
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
-    for pid in [*descendants(proc.pid), proc.pid]:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    """SIGKILL mpirun and its ranks as if at one instant, the way Slurm ends a step.
+
+    Everything is frozen with SIGSTOP first: killed one after another, a survivor (mpirun
+    on the other core, or a rank that sees its peer vanish) could still run its cleanup
+    and unlink the segments the caller wants to see left behind.
+    """
+    pids = [proc.pid, *descendants(proc.pid)]
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
     proc.wait()
 
 
