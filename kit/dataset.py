@@ -4,6 +4,7 @@ Layout (docs/architecture.md)::
 
     DATASET/samples/campaign=<c>/tool=<t>/part-<run_id>.parquet   hive-partitioned samples
     DATASET/runs.parquet                                           one row per run
+    DATASET/series.parquet                                         cached series_table()
 
 ``runs.parquet`` is the commit log: a part file counts only once its run is listed there,
 and runs.parquet is only ever replaced by ``os.replace`` of a fully written temp file. So a
@@ -11,14 +12,25 @@ crash at any point leaves either the old dataset or the new one; part files a cr
 behind without a run are invisible to :func:`scan` and removed by the next ingest.
 Part files do not repeat the campaign/tool columns: they come from the directory names, which
 lets Polars skip whole partitions when a query filters on them.
+
+``series.parquet`` is a cache, never part of the commit: :func:`series_table` scans every sample
+(seconds at 10 M), so its result is stored, stamped with a fingerprint of what it was computed
+from (runs.parquet's bytes, the committed part files' names and sizes, the summary format). A
+summary whose stamp or content digest does not match is ignored and recomputed, so a kill between
+the runs.parquet replace and the summary write, or a damaged file, costs time, never correctness.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import io
+import json
 import os
+import secrets
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -28,6 +40,7 @@ from kit.schema import RUNS_SCHEMA, SAMPLES_SCHEMA, SERIES_KEYS
 
 SAMPLES_DIR = "samples"
 RUNS_FILE = "runs.parquet"
+SUMMARY_FILE = "series.parquet"
 LOCK_FILE = ".ingest.lock"
 PART_PREFIX = "part-"
 TMP_SUFFIX = ".tmp"
@@ -41,6 +54,20 @@ PART_DTYPES = {c: (pl.Categorical() if c == "run_id" else SAMPLES_SCHEMA[c])
 
 #: Below this size (bytes) a message counts as "small" in :func:`series_table`.
 SMALL_SIZE = 64
+
+#: Bump whenever series_table's columns or definitions change: summaries stamped with another
+#: version are then recomputed instead of being shown with the old meaning.
+SUMMARY_VERSION = 1
+#: series_table's result: column order and dtypes (a stored summary must match exactly).
+SUMMARY_SCHEMA: dict[str, pl.DataType] = {
+    **{k: pl.String() for k in SERIES_KEYS},
+    "n_samples": pl.UInt64(), "size_min": pl.UInt64(), "size_max": pl.UInt64(),
+    "small_median_s": pl.Float64(), "large_bw_Bps": pl.Float64(),
+}
+_STAMP_KEY = "pt2pt.series_summary.stamp"
+_DIGEST_KEY = "pt2pt.series_summary.digest"
+#: What parsing a damaged file may raise; Polars panics derive from BaseException.
+_READ_ERRORS = (Exception, pl.exceptions.PanicException)
 
 
 def part_path(dataset: Path, campaign: str, tool: str, run_id: str) -> Path:
@@ -58,11 +85,21 @@ def _check(dataset: Path) -> Path:
 
 def runs(dataset: str | Path) -> pl.DataFrame:
     """The runs table (RUNS_SCHEMA); empty when nothing was ingested yet."""
-    path = _check(Path(dataset)) / RUNS_FILE
+    return _load_runs(_check(Path(dataset)))[0]
+
+
+def _load_runs(dataset: Path) -> tuple[pl.DataFrame, bytes]:
+    """The runs table and the exact bytes it was read from (the summary stamp hashes them).
+
+    Reading the bytes once means the table and its fingerprint can never come from two
+    different commits.
+    """
+    path = dataset / RUNS_FILE
     if not path.is_file():
-        return pl.DataFrame(schema=RUNS_SCHEMA)
+        return pl.DataFrame(schema=RUNS_SCHEMA), b""
     try:
-        table = pl.read_parquet(path)
+        data = path.read_bytes()
+        table = pl.read_parquet(io.BytesIO(data))
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise UserError(f"cannot read the runs table ({exc})", where=str(path),
                         hint="the file is damaged; restore it from a backup") from None
@@ -71,8 +108,9 @@ def runs(dataset: str | Path) -> pl.DataFrame:
         raise UserError(f"runs table lacks column(s) {', '.join(missing)}", where=str(path),
                         hint="this is not a pt2pt-kit dataset, or one from another kit version")
     # Columns added to RUNS_SCHEMA after a dataset was written read as nulls.
-    return table.select([(pl.col(c) if c in table.columns else pl.lit(None)).cast(t).alias(c)
-                         for c, t in RUNS_SCHEMA.items()])
+    table = table.select([(pl.col(c) if c in table.columns else pl.lit(None)).cast(t).alias(c)
+                          for c, t in RUNS_SCHEMA.items()])
+    return table, data
 
 
 def run_of_part(name: str) -> str | None:
@@ -100,7 +138,10 @@ def scan(dataset: str | Path) -> pl.LazyFrame:
     Filters on ``campaign``/``tool`` prune whole partitions (hive partitioning).
     """
     dataset = _check(Path(dataset))
-    files = committed_parts(dataset, runs(dataset))
+    return _scan_files(committed_parts(dataset, runs(dataset)))
+
+
+def _scan_files(files: list[Path]) -> pl.LazyFrame:
     if not files:
         return pl.LazyFrame(schema=SAMPLES_SCHEMA)
     lf = pl.scan_parquet(files, hive_partitioning=True,
@@ -116,8 +157,62 @@ def series_table(dataset: str | Path) -> pl.DataFrame:
       when it has none that small;
     * ``large_bw_Bps``: median of size/time over the series' top octave of sizes
       (size >= size_max / 2), i.e. the large-message bandwidth in bytes per second.
+
+    Served from ``series.parquet`` when its stamp matches the committed data (opening a
+    10 M-sample dataset must not rescan it); otherwise computed from the samples and stored
+    for next time if the folder is writable (best effort: a read-only dataset still opens).
     """
-    lf = scan(dataset).filter(~pl.col("warmup"))
+    dataset = _check(Path(dataset))
+    state = _committed(dataset)
+    if not state.runs_bytes:  # nothing ingested: no summary to keep
+        return _compute_series(state.files)
+    cached = _read_summary(dataset, state.stamp)
+    if cached is not None:
+        return cached
+    table = _compute_series(state.files)
+    _save_quietly(dataset, table, state.stamp)
+    return table
+
+
+def refresh_summary(dataset: Path) -> None:
+    """Bring ``series.parquet`` up to date; ingest calls it right after a commit, holding
+    the dataset lock, so the first open after an ingest is served from the summary.
+
+    Raises OSError / PolarsError when the file cannot be written (the caller reports it;
+    the committed dataset is fine either way).
+    """
+    state = _committed(dataset)
+    if state.runs_bytes and _read_summary(dataset, state.stamp) is None:
+        _write_summary(dataset, _compute_series(state.files), state.stamp)
+
+
+@dataclass(frozen=True)
+class _Committed:
+    """What a series table is computed from, and the stamp that identifies it."""
+
+    runs_bytes: bytes
+    files: list[Path]
+    stamp: str
+
+
+def _committed(dataset: Path) -> _Committed:
+    run_table, data = _load_runs(dataset)
+    files = committed_parts(dataset, run_table)
+    digest = hashlib.sha256(f"pt2pt series summary v{SUMMARY_VERSION} small<={SMALL_SIZE} "
+                            f"keys={','.join(SERIES_KEYS)}\n".encode())
+    digest.update(hashlib.sha256(data).digest())
+    for path in files:  # parts are immutable once committed; sizes catch manual tampering
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = -1
+        digest.update(f"{path.relative_to(dataset).as_posix()}\0{size}\n".encode())
+    return _Committed(data, files, digest.hexdigest())
+
+
+def _compute_series(files: list[Path]) -> pl.DataFrame:
+    """series_table from the samples themselves (a full scan)."""
+    lf = _scan_files(files).filter(~pl.col("warmup"))
     keys = list(SERIES_KEYS)
     size_max = pl.col("size").max().over(keys)
     size_min = pl.col("size").min().over(keys)
@@ -138,6 +233,61 @@ def series_table(dataset: str | Path) -> pl.DataFrame:
         .collect()
     )
     return table.with_columns([pl.col(c).cast(pl.String) for c in keys])
+
+
+def _digest(table: pl.DataFrame) -> str:
+    """Content checksum: a summary that still parses but holds other values is rejected.
+    JSON floats are the shortest round-trip repr, so equal digests mean equal values."""
+    payload = json.dumps([table.columns, [str(t) for t in table.dtypes], table.rows()])
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _read_summary(dataset: Path, stamp: str) -> pl.DataFrame | None:
+    """The stored summary if it belongs to ``stamp`` and is intact, else None (recompute)."""
+    try:
+        data = (dataset / SUMMARY_FILE).read_bytes()
+        meta = pl.read_parquet_metadata(io.BytesIO(data))
+        if meta.get(_STAMP_KEY) != stamp:
+            return None
+        table = pl.read_parquet(io.BytesIO(data))
+        if table.schema != pl.Schema(SUMMARY_SCHEMA) or meta.get(_DIGEST_KEY) != _digest(table):
+            return None
+    except _READ_ERRORS:  # missing, unreadable, truncated, not Parquet...
+        return None
+    return table
+
+
+def _write_summary(dataset: Path, table: pl.DataFrame, stamp: str) -> None:
+    """Atomically replace series.parquet (temp file + rename). No fsync: after a crash a
+    torn summary fails its digest and is recomputed."""
+    tmp = dataset / f"{SUMMARY_FILE}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+    try:
+        table.write_parquet(tmp, metadata={_STAMP_KEY: stamp, _DIGEST_KEY: _digest(table)})
+        os.replace(tmp, dataset / SUMMARY_FILE)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _save_quietly(dataset: Path, table: pl.DataFrame, stamp: str) -> None:
+    """Store a summary computed by a reader, unless that cannot or should not happen.
+
+    Skipped when an ingest holds the lock (it writes a fresher summary itself) or committed
+    since ``table`` was computed; errors (read-only folder, full disk) are ignored because
+    the caller already has its answer. Never waits: opening a dataset must not block.
+    """
+    fd = None
+    try:
+        lock = dataset / LOCK_FILE
+        if lock.exists():
+            fd = os.open(lock, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: BlockingIOError
+        if _committed(dataset).stamp == stamp:
+            _write_summary(dataset, table, stamp)
+    except (OSError, pl.exceptions.PolarsError, UserError):
+        pass
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock
 
 
 @contextlib.contextmanager
@@ -169,6 +319,8 @@ def remove_leftovers(dataset: Path, run_table: pl.DataFrame) -> int:
     tmp_runs = dataset / (RUNS_FILE + TMP_SUFFIX)
     if tmp_runs.exists():
         tmp_runs.unlink()
+    for tmp in dataset.glob(f"{SUMMARY_FILE}.*{TMP_SUFFIX}"):  # a killed summary write
+        tmp.unlink(missing_ok=True)
     return removed
 
 

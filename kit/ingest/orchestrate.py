@@ -3,7 +3,8 @@
 Each input file is detected, hashed, parsed and written to a temp part file on its own; any
 IngestError is recorded against that file and the others carry on. Only at the end are the
 written parts renamed into place and the runs table replaced (kit.dataset.commit), so an
-interrupted ingest leaves the previous dataset readable and unchanged.
+interrupted ingest leaves the previous dataset readable and unchanged. Then, still under the
+lock, the series summary (kit.dataset.refresh_summary) is brought up to date.
 
 Re-ingesting is a no-op: a run's id is the SHA-256 of the bytes of its files (the primary
 file plus its companions), and a run already in the runs table is skipped. Changing
@@ -155,6 +156,14 @@ def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | 
             for tmp, _final in batch.parts:
                 tmp.unlink(missing_ok=True)
             raise
+        # After the commit, not inside it: the summary is a cache stamped with what it was
+        # computed from, so a kill here leaves a stale one that readers detect and ignore.
+        try:
+            ds.refresh_summary(dataset)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            report.warnings.append(f"{dataset}: could not update {ds.SUMMARY_FILE} ({exc}); "
+                                   "the dataset is complete, its series table is recomputed "
+                                   "when opened")
     report.runs_added = len(batch.new_runs)
     return report
 
