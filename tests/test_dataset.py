@@ -118,11 +118,16 @@ def test_killed_ingest_leaves_previous_dataset(tmp_path, osu_dir):
     assert proc.returncode == -signal.SIGKILL
     after = _snapshot(dataset)
     assert before[0].equals(after[0]) and before[1].equals(after[1])
+    # the stored series summary still describes the committed data
+    assert ds.series_table(dataset).equals(
+        ds._compute_series(ds.committed_parts(dataset, ds.runs(dataset))))
     # the next ingest cleans up and completes
     report = ingest([osu_dir / "osu_bw_tcp_7.4.txt"], dataset)
     assert report.ok and report.runs_added == 1
     assert not [p for p in dataset.rglob("*") if p.name.endswith(".tmp")]
     assert len(list(dataset.rglob("part-*.parquet"))) == 2
+    assert ds.series_table(dataset).equals(
+        ds._compute_series(ds.committed_parts(dataset, ds.runs(dataset))))
 
 
 def test_series_table_figures(tmp_path):
