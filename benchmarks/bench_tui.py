@@ -162,7 +162,7 @@ def main() -> int:
     big = build(args.workdir, 10_000_000)
     mid = build(args.workdir, 1_000_000)
     for name, secs in time_parts(big).items():
-        print(f"  10M {name}: {secs:.2f} s")
+        print(f"  10M {name}: {secs:.3f} s")
     opens = [open_in_child(big) for _ in range(max(args.repeat // 2, 1))]
     plot_s = [o[0] for o in opens]
     print(f"open 10M samples -> first plot: median {statistics.median(plot_s):.2f} s "

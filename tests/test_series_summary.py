@@ -15,6 +15,7 @@ from polars.testing import assert_frame_equal
 from kit import dataset as ds
 from kit.cli import main
 from kit.ingest import ingest
+from kit.schema import SERIES_KEYS
 
 
 def _csv(folder: Path, name: str, seed: int, n: int = 400) -> Path:
@@ -73,6 +74,45 @@ def test_cached_equals_recomputed_after_several_ingests(tmp_path, fixtures_dir, 
     # the lab series holds three runs: its medians are over all of them
     lab = cached.filter(pl.col("campaign") == "lab").row(0, named=True)
     assert lab["n_samples"] == 1200
+
+
+def _reference(dataset: Path) -> pl.DataFrame:
+    """The original one-pass definition (window functions over the series), kept here to
+    check the two-pass computation in kit.dataset against it."""
+    lf = ds.scan(dataset).filter(~pl.col("warmup"))
+    keys = list(SERIES_KEYS)
+    size_max = pl.col("size").max().over(keys)
+    size_min = pl.col("size").min().over(keys)
+    small = pl.col("size") <= pl.max_horizontal(pl.lit(ds.SMALL_SIZE, pl.UInt64), size_min)
+    large = (pl.col("size") >= size_max // 2) & (pl.col("size") > 0) & (pl.col("time") > 0)
+    table = (lf.with_columns(_small=small, _large=large).group_by(keys)
+             .agg(n_samples=pl.len().cast(pl.UInt64), size_min=pl.col("size").min(),
+                  size_max=pl.col("size").max(),
+                  small_median_s=pl.col("time").filter(pl.col("_small")).median(),
+                  large_bw_Bps=(pl.col("size").cast(pl.Float64) / pl.col("time"))
+                  .filter(pl.col("_large")).median())
+             .sort(keys).collect())
+    return table.with_columns([pl.col(c).cast(pl.String) for c in keys])
+
+
+def test_two_pass_equals_one_pass_definition(tmp_path, fixtures_dir):
+    out = tmp_path / "ds"
+    edge = tmp_path / "edge"
+    edge.mkdir()
+    # size 0, a zero time, a series with no size <= 64 B, one with a single size
+    (edge / "z.csv").write_text("size,duration\n0,1e-6\n0,3e-6\n8,0\n4096,0\n4096,2e-6\n")
+    (tmp_path / "big").mkdir()
+    (tmp_path / "big" / "b.csv").write_text("size,duration\n1000,1e-5\n3000,2e-5\n9000,4e-5\n")
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "o.csv").write_text("size,duration\n512,1e-6\n512,2e-6\n")
+    ingest([fixtures_dir / "osu", fixtures_dir / "skampi", _csv(tmp_path / "lab", "a.csv", 1),
+            edge, tmp_path / "big", tmp_path / "one"], out, transport="tcp")
+    ingest([_csv(tmp_path / "lab", "b.csv", 2)], out, transport="tcp", op="send")
+    reference = _reference(out)
+    assert reference.height >= 10
+    assert {"edge", "big", "one"} <= set(reference["campaign"])
+    assert_frame_equal(_recomputed(out), reference, check_exact=True)
+    assert_frame_equal(ds.series_table(out), reference, check_exact=True)
 
 
 def test_summary_refreshed_by_ingest(dataset, tmp_path):
