@@ -160,7 +160,7 @@ def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | 
         # computed from, so a kill here leaves a stale one that readers detect and ignore.
         try:
             ds.refresh_summary(dataset)
-        except (OSError, pl.exceptions.PolarsError) as exc:
+        except (OSError, pl.exceptions.PolarsError, UserError) as exc:
             report.warnings.append(f"{dataset}: could not update {ds.SUMMARY_FILE} ({exc}); "
                                    "the dataset is complete, its series table is recomputed "
                                    "when opened")
