@@ -88,6 +88,34 @@ def test_real_skampi_pingpong() -> None:
     assert rows["time"][0] == pytest.approx(8.7e-6 / 2)  # round trip -> one way
 
 
+def test_job_json_beside_the_output_gives_run_metadata(tmp_path: Path) -> None:
+    """OSU/SkaMPI print no start, end, host or job id; the job template's job.json has them.
+    A cancelled job's partial output must not be recorded as complete."""
+    job = tmp_path / "007-osu_bw1-shm-intra-r1"
+    job.mkdir()
+    shutil.copy(DATA / "osu_bw_z_shm.txt", job / "osu_bw.txt")
+    plan = {"outputs": ["osu_bw.txt"], "nodes": 1, "ntasks_per_node": 2,
+            "transport_env": {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader"}}
+    record = {"plan": plan, "state": "completed", "slurm_job_id": "4711", "host": "n1",
+              "start": "2026-11-22T04:14:50Z", "end": "2026-11-22T04:14:51Z"}
+    (job / "job.json").write_text(json.dumps(record))
+    run = osu.parse(job / "osu_bw.txt")
+    assert (run.start, run.end, run.job_id) == (record["start"], record["end"], "4711")
+    assert run.hosts == ["n1", "n1"] and run.env == plan["transport_env"]
+    assert run.complete is True and run.transport_hint == "shm"
+    (job / "job.json").write_text(json.dumps({**record, "state": "cancelled"}))
+    assert osu.parse(job / "osu_bw.txt").complete is False
+    # a job.json that does not list the file (another tool's job) is not used
+    (job / "job.json").write_text(json.dumps({**record, "plan": {**plan, "outputs": ["x"]}}))
+    assert osu.parse(job / "osu_bw.txt").start is None
+    # SkaMPI reads it the same way; inter-node jobs know only the batch host: no hosts
+    shutil.copy(DATA / "skampi_pingpong_tcp.sko", job / "skampi.sko")
+    inter = {**plan, "outputs": ["skampi.sko"], "nodes": 2, "ntasks_per_node": 1}
+    (job / "job.json").write_text(json.dumps({**record, "plan": inter}))
+    run = skampi.parse(job / "skampi.sko")
+    assert run.job_id == "4711" and run.hosts == [] and run.complete is True
+
+
 # --- the real binaries ------------------------------------------------------------------
 
 def _tools_path() -> str:
@@ -171,6 +199,10 @@ def test_osu_and_skampi_campaign_runs_locally_and_collects(
     assert set(osu_means["size_max"]) == {4096}
     sk = means.filter(pl.col("tool").cast(pl.String) == "skampi")
     assert set(sk["size_min"]) == {1} and set(sk["size_max"]) == {4096}  # 16 KiB buffer
-    versions = set(runs(dataset)["tool_version"].to_list())
+    table = runs(dataset)
+    assert table.height == 2 * (2 * len(OSU_BENCHMARKS) + 1)
+    assert table["start"].null_count() == 0 and table["end"].null_count() == 0
+    assert table["hosts"].null_count() == 0 and table["complete"].all()
+    versions = set(table["tool_version"].to_list())
     assert any(v.startswith("OSU 7.") for v in versions)
     assert "SKaMPI Version 6.0.0" in versions

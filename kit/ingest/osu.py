@@ -16,6 +16,8 @@ OSU prints one aggregate per size, never single samples, so every row has a ``st
   For ``bibw`` the time is per message *per direction pair*: the aggregate bandwidth counts
   both directions, so ``size/time`` is the aggregate bidirectional bandwidth.
 
+Start, end, hosts, Slurm job id, the forced transport variables and completeness come from the
+``job.json`` of the kit's job directory when the output sits in one (``kit.ingest.jobrecord``).
 Lines before the title (launcher warnings in a captured stdout) are ignored with a warning.
 Size-0 rows cannot be converted from bandwidth and are skipped (OSU never prints them).
 7.2 puts ``# Size`` before ``# Datatype``, 7.4 after, and 7.4 says "Avg Latency(us)": we read
@@ -29,6 +31,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from kit.ingest.common import US, ParsedRun, Rows, fail, parse_size, parse_time, read_text
+from kit.ingest.jobrecord import apply_job_record
 
 _TITLE = re.compile(r"^# OSU MPI(?:-\S+)? (.+?) Test v(\d+\.\d+)")
 _PCT = re.compile(r"P(\d{1,2}(?:\.\d+)?) Tail")
@@ -118,5 +121,6 @@ def parse(path: Path) -> ParsedRun:
         raise fail(path, None, f"OSU {op} output without any result line",
                    "the benchmark probably failed; check its stderr")
     warnings = [f"{path.name}: {preamble} line(s) before the OSU title ignored"] if preamble else []
-    return ParsedRun(tool="osu", sources=[path], rows=rows.frame(), warnings=warnings,
-                     tool_version=f"OSU {version}" if version else None)
+    run = ParsedRun(tool="osu", sources=[path], rows=rows.frame(), warnings=warnings,
+                    tool_version=f"OSU {version}" if version else None)
+    return apply_job_record(run, path)
