@@ -222,3 +222,28 @@ def test_demo_campaign_osu_options_keep_runs_short() -> None:
     doc = yaml.safe_load(path.read_text())
     osu = next(t for t in doc["tools"] if t["tool"] == "osu")
     assert "-i" not in osu["options"] and "--iterations" not in osu["options"]
+
+
+def test_binaries_found_through_relative_paths_are_written_absolute(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs run in their own directory: a relative PATH entry or spack_view must not leave a
+    relative binary path in the job's command."""
+    (tmp_path / "tools").mkdir()
+    for exe in ("osu_latency", "osu_bw"):
+        (tmp_path / "tools" / exe).write_text("#!/bin/sh\n")
+        (tmp_path / "tools" / exe).chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "tools:/usr/bin:/bin")
+    manifest = json.loads(plan_campaign(_campaign(tmp_path), tmp_path / "out").read_text())
+    osu = [j for j in manifest["jobs"] if j["tool"] == "osu"]
+    assert osu and all(j["command"][0] == str(tmp_path / "tools" / j["benchmark"]) for j in osu)
+    view = tmp_path / "view" / "bin"
+    view.mkdir(parents=True)
+    (view / "osu_latency").symlink_to(tmp_path / "tools" / "osu_latency")
+    text = CAMPAIGN + "spack_view: view\n"
+    manifest = json.loads(plan_campaign(_campaign(tmp_path, text=text), tmp_path / "out2")
+                          .read_text())
+    job = next(j for j in manifest["jobs"] if j.get("benchmark") == "osu_latency")
+    assert job["command"][0] == str(view / "osu_latency")  # absolute, symlink kept
+    script = (tmp_path / "out2" / job["script"]).read_text()
+    assert f"export PATH={view}:" in script
