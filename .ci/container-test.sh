@@ -19,8 +19,12 @@ RUN_OPTS=() BUILD_OPTS=()
 if [ "$ENGINE" = podman ]; then
   GLOBAL=(--cgroup-manager=cgroupfs)
   command -v runc >/dev/null && GLOBAL+=(--runtime runc)
-  RUN_OPTS+=(--ulimit nofile=1024:1024 --ulimit nproc=4096:4096)
-  BUILD_OPTS+=(--pull=never --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 --network host)
+  # Never above this shell's hard limits: podman cannot raise them (setrlimit: not permitted).
+  nproc=$(ulimit -Hu); [ "$nproc" = unlimited ] || [ "$nproc" -ge 4096 ] && nproc=4096
+  nofile=$(ulimit -Hn); [ "$nofile" = unlimited ] || [ "$nofile" -ge 1024 ] && nofile=1024
+  LIMITS=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
+  RUN_OPTS+=("${LIMITS[@]}")
+  BUILD_OPTS+=(--pull=never "${LIMITS[@]}" --network host)
   # pip inside the build must trust the same CA bundle as the host (proxies with their own CA).
   # Mounted beside the image's own bundle (not over it: ca-certificates' postinst rewrites that).
   if [ -f /etc/ssl/certs/ca-certificates.crt ]; then

@@ -189,3 +189,61 @@ def test_intra_node_tcp_may_use_loopback_inter_node_may_not(tmp_path: Path) -> N
     assert "OMPI_MCA_btl_tcp_if_include=lo" in intra
     assert by_place["intra-node"]["transport_env"]["OMPI_MCA_btl_tcp_if_include"] == "lo"
     assert "btl_tcp_if_include" not in inter
+
+
+@pytest.mark.parametrize("name", ["local-demo.yaml", "cluster-sweep.yaml"])
+def test_shipped_campaigns_plan_with_osu_and_skampi_installed(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Until OSU and SkaMPI were installed for real, their optional entries were never planned:
+    local-demo.yaml (no params) then failed on '{{ max_buffer }}' in a comment of
+    pingpong.ski. Every shipped campaign must plan its OSU and SkaMPI jobs."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for exe in ("osu_latency", "osu_bw", "osu_bibw", "skampi"):
+        (tools / exe).write_text("#!/bin/sh\n")
+        (tools / exe).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    campaign = Path(__file__).resolve().parent.parent / "jobs" / "campaigns" / name
+    manifest = json.loads(plan_campaign(campaign, tmp_path / "out").read_text())
+    assert manifest["not_planned"] == []
+    assert {j["tool"] for j in manifest["jobs"]} == {"probe", "osu", "skampi"}
+    job = next(j for j in manifest["jobs"] if j["tool"] == "skampi")
+    ski = (tmp_path / "out" / job["dir"] / "input.ski").read_text()
+    assert "set_skampi_buffer(" + ("8mb" if name == "local-demo.yaml" else "32mb") + ")" in ski
+    assert "{{" not in ski and "}}" not in ski
+
+
+def test_demo_campaign_osu_options_keep_runs_short() -> None:
+    """OSU's -i also sets the large-message iteration count: '-i 1000' in local-demo.yaml made
+    osu_bw take ~2 minutes over shared memory (64 x 1000 messages per size up to 4 MiB)."""
+    import yaml
+
+    path = Path(__file__).resolve().parent.parent / "jobs" / "campaigns" / "local-demo.yaml"
+    doc = yaml.safe_load(path.read_text())
+    osu = next(t for t in doc["tools"] if t["tool"] == "osu")
+    assert "-i" not in osu["options"] and "--iterations" not in osu["options"]
+
+
+def test_binaries_found_through_relative_paths_are_written_absolute(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs run in their own directory: a relative PATH entry or spack_view must not leave a
+    relative binary path in the job's command."""
+    (tmp_path / "tools").mkdir()
+    for exe in ("osu_latency", "osu_bw"):
+        (tmp_path / "tools" / exe).write_text("#!/bin/sh\n")
+        (tmp_path / "tools" / exe).chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "tools:/usr/bin:/bin")
+    manifest = json.loads(plan_campaign(_campaign(tmp_path), tmp_path / "out").read_text())
+    osu = [j for j in manifest["jobs"] if j["tool"] == "osu"]
+    assert osu and all(j["command"][0] == str(tmp_path / "tools" / j["benchmark"]) for j in osu)
+    view = tmp_path / "view" / "bin"
+    view.mkdir(parents=True)
+    (view / "osu_latency").symlink_to(tmp_path / "tools" / "osu_latency")
+    text = CAMPAIGN + "spack_view: view\n"
+    manifest = json.loads(plan_campaign(_campaign(tmp_path, text=text), tmp_path / "out2")
+                          .read_text())
+    job = next(j for j in manifest["jobs"] if j.get("benchmark") == "osu_latency")
+    assert job["command"][0] == str(view / "osu_latency")  # absolute, symlink kept
+    script = (tmp_path / "out2" / job["script"]).read_text()
+    assert f"export PATH={view}:" in script

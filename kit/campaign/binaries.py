@@ -18,11 +18,20 @@ DEFAULT_VIEW = REPO_ROOT / ".spack-env" / "view"
 
 
 def spack_view(setting: str | None) -> Path:
-    return Path(setting) if setting else DEFAULT_VIEW
+    """The view as an absolute path (relative to the planning directory): job scripts run in
+    their job directory, where a relative view or binary path would point elsewhere."""
+    return Path(setting).absolute() if setting else DEFAULT_VIEW
 
 
 def _executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
+
+
+def _which(name: str) -> Path | None:
+    """``name`` on PATH as an absolute path: jobs run in their own directory, so a relative
+    PATH entry (``.``, ``bin``) would not resolve there. Symlinks are kept (Spack views)."""
+    found = shutil.which(name)
+    return Path(os.path.abspath(found)) if found else None
 
 
 def find_osu(name: str, view: Path) -> Path | None:
@@ -32,15 +41,13 @@ def find_osu(name: str, view: Path) -> Path | None:
     for path in candidates:
         if _executable(path):
             return path
-    found = shutil.which(name)
-    return Path(found) if found else None
+    return _which(name)
 
 
 def find_skampi(view: Path) -> Path | None:
     if _executable(view / "bin" / "skampi"):
         return view / "bin" / "skampi"
-    found = shutil.which("skampi")
-    return Path(found) if found else None
+    return _which("skampi")
 
 
 def find_probe() -> Path | None:

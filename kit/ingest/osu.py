@@ -8,11 +8,16 @@ OSU prints one aggregate per size, never single samples, so every row has a ``st
 * ``osu_bw`` / ``osu_bibw`` report MB/s (10^6 bytes per second) over a window of messages.
   We store the time per message, ``size / (MB/s × 1e6)`` seconds, as op ``bw`` / ``bibw``, so
   bandwidth rows share the time axis of every other series (``size / time`` gives the
-  bandwidth back exactly). A bandwidth percentile ``pNN`` is converted the same way; note that
-  a high bandwidth percentile is a *low* time percentile.
+  bandwidth back exactly). With ``-z`` OSU sorts the per-iteration *bandwidths* ascending
+  (7.4 ``omb_calculate_tail_lat``), so its "P99 Tail BW" is a fast iteration: converted to a
+  time it is the 1st percentile of the time per message. The ``stat`` column always names a
+  percentile of *time* (what every other tool's ``pNN`` means), so bandwidth tail column
+  ``PNN`` is stored as stat ``p(100-NN)``: P50 stays ``p50``, P90 becomes ``p10``, P99 ``p1``.
   For ``bibw`` the time is per message *per direction pair*: the aggregate bandwidth counts
   both directions, so ``size/time`` is the aggregate bidirectional bandwidth.
 
+Start, end, hosts, Slurm job id, the forced transport variables and completeness come from the
+``job.json`` of the kit's job directory when the output sits in one (``kit.ingest.jobrecord``).
 Lines before the title (launcher warnings in a captured stdout) are ignored with a warning.
 Size-0 rows cannot be converted from bandwidth and are skipped (OSU never prints them).
 7.2 puts ``# Size`` before ``# Datatype``, 7.4 after, and 7.4 says "Avg Latency(us)": we read
@@ -22,9 +27,11 @@ whichever header line starts with ``# Size`` and take the columns from it.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
 
 from kit.ingest.common import US, ParsedRun, Rows, fail, parse_size, parse_time, read_text
+from kit.ingest.jobrecord import apply_job_record
 
 _TITLE = re.compile(r"^# OSU MPI(?:-\S+)? (.+?) Test v(\d+\.\d+)")
 _PCT = re.compile(r"P(\d{1,2}(?:\.\d+)?) Tail")
@@ -40,12 +47,21 @@ def looks_like(lines: list[str]) -> bool:
     return any(_TITLE.match(line) for line in lines[:5])
 
 
-def _columns(path: Path, lineno: int, header: str) -> list[str]:
-    """Stat names of the value columns of a ``# Size ...`` header line."""
+def _stat_name(percentile: str, bandwidth: bool) -> str:
+    """``pNN`` for a time percentile; a bandwidth percentile NN is the time percentile 100-NN."""
+    value = Decimal(percentile)
+    if bandwidth:
+        value = Decimal(100) - value
+    text = format(value.normalize(), "f")
+    return "p" + text.replace(".", "_")
+
+
+def _columns(path: Path, lineno: int, header: str, *, bandwidth: bool) -> list[str]:
+    """Stat names (percentiles of time) of the value columns of a ``# Size ...`` header."""
     body = header[1:].strip()
     stats = ["mean"]
     for match in _PCT.finditer(body):
-        stats.append("p" + match.group(1).replace(".", "_"))
+        stats.append(_stat_name(match.group(1), bandwidth))
     if not re.search(r"(Latency|Bandwidth)", body):
         raise fail(path, lineno, "expected an OSU column header '# Size  Latency (us)' or "
                    "'# Size  Bandwidth (MB/s)'")
@@ -71,7 +87,7 @@ def parse(path: Path) -> ParsedRun:
                     raise fail(path, lineno, f"OSU '{kind}' test is not supported",
                                "ingest osu_latency, osu_bw or osu_bibw outputs")
             elif line.startswith("# Size"):
-                stats = _columns(path, lineno, line)
+                stats = _columns(path, lineno, line, bandwidth=op in ("bw", "bibw"))
             continue
         if op is None:
             preamble += 1  # launcher noise before the title (mpirun/Slurm warnings)
@@ -105,5 +121,6 @@ def parse(path: Path) -> ParsedRun:
         raise fail(path, None, f"OSU {op} output without any result line",
                    "the benchmark probably failed; check its stderr")
     warnings = [f"{path.name}: {preamble} line(s) before the OSU title ignored"] if preamble else []
-    return ParsedRun(tool="osu", sources=[path], rows=rows.frame(), warnings=warnings,
-                     tool_version=f"OSU {version}" if version else None)
+    run = ParsedRun(tool="osu", sources=[path], rows=rows.frame(), warnings=warnings,
+                    tool_version=f"OSU {version}" if version else None)
+    return apply_job_record(run, path)

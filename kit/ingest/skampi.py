@@ -10,6 +10,8 @@ With ``-d 8`` SkaMPI also writes ``<prefix>_procNNNN.log`` per rank, holding eve
 repetition as ``local_results[i] = µs``, one "starting measurement" block per result line.
 When ``<sko stem>_proc0000.log`` sits next to the ``.sko``, rank 0's values (rank 0 times the
 round trip) become raw rows of the same run: op ``pingpong``, stat ``raw``, time = value / 2.
+Run metadata (start, end, hosts, job id, forced variables, completeness) comes from the kit's
+``job.json`` beside the ``.sko`` when there is one (``kit.ingest.jobrecord``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from kit.ingest.common import (
     parse_time,
     read_text,
 )
+from kit.ingest.jobrecord import apply_job_record
 
 _BEGIN = re.compile(r'^# begin result "([^"]*)"')
 _LOCAL = re.compile(r"^local_results\[(\d+)\]\s*=\s*(\S+)\s*$")
@@ -95,8 +98,9 @@ def parse(path: Path) -> ParsedRun:
     if log.is_file():
         _add_debug_rows(log, sizes, rows, warnings)
         sources.append(log)
-    return ParsedRun(tool="skampi", sources=sources, rows=rows.frame(), tool_version=version,
-                     warnings=warnings)
+    run = ParsedRun(tool="skampi", sources=sources, rows=rows.frame(), tool_version=version,
+                    warnings=warnings)
+    return apply_job_record(run, path)
 
 
 def _add_debug_rows(log: Path, sizes: list[int], rows: Rows, warnings: list[str]) -> None:
