@@ -49,6 +49,10 @@ def build(workdir: Path, n: int) -> Path:
     t0 = time.perf_counter()
     report = ingest([raw], dataset, campaign="bench", transport="tcp")
     print(f"  built {dataset} ({report.rows_added:,} rows) in {time.perf_counter() - t0:.1f} s")
+    # Above kit.dataset.SUMMARY_REFRESH_MAX_ROWS ingest leaves series.parquet to the first
+    # reader; be that reader here, so the timed opens are the second and later ones.
+    from kit.dataset import series_table
+    series_table(dataset)
     raw.unlink()
     return dataset
 

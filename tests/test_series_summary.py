@@ -128,10 +128,27 @@ def test_summary_refreshed_by_ingest(dataset, tmp_path):
     assert (dataset / ds.SUMMARY_FILE).stat().st_mtime_ns == mtime
 
 
+def test_large_dataset_left_to_first_reader(dataset, tmp_path, monkeypatch):
+    """Above SUMMARY_REFRESH_MAX_ROWS ingest skips the rescan (memory); the first open
+    computes the table, right, and stores it for the opens after it."""
+    before = (dataset / ds.SUMMARY_FILE).read_bytes()
+    monkeypatch.setattr(ds, "SUMMARY_REFRESH_MAX_ROWS", ds._committed(dataset).rows)
+    report = ingest([_csv(tmp_path / "lab", "big.csv", 9)], dataset, transport="tcp")
+    assert report.ok and report.runs_added == 1 and not report.warnings
+    assert (dataset / ds.SUMMARY_FILE).read_bytes() == before  # not refreshed: now stale
+    assert _stored_stamp(dataset) != ds._committed(dataset).stamp
+    table = ds.series_table(dataset)
+    assert_frame_equal(table, _recomputed(dataset), check_exact=True)
+    assert _stored_stamp(dataset) == ds._committed(dataset).stamp
+    with monkeypatch.context() as m:
+        _no_compute(m)
+        assert_frame_equal(ds.series_table(dataset), table, check_exact=True)
+
+
 def test_stale_stamp_recomputes(dataset, tmp_path, monkeypatch):
     old = (dataset / ds.SUMMARY_FILE).read_bytes()
     # an ingest killed between its commit and the summary write leaves the old summary
-    def killed(path: Path) -> None:
+    def killed(path: Path, **kw: object) -> None:
         raise KeyboardInterrupt
     monkeypatch.setattr(ds, "refresh_summary", killed)
     with pytest.raises(KeyboardInterrupt):

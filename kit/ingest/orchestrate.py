@@ -158,8 +158,9 @@ def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | 
             raise
         # After the commit, not inside it: the summary is a cache stamped with what it was
         # computed from, so a kill here leaves a stale one that readers detect and ignore.
+        # Large datasets are left to their first reader (memory; see SUMMARY_REFRESH_MAX_ROWS).
         try:
-            ds.refresh_summary(dataset)
+            ds.refresh_summary(dataset, max_rows=ds.SUMMARY_REFRESH_MAX_ROWS)
         except (OSError, pl.exceptions.PolarsError, UserError) as exc:
             report.warnings.append(f"{dataset}: could not update {ds.SUMMARY_FILE} ({exc}); "
                                    "the dataset is complete, its series table is recomputed "
