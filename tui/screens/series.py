@@ -170,7 +170,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         if state.model is not None:
             self.redraw()
         elif file_model is not None:
-            self._adopt(file_model)
+            self._adopt(file_model.model, source=file_model.name)  # shown as saved: no refit
         else:
             self.redraw()
             self.start_fit(auto=True)
@@ -254,11 +254,11 @@ class SeriesScreen(HelpMixin, Screen[None]):
             self.notify(f"Validation skipped: {err.paragraph()}", severity="warning")
         self.redraw()
 
-    def _adopt(self, model: Any) -> None:
+    def _adopt(self, model: Any, source: str | None = None) -> None:
         state = self.state
         assert state is not None
         views = data.regimes(model)
-        state.adopt(model, data.breakpoints_of(model), [v.family for v in views])
+        state.adopt(model, data.breakpoints_of(model), [v.family for v in views], source)
         if self.sel_bp is not None and self.sel_bp >= len(state.breakpoints):
             self.sel_bp = len(state.breakpoints) - 1 if state.breakpoints else None
         self.sel_regime = min(self.sel_regime, max(len(views) - 1, 0))
@@ -289,6 +289,8 @@ class SeriesScreen(HelpMixin, Screen[None]):
             status = "preview — full fit running…"
         elif state.edited:
             status = "edited — refitting…" if self.fitting else "edited — press r to refit"
+        elif state.source:
+            status = f"loaded from {state.source} (r refits)"
         else:
             status = "fitted"
         head = Text.assemble((f"{n:,} samples", "bold"), f" · {self.mode} view\n",
