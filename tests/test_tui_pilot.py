@@ -451,7 +451,7 @@ async def test_models_directory_shows_each_model_on_its_series_without_refitting
         assert [r.to_dict() for r in state.model.regimes_] == saved["regimes"]
         assert state.breakpoints == FILE_BREAKPOINTS["tcp"]
         assert state.source == "tcp-pingpong-csv.json"
-        assert "loaded from tcp-pingpong-csv.json" in str(
+        assert "loaded: tcp-pingpong-csv.json" in str(
             screen.query_one("#model-status").render())
 
         await pilot.press("R")  # the automatic refit still works, and replaces the file's

@@ -135,3 +135,16 @@ def test_sparse_bins_never_merge_across_an_empty_stretch() -> None:
     assert binned.count[0] == 10 and binned.size[0] < 16  # the small island stays alone
     assert binned.quantiles[0.99][0] == pytest.approx(1e-6)
     assert binned.count[1:].min() >= 50
+
+
+def test_only_the_raw_view_merges_bins_and_dense_series_are_summarised_once() -> None:
+    from tui.data import draw_summaries, min_bin_count
+
+    sparse = _log_uniform(500, seed=9)
+    raw, median = draw_summaries(sparse)
+    assert raw.count.min() >= min_bin_count(500)
+    assert len(median.size) > 2 * len(raw.size)  # medians keep quarter-octave bins: sharp steps
+    assert median.count.sum() == raw.count.sum() == 500
+    dense = _log_uniform(200_000, seed=10, top=2**16)
+    raw, median = draw_summaries(dense)
+    assert raw is median  # every quarter octave already holds enough samples

@@ -252,15 +252,27 @@ def _grid_bins(size: np.ndarray, min_count: int) -> np.ndarray | None:
     return index.astype(np.int32)
 
 
-def _log_bins(size: np.ndarray, bins_per_octave: int, min_count: int) -> np.ndarray:
-    """Bin per sample: log-size bins, neighbours merged until each holds ``min_count``.
+def _log_base(size: np.ndarray, bins_per_octave: int) -> np.ndarray:
+    """Quarter-octave (by default) bin of each sample, numbered from 0.
+
+    float32 is plenty for a bin index and its log2 is several times faster than float64's:
+    this runs on up to ``DRAW_MAX_SAMPLES`` samples every time a series opens.
+    """
+    t = size.astype(np.float32)
+    np.maximum(t, 1.0, out=t)
+    np.log2(t, out=t)
+    t *= bins_per_octave
+    base = np.floor(t, out=t).astype(np.int32)
+    base -= base.min()
+    return base
+
+
+def _merge_lut(counts: np.ndarray, bins_per_octave: int, min_count: int) -> np.ndarray:
+    """Merged bin id per base bin: neighbours joined until each holds ``min_count`` samples.
 
     Merging never crosses more than an octave without samples, so sizes far apart (8 B and
     1 MiB) never share a bin; an island of fewer samples than ``min_count`` is one bin.
     """
-    base = np.floor(np.log2(np.maximum(size, 1.0)) * bins_per_octave).astype(np.int64)
-    lo = int(base.min())
-    counts = np.bincount(base - lo)
     nonempty = np.flatnonzero(counts)
     islands = np.split(nonempty, np.flatnonzero(np.diff(nonempty) > bins_per_octave + 1) + 1)
     lut = np.zeros(counts.size, dtype=np.int32)
@@ -276,30 +288,31 @@ def _log_bins(size: np.ndarray, bins_per_octave: int, min_count: int) -> np.ndar
             lut[island[lut[island] == group]] = group - 1
         elif filled:  # the whole island is smaller than one bin
             group += 1
-    return lut[base - lo]
+    return lut
 
 
-def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 160,
-                min_count: int | None = None) -> Binned:
-    """Quantiles of time per size bin and an evenly spread subset of samples per bin.
+def _bin_ids(size: np.ndarray, bins_per_octave: int, min_count: int
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """(narrow, merged) drawing bin of each sample; the same array when nothing merges.
 
-    Drawing millions of points is pointless on a 200-dot-wide canvas; quantile bands per
-    bin keep the tails visible that a subsample would hide. A grid series (many samples
-    per exact size) gets one bin per size. Otherwise bins are ``1/bins_per_octave`` of an
-    octave, merged with their neighbours until each holds ``min_count`` samples (default
-    :func:`min_bin_count`): a sparse log-uniform series has a handful of samples per size,
-    and bands through so few jump from bin to bin. The subset takes every k-th sample of
-    a bin in run order (sizes are shuffled in time, so this spreads over the run) which
-    is deterministic, so snapshots are too.
+    A grid series gets its exact sizes in both; otherwise narrow bins are log-size bins
+    and merged ones join them until each holds ``min_count`` samples.
     """
-    step = max(len(samples) // DRAW_MAX_SAMPLES, 1)
-    size, time = samples.size[::step], samples.time[::step]
     if size.size == 0:
-        bins = np.zeros(0, dtype=np.int32)
-    else:
-        wanted = min_bin_count(size.size) if min_count is None else max(int(min_count), 1)
-        grid = _grid_bins(size, wanted)
-        bins = grid if grid is not None else _log_bins(size, bins_per_octave, wanted)
+        empty = np.zeros(0, dtype=np.int32)
+        return empty, empty
+    grid = _grid_bins(size, min_count)
+    if grid is not None:
+        return grid, grid
+    base = _log_base(size, bins_per_octave)
+    counts = np.bincount(base)
+    lut = _merge_lut(counts, bins_per_octave, min_count)
+    if int(lut.max()) + 1 == np.count_nonzero(counts):  # every bin already holds enough
+        return base, base
+    return base, lut[base]
+
+
+def _summarise(size: np.ndarray, time: np.ndarray, bins: np.ndarray, per_bin: int) -> Binned:
     df = pl.DataFrame({"size": size, "time": time, "bin": bins}).lazy()
     stats = (df.group_by("bin")
              .agg(pl.col("size").median().alias("size"), pl.len().alias("count"),
@@ -318,6 +331,45 @@ def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 16
         points_size=pts["size"].to_numpy(),
         points_time=pts["time"].to_numpy(),
     )
+
+
+def _drawn(samples: Samples) -> tuple[np.ndarray, np.ndarray]:
+    """Every k-th sample, copied once into contiguous arrays (Polars then needs no copy)."""
+    step = max(len(samples) // DRAW_MAX_SAMPLES, 1)
+    return np.ascontiguousarray(samples.size[::step]), np.ascontiguousarray(samples.time[::step])
+
+
+def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 160,
+                min_count: int | None = None, merge: bool = True) -> Binned:
+    """Quantiles of time per size bin and an evenly spread subset of samples per bin.
+
+    Drawing millions of points is pointless on a 200-dot-wide canvas; quantile bands per
+    bin keep the tails visible that a subsample would hide. A grid series (many samples
+    per exact size) gets one bin per size. Otherwise bins are ``1/bins_per_octave`` of an
+    octave and, with ``merge`` (the raw view), merged with their neighbours until each
+    holds ``min_count`` samples (default :func:`min_bin_count`): a sparse log-uniform
+    series has a handful of samples per size, and 1 %/99 % bands through so few jump from
+    bin to bin. Without ``merge`` (per-bin medians, compare) bins stay narrow, so a step
+    between regimes stays sharp. The subset takes every k-th sample of a bin in run order
+    (sizes are shuffled in time, so this spreads over the run) which is deterministic, so
+    snapshots are too.
+    """
+    size, time = _drawn(samples)
+    wanted = min_bin_count(size.size) if min_count is None else max(int(min_count), 1)
+    narrow, merged = _bin_ids(size, bins_per_octave, wanted)
+    return _summarise(size, time, merged if merge else narrow, per_bin)
+
+
+def draw_summaries(samples: Samples) -> tuple[Binned, Binned]:
+    """(raw view, median view) summaries; one computation when merging changes nothing.
+
+    Dense series (where open time matters) already hold enough samples per log bin, so
+    they pay for one summary; only sparse, hence small, series are summarised twice.
+    """
+    size, time = _drawn(samples)
+    narrow, merged = _bin_ids(size, 4, min_bin_count(size.size))
+    median = _summarise(size, time, narrow, 160)
+    return (median if merged is narrow else _summarise(size, time, merged, 160)), median
 
 
 # ---------------------------------------------------------------------------- model

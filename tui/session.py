@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.data import Binned, ModelFile, Samples, SeriesKey, SeriesRow, match_models
+from tui.data import Binned, ModelFile, Samples, SeriesKey, SeriesRow, draw_summaries, match_models
 
 
 @dataclass
@@ -19,12 +19,22 @@ class SeriesState:
     """One series as the user left it: data, current model and the working breakpoints."""
 
     samples: Samples
-    binned: Binned
+    binned: Binned  # narrow bins: per-bin medians, compare view
+    raw_binned: Binned | None = None  # bins merged to a minimum count: the raw view's bands
     model: Any | None = None
     breakpoints: list[float] = field(default_factory=list)
     families: list[str | None] = field(default_factory=list)
     edited: bool = False  # breakpoints/families changed since the model was fitted
     source: str | None = None  # the model file the current model came from, if not fitted here
+
+    @classmethod
+    def of(cls, samples: Samples) -> SeriesState:
+        """A freshly loaded series with both drawing summaries."""
+        raw, median = draw_summaries(samples)
+        return cls(samples, median, raw)
+
+    def binned_for(self, mode: str) -> Binned:
+        return self.raw_binned if mode == "raw" and self.raw_binned is not None else self.binned
 
     def adopt(self, model: Any, breakpoints: list[float], families: list[str],
               source: str | None = None) -> None:
