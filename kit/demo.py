@@ -58,6 +58,18 @@ class DemoResult:
     simgrid: list[Path]
 
 
+def tui_command(result: DemoResult) -> list[str]:
+    """``pt2pt tui`` on the demo's dataset with the models it fitted.
+
+    Without ``--models`` the TUI would refit every series the user opens, minutes after the
+    demo fitted and validated the same models; with it each series shows its saved model.
+    """
+    cmd = ["pt2pt", "tui", str(result.dataset)]
+    for folder in sorted({str(r.model_path.parent) for r in result.series if r.model_path}):
+        cmd += ["--models", folder]
+    return cmd
+
+
 def quick_campaign(source: Path, out: Path) -> Path:
     """Write a smaller copy of ``source`` (fewer samples, one repetition) and return its path."""
     try:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -53,8 +55,63 @@ def test_demo_prints_summary_and_how_to_open_the_tui(
     out, proc = demo_run
     assert "tcp pingpong (probe)" in proc.stdout
     assert "shm pingpong (probe)" in proc.stdout
-    assert f"pt2pt tui {out / 'dataset'}" in proc.stdout  # not a terminal: command printed
+    assert f"pt2pt tui {out / 'dataset'} --models {out / 'models'}" in proc.stdout  # printed
     assert "Traceback" not in proc.stderr
+
+
+def _printed_tui_command(stdout: str) -> list[str]:
+    lines = [line for line in stdout.splitlines() if line.startswith("explore:")]
+    assert len(lines) == 1, stdout[-2000:]
+    return shlex.split(lines[0].removeprefix("explore:"))
+
+
+def test_printed_tui_command_opens_the_demo_models_without_refitting(
+        demo_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """The command the demo prints parses, and the TUI it opens shows the demo's models."""
+    from kit.cli import build_parser
+    from tests.test_tui_pilot import SIZE, settle
+    from tui.app import ExplorerApp
+    from tui.screens.browser import BrowserScreen
+    from tui.screens.series import SeriesScreen
+
+    out, proc = demo_run
+    words = _printed_tui_command(proc.stdout)
+    assert words[:3] == ["pt2pt", "tui", str(out / "dataset")]
+    assert "--models" in words and str(out / "models") in words
+    args = build_parser().parse_args(words[1:])
+    model_files = {p.name: load_model(p) for p in (out / "models").glob("*.json")}
+
+    async def explore() -> None:
+        app = ExplorerApp(args.dataset, model=args.model, models=args.models)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            browser = app.screen
+            assert isinstance(browser, BrowserScreen)
+            noise = [n.message for n in app._notifications if n.severity != "information"]
+            assert noise == []  # every model found its series, every file loaded
+            session = browser.session
+            matched = {mf.name for mf in session.file_models.values()}
+            assert matched == set(model_files)
+            for row in browser.shown:
+                has_model = row.key in session.file_models
+                assert session.fitted(row.key) == has_model
+                if has_model:
+                    series = model_files[session.file_models[row.key].name].provenance_["series"]
+                    assert {k: row.key.get(k) for k in series} == series
+            key = next(k for k in session.file_models if k.get("transport") == "tcp"
+                       and k.get("op") == "pingpong")
+            browser.query_one("#filter").value = "tcp pingpong probe"
+            await pilot.pause()
+            assert [r.key for r in browser.shown] == [key]
+            await pilot.press("enter")
+            await settle(pilot)
+            screen = app.screen
+            assert isinstance(screen, SeriesScreen) and screen.key == key
+            wanted = model_files["tcp-pingpong-probe.json"]
+            assert screen.state.model.breakpoints_ == wanted.breakpoints_
+            assert screen.state.source == "tcp-pingpong-probe.json"
+
+    asyncio.run(explore())
 
 
 def test_demo_twice_reuses_measurements_and_models(

@@ -384,3 +384,119 @@ async def test_large_series_show_a_preview_then_the_full_fit(
         assert shown == [False, True, False, True]
         params = screen.state.model.get_params()  # the full fit, not the quick preview
         assert params["noise"] and params["overlap"] and params["mixture"]
+
+
+#: Breakpoints the model files are fitted with: far from what an automatic fit finds, so
+#: seeing them on screen proves the file was shown and not refitted.
+FILE_BREAKPOINTS = {"tcp": [3000.0], "shm": [2000.0, 50000.0]}
+
+
+@pytest.fixture(scope="module")
+def models_dir(synthetic_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One model per series, fitted and saved the way `pt2pt demo` does (kit.fitting)."""
+    from kit.fitting import fit_dataset
+    from kit.model.io import save_model
+
+    out = tmp_path_factory.mktemp("models")
+    for transport, bps in FILE_BREAKPOINTS.items():
+        model = fit_dataset(synthetic_dataset, {"transport": transport}, breakpoints=bps,
+                            random_state=0)
+        save_model(model, out / f"{transport}-pingpong-csv.json", provenance=model.provenance_)
+    (out / ".dataset-fingerprint").write_text("not a model")  # the demo keeps one here
+    return out
+
+
+def fitted_column(browser: BrowserScreen) -> dict[str, str]:
+    from textual.widgets import DataTable
+
+    table = browser.query_one("#series", DataTable)
+    return {row.key.get("transport"): str(table.get_row_at(i)[-1])
+            for i, row in enumerate(browser.shown)}
+
+
+def no_fits(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Record every fit the explorer starts (the loaded models must not need one)."""
+    from tui import data
+
+    calls: list[object] = []
+    real = data.fit
+
+    def fit(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1:])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(data, "fit", fit)
+    return calls
+
+
+@sync
+async def test_models_directory_shows_each_model_on_its_series_without_refitting(
+        synthetic_dataset: Path, models_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    fits = no_fits(monkeypatch)
+    app = ExplorerApp(synthetic_dataset, models=[models_dir])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        browser = app.screen
+        assert isinstance(browser, BrowserScreen)
+        assert fitted_column(browser) == {"shm": "yes", "tcp": "yes"}
+        assert not [n for n in app._notifications if n.severity in ("error", "warning")]
+
+        screen = await open_series(pilot, "tcp")
+        state = screen.state
+        assert state is not None and fits == []  # shown as loaded, no fit started
+        saved = json.loads((models_dir / "tcp-pingpong-csv.json").read_text())
+        assert state.model.breakpoints_ == saved["breakpoints"] == FILE_BREAKPOINTS["tcp"]
+        assert [r.to_dict() for r in state.model.regimes_] == saved["regimes"]
+        assert state.breakpoints == FILE_BREAKPOINTS["tcp"]
+        assert state.source == "tcp-pingpong-csv.json"
+        assert "loaded: tcp-pingpong-csv.json" in str(
+            screen.query_one("#model-status").render())
+
+        await pilot.press("R")  # the automatic refit still works, and replaces the file's
+        await settle(pilot)
+        assert len(fits) >= 1 and state.source is None
+        assert state.model.breakpoints_ != FILE_BREAKPOINTS["tcp"]
+
+        await pilot.press("escape", "escape", *"shm", "enter")
+        await settle(pilot)
+        assert app.screen.state.model.breakpoints_ == FILE_BREAKPOINTS["shm"]
+
+
+@sync
+async def test_model_for_a_missing_series_and_a_corrupt_file_are_notifications(
+        synthetic_dataset: Path, models_dir: Path, tmp_path: Path) -> None:
+    import json
+
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    tcp = (models_dir / "tcp-pingpong-csv.json").read_text()
+    (mixed / "tcp.json").write_text(tcp)
+    other = json.loads(tcp)
+    other["provenance"]["series"]["transport"] = "ib"  # a series this dataset lacks
+    (mixed / "ib.json").write_text(json.dumps(other))
+    (mixed / "broken.json").write_text('{"format": "pt2pt-model", "regimes": [')
+    app = ExplorerApp(synthetic_dataset, models=[mixed], model=tmp_path / "absent.json")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        errors = [n.message for n in app._notifications if n.severity == "error"]
+        warnings = [n.message for n in app._notifications if n.severity == "warning"]
+        assert any("broken.json" in m for m in errors), errors
+        assert any("absent.json" in m for m in errors), errors
+        assert any("ib.json" in m and "transport=ib" in m for m in warnings), warnings
+        browser = app.screen
+        assert isinstance(browser, BrowserScreen) and app.is_running
+        assert fitted_column(browser) == {"shm": "no", "tcp": "yes"}
+        screen = await open_series(pilot, "tcp")
+        assert screen.state.model.breakpoints_ == FILE_BREAKPOINTS["tcp"]
+
+
+def test_tui_command_takes_several_models_and_model_directories() -> None:
+    from kit.cli import build_parser
+
+    args = build_parser().parse_args(["tui", "ds", "--model", "a.json", "--model", "b.json",
+                                      "--models", "demo-out/models"])
+    assert args.dataset == "ds"
+    assert args.model == ["a.json", "b.json"] and args.models == ["demo-out/models"]
+    assert build_parser().parse_args(["tui"]).model == []

@@ -75,3 +75,29 @@ def test_reference_data_screens(screen: str, graphene: Path,
                                 snap_compare: Callable[..., bool]) -> None:
     assert snap_compare(ExplorerApp(graphene), terminal_size=TERMINAL,
                         run_before=keys(*REF_SCREENS[screen]))
+
+
+@pytest.fixture(scope="module")
+def synth_models(synth: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model for the tcp series only, fitted and saved as `pt2pt fit`/`pt2pt demo` do."""
+    from kit.fitting import fit_dataset
+    from kit.model.io import save_model
+
+    out = tmp_path_factory.mktemp("snapmodels")
+    model = fit_dataset(synth, {"transport": "tcp"}, breakpoints=[3000.0], random_state=0)
+    save_model(model, out / "tcp-pingpong-csv.json", provenance=model.provenance_)
+    return out
+
+
+MODEL_SCREENS = {
+    "browser": (),
+    "series_loaded": ("t c p enter",),
+}
+
+
+@pytest.mark.parametrize("screen", list(MODEL_SCREENS))
+def test_screens_with_a_models_directory(screen: str, synth: Path, synth_models: Path,
+                                         snap_compare: Callable[..., bool]) -> None:
+    """`pt2pt tui DATASET --models DIR`: the fitted column and a loaded (not refitted) model."""
+    assert snap_compare(ExplorerApp(synth, models=[synth_models]), terminal_size=TERMINAL,
+                        run_before=keys(*MODEL_SCREENS[screen]))

@@ -75,3 +75,76 @@ def test_regime_views_carry_what_the_panel_shows() -> None:
     model.regimes_[0].components = [Component("constant", {"a": 2e-5}, noise, 0.7),
                                     Component("constant", {"a": 8e-5}, noise, 0.3)]
     assert regimes(model)[0].bands == [("constant", 0.7), ("constant", 0.3)]
+
+
+def _log_uniform(n: int, seed: int, top: float = 4 * 2**20) -> Samples:
+    rng = np.random.default_rng(seed)
+    size = np.floor(np.exp(rng.uniform(0.0, np.log(top), n)))
+    time = (2e-5 + size * 1e-9) * rng.lognormal(0.0, 0.3, n)
+    return Samples(SeriesKey(("c", "probe", "tcp", "pingpong", "raw")), size, time)
+
+
+@pytest.mark.parametrize("n", [500, 4000])
+def test_sparse_log_uniform_bins_hold_enough_samples_for_smooth_bands(n: int) -> None:
+    from tui.data import min_bin_count
+
+    samples = _log_uniform(n, seed=n)
+    assert len(np.unique(samples.size)) > n // 2  # few samples per distinct size
+    binned = bin_samples(samples)
+    wanted = min_bin_count(n)
+    assert wanted >= 30
+    assert binned.count.min() >= wanted and binned.count.sum() == n
+    assert len(binned.size) >= 5  # still a curve, not one blob
+    assert np.all(np.diff(binned.size) > 0)  # bins in size order
+    bands = np.vstack([binned.quantiles[q] for q in BAND_QUANTILES])
+    assert np.all(np.diff(bands, axis=0) >= 0)  # p01 <= p05 <= ... <= p99 in every bin
+    assert binned.points_size.size == n  # small bins: every sample is drawn
+    # Smooth bands: relative to the true curve, the 1 % and 99 % bands move by less than
+    # 60 % from one bin to the next (quarter-octave bins of a few samples jump by 2x).
+    for q in (0.01, 0.99):
+        rel = np.log(binned.quantiles[q] / (2e-5 + binned.size * 1e-9))
+        assert np.exp(np.abs(np.diff(rel)).max()) < 1.6, q
+    coarse = bin_samples(samples, min_count=2)  # about the old per-quarter-octave bins
+    rel = np.log(coarse.quantiles[0.99] / (2e-5 + coarse.size * 1e-9))
+    assert np.exp(np.abs(np.diff(rel)).max()) > 1.6
+    explicit = bin_samples(samples, min_count=80)
+    assert explicit.count.min() >= 80
+
+
+def test_grid_series_keep_their_exact_sizes() -> None:
+    rng = np.random.default_rng(1)
+    grid = 2.0 ** np.arange(0, 23)  # OSU-style powers of two, 200 samples each
+    size = np.repeat(grid, 200)[rng.permutation(grid.size * 200)]
+    time = (2e-5 + size * 1e-9) * rng.lognormal(0.0, 0.2, size.size)
+    binned = bin_samples(Samples(SeriesKey(("c", "osu", "tcp", "pingpong", "raw")), size, time))
+    np.testing.assert_array_equal(binned.size, grid)
+    assert list(binned.count) == [200] * grid.size
+    # A finer grid (several sizes inside one quarter octave) is not merged either.
+    fine = np.repeat([1000.0, 1024.0, 1100.0], 300)
+    binned = bin_samples(Samples(SeriesKey(("c", "t", "x", "pingpong", "raw")), fine,
+                                 np.full(fine.size, 1e-5)))
+    np.testing.assert_array_equal(binned.size, [1000.0, 1024.0, 1100.0])
+
+
+def test_sparse_bins_never_merge_across_an_empty_stretch() -> None:
+    rng = np.random.default_rng(2)
+    size = np.concatenate([rng.uniform(8, 16, 10), rng.uniform(2**20, 2**21, 500)])
+    time = np.where(size < 100, 1e-6, 1e-3)
+    binned = bin_samples(Samples(SeriesKey(("c", "t", "x", "pingpong", "raw")), size, time),
+                         min_count=50)
+    assert binned.count[0] == 10 and binned.size[0] < 16  # the small island stays alone
+    assert binned.quantiles[0.99][0] == pytest.approx(1e-6)
+    assert binned.count[1:].min() >= 50
+
+
+def test_only_the_raw_view_merges_bins_and_dense_series_are_summarised_once() -> None:
+    from tui.data import draw_summaries, min_bin_count
+
+    sparse = _log_uniform(500, seed=9)
+    raw, median = draw_summaries(sparse)
+    assert raw.count.min() >= min_bin_count(500)
+    assert len(median.size) > 2 * len(raw.size)  # medians keep quarter-octave bins: sharp steps
+    assert median.count.sum() == raw.count.sum() == 500
+    dense = _log_uniform(200_000, seed=10, top=2**16)
+    raw, median = draw_summaries(dense)
+    assert raw is median  # every quarter octave already holds enough samples

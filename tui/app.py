@@ -6,6 +6,7 @@ module only wires start-up arguments to the first screen.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -24,18 +25,26 @@ class ExplorerApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
-    def __init__(self, dataset: str | Path | None = None, model: str | Path | None = None) -> None:
+    def __init__(self, dataset: str | Path | None = None,
+                 model: str | Path | Sequence[str | Path] | None = None,
+                 models: Sequence[str | Path] = ()) -> None:
+        """``model``: one model file or several; ``models``: more files or directories of them.
+
+        Both end up in one list: each model is matched to its series when the dataset opens.
+        """
         super().__init__()
         self.session = Session()
         self._start_dataset = Path(dataset) if dataset else None
-        self._start_model = Path(model) if model else None
+        given = [] if model is None else [model] if isinstance(model, str | Path) else list(model)
+        self._start_models = [Path(m) for m in (*given, *models)]
 
     def on_mount(self) -> None:
-        self.push_screen(BrowserScreen(self.session, self._start_dataset, self._start_model))
+        self.push_screen(BrowserScreen(self.session, self._start_dataset, self._start_models))
 
 
-def run(dataset: str | Path | None, model: str | Path | None = None) -> int:
+def run(dataset: str | Path | None, model: str | Path | Sequence[str | Path] | None = None,
+        models: Sequence[str | Path] = ()) -> int:
     """Run the explorer in the terminal; returns the process exit code."""
-    app = ExplorerApp(dataset, model)
+    app = ExplorerApp(dataset, model, models)
     app.run()
     return int(app.return_code or 0)

@@ -6,13 +6,23 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tui", help="explore a dataset and its models in the terminal")
-    p.add_argument("dataset", nargs="?", help="dataset directory")
-    p.add_argument("--model", help="model JSON to show")
+    p = sub.add_parser(
+        "tui", help="explore a dataset and its models in the terminal",
+        description="Browse the series of a dataset, fit or edit their models, export. Models "
+        "given with --model/--models are matched to their series through the series named in "
+        "their provenance and shown without refitting.")
+    p.add_argument("dataset", nargs="?",
+                   help="dataset directory (default: the dataset the first model names)")
+    p.add_argument("--model", action="append", default=[], metavar="MODEL.json",
+                   help="model JSON to show on its series (repeatable; a directory stands for "
+                   "its *.json files)")
+    p.add_argument("--models", action="append", default=[], metavar="DIR",
+                   help="directory of model JSON files, e.g. DIR/models of 'pt2pt demo' "
+                   "(repeatable)")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from tui.app import run
 
-    return run(args.dataset, model=args.model)
+    return run(args.dataset, model=args.model, models=args.models)

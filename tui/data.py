@@ -9,6 +9,7 @@ binning for drawing is the only computation of our own.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,20 +217,103 @@ def load_samples(dataset: str | Path, key: SeriesKey,
 #: Samples the drawing summary is computed from; quantile bands of a larger series are
 #: indistinguishable at terminal resolution and cost seconds to compute.
 DRAW_MAX_SAMPLES = 1_000_000
+#: Samples per drawing bin: enough for stable 1 %/99 % bands (``BIN_COUNT_MAX``), relaxed
+#: down to ``BIN_COUNT_MIN`` for small series so they still get ``BIN_TARGET`` bins.
+BIN_COUNT_MAX = 100
+BIN_COUNT_MIN = 30
+BIN_TARGET = 40
+#: A series is a grid (drawn per exact size) when it has at most this many distinct sizes
+#: and ``GRID_SHARE`` of its samples sit on sizes holding the minimum bin count each.
+GRID_MAX_SIZES = 1024
+GRID_SHARE = 0.9
 
 
-def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 160) -> Binned:
-    """Quantiles of time per log-size bin and an evenly spread subset of samples per bin.
+def min_bin_count(n: int) -> int:
+    """The fewest samples a drawing bin of an ``n``-sample series holds."""
+    return min(max(n // BIN_TARGET, BIN_COUNT_MIN), BIN_COUNT_MAX)
 
-    Drawing millions of points is pointless on a 200-dot-wide canvas; quantile bands per
-    bin keep the tails visible that a subsample would hide. The subset takes every k-th
-    sample of a bin in run order (sizes are shuffled in time, so this spreads over the run)
-    which is deterministic, so snapshots are too.
+
+def _grid_bins(size: np.ndarray, min_count: int) -> np.ndarray | None:
+    """Bin = exact size, if the series is a grid (many samples per size); else ``None``.
+
+    A subsample decides cheaply for the common dense case: if a few thousand samples
+    already hold more distinct sizes than a grid may, the whole series does too.
     """
-    step = max(len(samples) // DRAW_MAX_SAMPLES, 1)
-    df = pl.DataFrame({"size": samples.size[::step], "time": samples.time[::step]}).lazy()
-    df = df.with_columns(
-        bin=(pl.col("size").clip(1.0).log(2) * bins_per_octave).floor().cast(pl.Int32))
+    probe = size[:: max(size.size // 20_000, 1)]
+    if pl.Series(probe).n_unique() > GRID_MAX_SIZES:
+        return None
+    sizes = np.sort(pl.Series(size).unique().to_numpy())
+    if sizes.size > GRID_MAX_SIZES:
+        return None
+    index = np.searchsorted(sizes, size)
+    counts = np.bincount(index, minlength=sizes.size)
+    if counts[counts >= min_count].sum() < GRID_SHARE * size.size:
+        return None
+    return index.astype(np.int32)
+
+
+def _log_base(size: np.ndarray, bins_per_octave: int) -> np.ndarray:
+    """Quarter-octave (by default) bin of each sample, numbered from 0.
+
+    float32 is plenty for a bin index and its log2 is several times faster than float64's:
+    this runs on up to ``DRAW_MAX_SAMPLES`` samples every time a series opens.
+    """
+    t = size.astype(np.float32)
+    np.maximum(t, 1.0, out=t)
+    np.log2(t, out=t)
+    t *= bins_per_octave
+    base = np.floor(t, out=t).astype(np.int32)
+    base -= base.min()
+    return base
+
+
+def _merge_lut(counts: np.ndarray, bins_per_octave: int, min_count: int) -> np.ndarray:
+    """Merged bin id per base bin: neighbours joined until each holds ``min_count`` samples.
+
+    Merging never crosses more than an octave without samples, so sizes far apart (8 B and
+    1 MiB) never share a bin; an island of fewer samples than ``min_count`` is one bin.
+    """
+    nonempty = np.flatnonzero(counts)
+    islands = np.split(nonempty, np.flatnonzero(np.diff(nonempty) > bins_per_octave + 1) + 1)
+    lut = np.zeros(counts.size, dtype=np.int32)
+    group = 0  # next free bin id
+    for island in islands:
+        first, filled = group, 0
+        for i in island.tolist():
+            lut[i] = group
+            filled += int(counts[i])
+            if filled >= min_count:
+                group, filled = group + 1, 0
+        if filled and group > first:  # an under-filled tail joins the island's last bin
+            lut[island[lut[island] == group]] = group - 1
+        elif filled:  # the whole island is smaller than one bin
+            group += 1
+    return lut
+
+
+def _bin_ids(size: np.ndarray, bins_per_octave: int, min_count: int
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """(narrow, merged) drawing bin of each sample; the same array when nothing merges.
+
+    A grid series gets its exact sizes in both; otherwise narrow bins are log-size bins
+    and merged ones join them until each holds ``min_count`` samples.
+    """
+    if size.size == 0:
+        empty = np.zeros(0, dtype=np.int32)
+        return empty, empty
+    grid = _grid_bins(size, min_count)
+    if grid is not None:
+        return grid, grid
+    base = _log_base(size, bins_per_octave)
+    counts = np.bincount(base)
+    lut = _merge_lut(counts, bins_per_octave, min_count)
+    if int(lut.max()) + 1 == np.count_nonzero(counts):  # every bin already holds enough
+        return base, base
+    return base, lut[base]
+
+
+def _summarise(size: np.ndarray, time: np.ndarray, bins: np.ndarray, per_bin: int) -> Binned:
+    df = pl.DataFrame({"size": size, "time": time, "bin": bins}).lazy()
     stats = (df.group_by("bin")
              .agg(pl.col("size").median().alias("size"), pl.len().alias("count"),
                   *[pl.col("time").quantile(q, interpolation="linear").alias(f"q{q}")
@@ -247,6 +331,45 @@ def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 16
         points_size=pts["size"].to_numpy(),
         points_time=pts["time"].to_numpy(),
     )
+
+
+def _drawn(samples: Samples) -> tuple[np.ndarray, np.ndarray]:
+    """Every k-th sample, copied once into contiguous arrays (Polars then needs no copy)."""
+    step = max(len(samples) // DRAW_MAX_SAMPLES, 1)
+    return np.ascontiguousarray(samples.size[::step]), np.ascontiguousarray(samples.time[::step])
+
+
+def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 160,
+                min_count: int | None = None, merge: bool = True) -> Binned:
+    """Quantiles of time per size bin and an evenly spread subset of samples per bin.
+
+    Drawing millions of points is pointless on a 200-dot-wide canvas; quantile bands per
+    bin keep the tails visible that a subsample would hide. A grid series (many samples
+    per exact size) gets one bin per size. Otherwise bins are ``1/bins_per_octave`` of an
+    octave and, with ``merge`` (the raw view), merged with their neighbours until each
+    holds ``min_count`` samples (default :func:`min_bin_count`): a sparse log-uniform
+    series has a handful of samples per size, and 1 %/99 % bands through so few jump from
+    bin to bin. Without ``merge`` (per-bin medians, compare) bins stay narrow, so a step
+    between regimes stays sharp. The subset takes every k-th sample of a bin in run order
+    (sizes are shuffled in time, so this spreads over the run) which is deterministic, so
+    snapshots are too.
+    """
+    size, time = _drawn(samples)
+    wanted = min_bin_count(size.size) if min_count is None else max(int(min_count), 1)
+    narrow, merged = _bin_ids(size, bins_per_octave, wanted)
+    return _summarise(size, time, merged if merge else narrow, per_bin)
+
+
+def draw_summaries(samples: Samples) -> tuple[Binned, Binned]:
+    """(raw view, median view) summaries; one computation when merging changes nothing.
+
+    Dense series (where open time matters) already hold enough samples per log bin, so
+    they pay for one summary; only sparse, hence small, series are summarised twice.
+    """
+    size, time = _drawn(samples)
+    narrow, merged = _bin_ids(size, 4, min_bin_count(size.size))
+    median = _summarise(size, time, narrow, 160)
+    return (median if merged is narrow else _summarise(size, time, merged, 160)), median
 
 
 # ---------------------------------------------------------------------------- model
@@ -395,6 +518,102 @@ def load_model(path: str | Path) -> Any:
     from kit.model.io import load_model as _load
 
     return _load(Path(path))
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A model given on the command line and the series its provenance names (or ``None``)."""
+
+    path: Path
+    model: Any
+    series: dict[str, str] | None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def model_files(paths: Sequence[str | Path]) -> tuple[list[Path], list[UserError]]:
+    """The model JSON files named by ``paths``: files as given, directories expanded.
+
+    A directory stands for its ``*.json`` files (sorted, hidden ones skipped: ``pt2pt demo``
+    keeps a hidden fingerprint beside its models), so ``--models DIR`` needs no shell glob.
+    """
+    files: list[Path] = []
+    errors: list[UserError] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.json")
+                           if p.is_file() and not p.name.startswith("."))
+            if not found:
+                errors.append(UserError("no model files (*.json) in this directory",
+                                        where=str(path), hint="give the folder that "
+                                        "'pt2pt demo' or 'pt2pt fit -o' wrote models into"))
+            files.extend(found)
+        else:
+            files.append(path)
+    return files, errors
+
+
+def load_models(paths: Sequence[str | Path]) -> tuple[list[ModelFile], list[UserError]]:
+    """Load every model file; a bad file becomes an error naming it, the others still load."""
+    loaded: list[ModelFile] = []
+    files, errors = model_files(paths)
+    for path in files:
+        try:
+            model = load_model(path)
+        except UserError as err:
+            if not err.where or str(path) not in err.where:
+                err = UserError(err.message, where=str(path), hint=err.hint)
+            errors.append(err)
+            continue
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            errors.append(UserError(f"cannot load the model ({type(exc).__name__}: {exc})",
+                                    where=str(path), hint="give a model JSON written by "
+                                    "'pt2pt fit' or by this explorer's export"))
+            continue
+        loaded.append(ModelFile(path, model, model_series(model)))
+    return loaded, errors
+
+
+def _describe_series(series: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in series.items())
+
+
+def match_models(models: Sequence[ModelFile], rows: Sequence[SeriesRow]
+                 ) -> tuple[dict[SeriesKey, ModelFile], list[ModelFile], list[str]]:
+    """Pair each model with the one series of ``rows`` its provenance names.
+
+    Returns (model per series, models that name no series, messages for the user). Models
+    written by ``pt2pt fit`` name campaign/tool/transport/op and are fitted on raw samples,
+    so a missing ``stat`` means ``raw``. A model matching no series, or several, is reported
+    and left out; when two files name the same series the later one wins, with a message.
+    """
+    by_key: dict[SeriesKey, ModelFile] = {}
+    unnamed: list[ModelFile] = []
+    messages: list[str] = []
+    for mf in models:
+        if mf.series is None:
+            unnamed.append(mf)
+            continue
+        wanted = {k: v for k, v in mf.series.items() if k in SERIES_KEYS}
+        if "stat" not in wanted:
+            wanted["stat"] = "raw"
+        found = [r.key for r in rows
+                 if all(r.key.get(k) == v for k, v in wanted.items())]
+        if not found:
+            messages.append(f"{mf.name}: its series ({_describe_series(mf.series)}) is not in "
+                            "this dataset, so the model is not shown")
+        elif len(found) > 1:
+            messages.append(f"{mf.name}: its provenance names {len(found)} series of this "
+                            f"dataset ({_describe_series(mf.series)}), so the model is not shown")
+        else:
+            if found[0] in by_key:
+                messages.append(f"{mf.name} and {by_key[found[0]].name} are both for "
+                                f"{found[0].label}: showing {mf.name}")
+            by_key[found[0]] = mf
+    return by_key, unnamed, messages
 
 
 def model_dataset(model: Any) -> Path | None:

@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Plan the demo campaign, run it on this machine without Slurm (probe "
         "pingpong/send/recv over shared memory and TCP, plus OSU/SkaMPI when installed), ingest "
         "the samples, fit and validate one model per series, export SimGrid configuration, write "
-        "the HTML report, print a summary, and open the TUI when attached to a terminal. "
+        "the HTML report, print a summary, and open the TUI on the dataset and its models when "
+        "attached to a terminal (otherwise print that command). "
         "Running it again reuses what is there.")
     p.add_argument("-o", "--output", default="demo-out", metavar="DIR",
                    help="where everything goes (default: ./demo-out)")
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kit.demo import run_demo, summary_table
+    from kit.demo import run_demo, summary_table, tui_command
 
     err = Console(stderr=True)
     result = run_demo(Path(args.output), campaign=Path(args.campaign), quick=args.quick,
@@ -48,11 +49,14 @@ def _run(args: argparse.Namespace) -> int:
     if result.report:
         out.print(f"report:   {result.report}")
     failed = [r for r in result.series if r.error]
-    tui_cmd = ["pt2pt", "tui", str(result.dataset)]
+    tui_cmd = tui_command(result)  # with the fitted models: the TUI shows them, no refit
     if not args.no_tui and sys.stdin.isatty() and sys.stdout.isatty():
         rc = subprocess.call([sys.executable, "-m", "kit", *tui_cmd[1:]])
         if rc != 0:
-            out.print(f"The TUI did not start (exit {rc}); open it with: {shlex.join(tui_cmd)}")
+            out.print(f"The TUI did not start (exit {rc}); open it with: {shlex.join(tui_cmd)}",
+                      soft_wrap=True, markup=False, highlight=False)
     else:
-        out.print(f"explore:  {shlex.join(tui_cmd)}")
+        # One line however long the paths: users copy it, tests parse it.
+        out.print(f"explore:  {shlex.join(tui_cmd)}", soft_wrap=True, markup=False,
+                  highlight=False)
     return 1 if not result.series or len(failed) == len(result.series) else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -64,11 +65,11 @@ class BrowserScreen(HelpMixin, Screen[None]):
     }
 
     def __init__(self, session: Session, dataset: Path | None = None,
-                 model: Path | None = None) -> None:
+                 models: Sequence[Path] = ()) -> None:
         super().__init__()
         self.session = session
         self._start_dataset = dataset
-        self._start_model = model
+        self._start_models = list(models)
         self.marked: set[data.SeriesKey] = set()
         self.shown: list[data.SeriesRow] = []
 
@@ -84,9 +85,10 @@ class BrowserScreen(HelpMixin, Screen[None]):
         table = self.query_one(DataTable)
         table.add_columns(*COLUMNS)
         table.focus()
-        if self._start_model is not None:
-            self.load_model_file(self._start_model)
-        if self._start_dataset is not None:
+        if self._start_models:
+            self._status("Loading models …")
+            self.load_model_files(self._start_models)  # then opens the dataset
+        elif self._start_dataset is not None:
             self.open_dataset(self._start_dataset)
         else:
             self._status("No dataset open: press ctrl+o to open one.")
@@ -123,6 +125,8 @@ class BrowserScreen(HelpMixin, Screen[None]):
             self.marked.clear()
         self.session.dataset = path
         self.session.rows = rows
+        for message in self.session.match_models():
+            self.notify(message, title="Model", severity="warning", timeout=12)
         table = self.query_one(DataTable)
         table.loading = False
         table.focus()  # the loading overlay took focus away
@@ -132,22 +136,24 @@ class BrowserScreen(HelpMixin, Screen[None]):
             self._open(rows[0].key)
 
     @work(exclusive=True, group="load-model")
-    async def load_model_file(self, path: Path) -> None:
-        try:
-            model = await in_background(data.load_model, path)
-        except (UserError, OSError, ValueError) as err:
-            if not isinstance(err, UserError):
-                err = UserError(str(err), where=str(path), hint="give a model JSON written by "
-                                "'pt2pt fit' or by this explorer's export")
+    async def load_model_files(self, paths: list[Path]) -> None:
+        """Load the models given on the command line, then open the dataset.
+
+        Loading first lets the rows be matched to their models the moment they appear. A bad
+        file is a notification naming it; the other models and the dataset still open.
+        """
+        loaded, errors = await in_background(data.load_models, paths)
+        for err in errors:
             notify_error(self, err)
-            return
-        self.session.file_model = model
-        self.session.file_model_series = data.model_series(model)
-        self.refresh_table()
-        # `pt2pt tui --model M.json` alone: open the dataset the model was fitted on.
-        origin = data.model_dataset(model)
-        if self._start_dataset is None and self.session.dataset is None and origin is not None:
-            self.open_dataset(origin)
+        self.session.model_files = loaded
+        # `pt2pt tui --model M.json` alone: open the dataset the models were fitted on.
+        origin = next((d for d in map(data.model_dataset, (m.model for m in loaded))
+                       if d is not None), None)
+        target = self._start_dataset or origin
+        if target is not None:
+            self.open_dataset(target)
+        else:
+            self._status("No dataset open: press ctrl+o to open one.")
 
     # ------------------------------------------------------------------ table
 
@@ -162,8 +168,10 @@ class BrowserScreen(HelpMixin, Screen[None]):
         if current is not None and current in [r.key for r in self.shown]:
             table.move_cursor(row=[r.key for r in self.shown].index(current))
         shown, total = len(self.shown), len(self.session.rows)
-        self._status(f"{shown} of {total} series" + (f", {len(self.marked)} marked"
-                                                      if self.marked else ""))
+        loaded = len(self.session.file_models)
+        self._status(f"{shown} of {total} series"
+                     + (f", {loaded} with a model from file" if loaded else "")
+                     + (f", {len(self.marked)} marked" if self.marked else ""))
 
     def _cells(self, row: data.SeriesRow) -> list[str | Text]:
         fitted = self.session.fitted(row.key)

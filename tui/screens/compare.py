@@ -73,7 +73,7 @@ class CompareScreen(HelpMixin, Screen[None]):
     def _read(self, key: data.SeriesKey) -> SeriesState:
         samples = data.load_samples(self.session.dataset, key,  # type: ignore[arg-type]
                                     [r.key for r in self.session.rows])
-        return SeriesState(samples, data.bin_samples(samples))
+        return SeriesState.of(samples)
 
     def _failed(self, err: UserError) -> None:
         notify_error(self, err)

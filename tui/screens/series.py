@@ -40,6 +40,14 @@ def _fmt_params(params: dict[str, float | list[float]]) -> str:
     return ", ".join(f"{k}={one(v)}" for k, v in params.items()) or "–"
 
 
+def _ellipsize(text: str, width: int) -> str:
+    """Keep both ends of a long file name (series names sit at both ends of demo names)."""
+    if len(text) <= width:
+        return text
+    half = (width - 1) // 2
+    return text[:half] + "…" + text[len(text) - (width - 1 - half):]
+
+
 def _range(lo: float, hi: float) -> str:
     hi_s = "∞" if not math.isfinite(hi) else format_bytes(hi)
     return f"[{format_bytes(lo)}, {hi_s})"
@@ -148,7 +156,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
     def _read(self) -> SeriesState:
         samples = data.load_samples(self.session.dataset,  # type: ignore[arg-type]
                                     self.key, [r.key for r in self.session.rows])
-        return SeriesState(samples, data.bin_samples(samples))
+        return SeriesState.of(samples)
 
     def _load_failed(self, err: UserError) -> None:
         notify_error(self, err)
@@ -170,7 +178,10 @@ class SeriesScreen(HelpMixin, Screen[None]):
         if state.model is not None:
             self.redraw()
         elif file_model is not None:
-            self._adopt(file_model)
+            self._adopt(file_model.model, source=file_model.name)  # shown as saved: no refit
+            # Once more after the table has measured its rows: a single fill can leave the
+            # regimes table's header at its empty widths (a fit redraws several times anyway).
+            self.call_after_refresh(self.redraw)
         else:
             self.redraw()
             self.start_fit(auto=True)
@@ -254,11 +265,11 @@ class SeriesScreen(HelpMixin, Screen[None]):
             self.notify(f"Validation skipped: {err.paragraph()}", severity="warning")
         self.redraw()
 
-    def _adopt(self, model: Any) -> None:
+    def _adopt(self, model: Any, source: str | None = None) -> None:
         state = self.state
         assert state is not None
         views = data.regimes(model)
-        state.adopt(model, data.breakpoints_of(model), [v.family for v in views])
+        state.adopt(model, data.breakpoints_of(model), [v.family for v in views], source)
         if self.sel_bp is not None and self.sel_bp >= len(state.breakpoints):
             self.sel_bp = len(state.breakpoints) - 1 if state.breakpoints else None
         self.sel_regime = min(self.sel_regime, max(len(views) - 1, 0))
@@ -277,8 +288,8 @@ class SeriesScreen(HelpMixin, Screen[None]):
         if state is None:
             return
         plot = self.query_one(Plot)
-        plot.spec = figures.series_spec(state.binned, state.model, state.breakpoints,
-                                        self.sel_bp, self.mode)
+        plot.spec = figures.series_spec(state.binned_for(self.mode), state.model,
+                                        state.breakpoints, self.sel_bp, self.mode)
         self._panel(state)
 
     def _panel(self, state: SeriesState) -> None:
@@ -289,6 +300,8 @@ class SeriesScreen(HelpMixin, Screen[None]):
             status = "preview — full fit running…"
         elif state.edited:
             status = "edited — refitting…" if self.fitting else "edited — press r to refit"
+        elif state.source:
+            status = f"loaded: {_ellipsize(state.source, 34)}"
         else:
             status = "fitted"
         head = Text.assemble((f"{n:,} samples", "bold"), f" · {self.mode} view\n",
