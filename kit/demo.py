@@ -248,6 +248,56 @@ def summary_table(results: list[SeriesResult]) -> Table:
     return table
 
 
+#: Aggregates of other tools set beside the probe's model: their median or mean latency.
+CROSSCHECK_STATS = ("p50", "median", "mean")
+
+
+def crosscheck_table(dataset: Path, results: list[SeriesResult]) -> Table | None:
+    """OSU/SkaMPI latency figures next to the probe model's median at the same sizes.
+
+    Those tools print one aggregate per size (not modelled: there is no noise to fit), so the
+    demo shows them as a cross-check: the same transport measured by two instruments. They time
+    a loop of identical messages and divide, the probe times each message of a random mix, so
+    their medians usually read lower for the smallest messages (warm paths, pipelining).
+    """
+    from kit.model.io import load_model
+
+    models = {(r.series["transport"], r.series["op"]): r.model_path for r in results
+              if r.model_path is not None and r.series["tool"] == "probe"}
+    agg = (ds.series_table(dataset)
+           .filter(pl.col("stat").is_in(CROSSCHECK_STATS) & (pl.col("op") == "pingpong")
+                   & (pl.col("tool") != "probe")))
+    if agg.height == 0 or not models:
+        return None
+    table = Table(title="other tools vs the probe's model (one-way latency)",
+                  caption="ratio = tool / probe model median; a mean carries the tail that "
+                  "a median leaves out")
+    for col in ("series", "size", "tool", "probe model", "ratio"):
+        table.add_column(col, justify="left" if col == "series" else "right")
+    keys = list(ds.SERIES_KEYS)
+    loaded: dict[Path, Any] = {}
+    for row in agg.sort(keys).iter_rows(named=True):
+        path = models.get((row["transport"], "pingpong"))
+        if path is None:
+            continue
+        model = loaded.get(path) or loaded.setdefault(path, load_model(path))
+        points = (ds.scan(dataset)
+                  .filter(*[pl.col(k).cast(pl.String) == row[k] for k in keys])
+                  .filter(pl.col("size") > 0)
+                  .select("size", "time").collect())
+        if points.height == 0:
+            continue
+        sizes = points["size"].to_numpy()
+        for target in (SMALL, 64 * 1024, LARGE):
+            i = int(np.argmin(np.abs(np.log(sizes) - math.log(target))))
+            size, measured = int(sizes[i]), float(points["time"][i])
+            predicted = float(model.predict(np.array([size], dtype=float))[0])
+            table.add_row(f"{row['transport']} {row['tool']} {row['stat']}", _fmt_size(size),
+                          _fmt(measured * 1e6, "us"), _fmt(predicted * 1e6, "us"),
+                          _fmt(measured / predicted, ""))
+    return table if table.row_count else None
+
+
 def _fmt(v: float, unit: str) -> str:
     if not math.isfinite(v):
         return "-"

@@ -134,3 +134,39 @@ def test_demo_bad_campaign_is_one_paragraph(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "nope.yaml" in proc.stderr and "--campaign" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_crosscheck_sets_other_tools_beside_the_probe_model(tmp_path: Path,
+                                                           fixtures_dir: Path) -> None:
+    """OSU's per-size aggregates are not modelled; the demo shows them beside the probe's
+    model of the same transport, at the sizes the tool measured nearest 64 B, 64 KiB, 4 MiB."""
+    import numpy as np
+    from rich.console import Console
+
+    from kit import synth
+    from kit.demo import SeriesResult, crosscheck_table
+    from kit.ingest import ingest
+    from kit.model import RegimeModel
+    from kit.model.io import save_model
+
+    dataset = tmp_path / "ds"
+    osu = fixtures_dir / "osu" / "osu_latency_tcp_7.4.txt"
+    assert ingest([osu], dataset, campaign="c", transport="tcp").ok
+    size, time = synth.sample(synth.ethernet_like(), 3000, 1, 4 << 20, seed=1)
+    model = RegimeModel(random_state=0).fit(size, time)
+    path = save_model(model, tmp_path / "tcp.json")
+    probe = SeriesResult(series={"campaign": "c", "tool": "probe", "transport": "tcp",
+                                 "op": "pingpong"}, model_path=path)
+    other = SeriesResult(series={"campaign": "c", "tool": "probe", "transport": "shm",
+                                 "op": "pingpong"})  # not fitted: ignored
+    table = crosscheck_table(dataset, [probe, other])
+    assert table is not None and table.row_count == 3  # one OSU series (stat mean), 3 sizes
+    console = Console(width=140, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "tcp osu mean" in text and "64K" in text
+    ratios = [float(line.split("│")[-2]) for line in text.splitlines()
+              if line.startswith("│ tcp osu")]
+    assert len(ratios) == 3 and all(np.isfinite(r) and r > 0 for r in ratios)
+    # nothing to set beside: no probe model for the tool's transport
+    assert crosscheck_table(dataset, [other]) is None

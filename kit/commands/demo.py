@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kit.demo import run_demo, summary_table, tui_command
+    from kit.demo import crosscheck_table, run_demo, summary_table, tui_command
 
     err = Console(stderr=True)
     result = run_demo(Path(args.output), campaign=Path(args.campaign), quick=args.quick,
@@ -42,6 +42,9 @@ def _run(args: argparse.Namespace) -> int:
     # A log (CI, a pipe) gets the full table width instead of 80 columns.
     out = Console() if sys.stdout.isatty() else Console(width=120)
     out.print(summary_table(result.series))
+    others = crosscheck_table(result.dataset, result.series)
+    if others is not None:
+        out.print(others)
     out.print(f"dataset:  {result.dataset}")
     out.print(f"models:   {result.out / 'models'}")
     for cfg in result.simgrid:
