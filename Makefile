@@ -33,14 +33,28 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 # System packages (Open MPI, Slurm, munge) through the project's own playbook when root.
-system-deps: venv
+# Not root: check before building the venv (a missing package should be the first thing said,
+# not the last after a minute of pip) and name only the packages that are missing. mpicc calls
+# gcc, which libopenmpi-dev does not pull in without recommends.
+system-deps:
 	@if [ "$(IS_ROOT)" = yes ]; then \
+	  $(MAKE) --no-print-directory venv && \
 	  $(VENV)/bin/ansible-playbook -i localhost, -c local -e ansible_python_interpreter=$(abspath $(PY)) \
 	    playbooks/local-cluster.yml --tags packages; \
-	elif ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then \
-	  echo "make: Open MPI is missing: run 'sudo apt-get install --no-install-recommends openmpi-bin libopenmpi-dev slurm-wlm munge' (or run make as root)" >&2; exit 2; fi
+	else \
+	  missing=""; \
+	  command -v mpirun >/dev/null || missing="$$missing openmpi-bin"; \
+	  command -v mpicc >/dev/null || missing="$$missing libopenmpi-dev"; \
+	  command -v gcc >/dev/null || missing="$$missing gcc"; \
+	  if [ -n "$$missing" ]; then \
+	    echo "make: missing system packages:$$missing" >&2; \
+	    echo "make: run 'sudo apt-get install --no-install-recommends$$missing' and retry (or run make as root)" >&2; \
+	    exit 2; fi; \
+	  if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/munged ]; then \
+	    echo "make: note: slurm-wlm/munge are not installed; only the Slurm tests need them (as root)" >&2; fi; \
+	fi
 
-probe: system-deps
+probe: system-deps venv
 	$(MAKE) -C kit/probe
 
 demo: probe

@@ -196,15 +196,24 @@ def load(state_dir: Path | str) -> Cluster:
 
 
 def _alive(pidfile: str, exe: str, match: str) -> bool:
-    """Same test as the playbook's module: non-zombie, right binary, our argument."""
+    """Same test as the playbook's module: non-zombie, right binary, our argument.
+
+    Only root (or the owner) may read ``/proc/PID/exe`` of root's daemons; a non-root client
+    of a cluster root started (PT2PT_SLURM_STATE) judges the binary by ``argv[0]`` instead,
+    which the playbook starts as the absolute path, so that such a cluster counts as up.
+    """
     try:
         pid = int(Path(pidfile).read_text().split()[0])
         stat = Path(f"/proc/{pid}/stat").read_text()
         if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
             return False
-        if os.path.realpath(os.readlink(f"/proc/{pid}/exe")) != os.path.realpath(exe):
-            return False
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        try:
+            binary = os.readlink(f"/proc/{pid}/exe")
+        except PermissionError:
+            binary = os.fsdecode(argv[0])
+        if os.path.realpath(binary) != os.path.realpath(exe):
+            return False
     except (OSError, ValueError, IndexError):
         return False
     return match.encode() in argv

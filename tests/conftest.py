@@ -33,10 +33,15 @@ def refdata_dir(shared_dir: Path) -> Path:
 
 
 def mpi_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for mpirun: root flags, no stray transport selection from the caller."""
+    """Environment for mpirun: no stray transport selection from the caller, root flags as root.
+
+    The root flags are set only for root, so that a non-root run proves mpirun needs nothing
+    special (they are dropped from the caller's environment otherwise).
+    """
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OMPI_MCA_", "UCX_", "PMIX_MCA_"))}
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+           if not k.startswith(("OMPI_MCA_", "UCX_", "PMIX_MCA_", "OMPI_ALLOW_RUN_AS_ROOT"))}
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if extra:
         env.update(extra)
     return env

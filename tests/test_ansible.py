@@ -86,6 +86,12 @@ def test_playbook_syntax(playbook: str, tmp_path: Path) -> None:
 @pytest.mark.ansible
 @pytest.mark.slow
 def test_site_check_mode_skips_and_reports_downloads(tmp_path: Path) -> None:
+    # pt2pt_env names and packs the kit with git; an unpacked tarball of the kit (no .git) has
+    # nothing to pack, so the play fails there by design (pt2pt_env_archive is the way out).
+    if subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                      check=False).returncode != 0:
+        pytest.skip(f"{REPO_ROOT} is not a git checkout: site.yml packs the kit with git archive "
+                    "(deploy from a tarball with -e pt2pt_env_archive=pt2pt-kit-VERSION.tar.gz)")
     proc = _run([str(BIN / "ansible-playbook"), "--check", "-i", str(_inventory(tmp_path)),
                  str(PLAYBOOKS_DIR / "site.yml")], tmp_path)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

@@ -139,6 +139,27 @@ def test_up_rejects_bad_arguments_before_running_anything(monkeypatch: pytest.Mo
     assert not Path("/tmp/pt2pt-never").exists()
 
 
+def test_liveness_without_access_to_proc_exe_uses_argv0(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A non-root client cannot readlink root's /proc/PID/exe; argv[0] then names the binary."""
+    exe = os.path.realpath(sys.executable)
+    proc = subprocess.Popen([exe, "-c", "import time; time.sleep(60)", "pt2pt-marker"])
+    try:
+        pidfile = tmp_path / "d.pid"
+        pidfile.write_text(f"{proc.pid}\n")
+
+        def denied(path: str) -> str:
+            raise PermissionError(13, "Permission denied", path)
+
+        monkeypatch.setattr(localcluster.os, "readlink", denied)
+        assert localcluster._alive(str(pidfile), exe, "pt2pt-marker")
+        assert not localcluster._alive(str(pidfile), "/usr/sbin/slurmd", "pt2pt-marker")
+        assert not localcluster._alive(str(pidfile), exe, "another-conf")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_load_of_missing_cluster_names_the_dir(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=str(tmp_path)):
         localcluster.load(tmp_path)
