@@ -347,15 +347,8 @@ def remove_leftovers(dataset: Path, run_table: pl.DataFrame) -> int:
     return removed
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_file(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file's data, or a folder's entries (what a rename wrote), by path."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -371,13 +364,14 @@ def commit(dataset: Path, parts: list[tuple[Path, Path]], new_runs: pl.DataFrame
     if not parts and new_runs.height == 0:
         return
     for tmp, _final in parts:
-        fsync_file(tmp)
+        fsync_path(tmp)
     for tmp, final in parts:
         os.replace(tmp, final)
-        _fsync_dir(final.parent)
+    for folder in {final.parent for _tmp, final in parts}:  # once per partition folder
+        fsync_path(folder)
     table = pl.concat([runs(dataset), new_runs.select(list(RUNS_SCHEMA)).cast(RUNS_SCHEMA)])
     tmp_runs = dataset / (RUNS_FILE + TMP_SUFFIX)
     table.write_parquet(tmp_runs)
-    fsync_file(tmp_runs)
+    fsync_path(tmp_runs)
     os.replace(tmp_runs, dataset / RUNS_FILE)
-    _fsync_dir(dataset)
+    fsync_path(dataset)
