@@ -364,6 +364,12 @@ class SeriesScreen(HelpMixin, Screen[None]):
             return None
         return state
 
+    def _edited(self, state: SeriesState) -> None:
+        """After any breakpoint/family edit: mark the model as the user's, show, refit."""
+        state.edited = True
+        self.redraw()
+        self.schedule_refit()
+
     def action_select_bp(self, step: int) -> None:
         state = self.state
         if state is None or not state.breakpoints:
@@ -389,9 +395,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
             self.notify("No room to move this breakpoint further.", severity="warning")
             return
         bps[i] = float(round(new))
-        state.edited = True
-        self.redraw()
-        self.schedule_refit()
+        self._edited(state)
 
     def action_add_bp(self) -> None:
         state = self._editable()
@@ -408,9 +412,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         state.breakpoints.insert(r, new)
         state.families.insert(r, state.families[r] if r < len(state.families) else None)
         self.sel_bp = r
-        state.edited = True
-        self.redraw()
-        self.schedule_refit()
+        self._edited(state)
 
     def action_delete_bp(self) -> None:
         state = self._editable()
@@ -423,9 +425,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         del state.families[i + 1]
         self.sel_bp = min(i, len(state.breakpoints) - 1) if state.breakpoints else None
         self.sel_regime = min(self.sel_regime, len(state.breakpoints))
-        state.edited = True
-        self.redraw()
-        self.schedule_refit()
+        self._edited(state)
 
     def action_select_regime(self, step: int) -> None:
         state = self.state
@@ -443,10 +443,8 @@ class SeriesScreen(HelpMixin, Screen[None]):
         current = state.families[r]
         state.families[r] = data.FAMILIES[(data.FAMILIES.index(current) + 1)
                                           % len(data.FAMILIES)]
-        state.edited = True
         self.notify(f"regime {r}: family {state.families[r] or 'auto'}", timeout=2)
-        self.redraw()
-        self.schedule_refit()
+        self._edited(state)
 
     def action_refit(self) -> None:
         if self.state is not None:
