@@ -262,12 +262,15 @@ def crosscheck_table(dataset: Path, results: list[SeriesResult]) -> Table | None
     """
     from kit.model.io import load_model
 
-    models = {(r.series["transport"], r.series["op"]): r.model_path for r in results
-              if r.model_path is not None and r.series["tool"] == "probe"}
-    agg = (ds.series_table(dataset)
+    agg = (ds.series_table(dataset)  # sorted by the series keys
            .filter(pl.col("stat").is_in(CROSSCHECK_STATS) & (pl.col("op") == "pingpong")
                    & (pl.col("tool") != "probe")))
-    if agg.height == 0 or not models:
+    if agg.height == 0:
+        return None
+    models = {r.series["transport"]: load_model(r.model_path) for r in results
+              if r.model_path is not None and r.series["tool"] == "probe"
+              and r.series["op"] == "pingpong"}
+    if not models:
         return None
     table = Table(title="other tools vs the probe's model (one-way latency)",
                   caption="ratio = tool / probe model median; a mean carries the tail that "
@@ -275,12 +278,10 @@ def crosscheck_table(dataset: Path, results: list[SeriesResult]) -> Table | None
     for col in ("series", "size", "tool", "probe model", "ratio"):
         table.add_column(col, justify="left" if col == "series" else "right")
     keys = list(ds.SERIES_KEYS)
-    loaded: dict[Path, Any] = {}
-    for row in agg.sort(keys).iter_rows(named=True):
-        path = models.get((row["transport"], "pingpong"))
-        if path is None:
+    for row in agg.iter_rows(named=True):
+        model = models.get(row["transport"])
+        if model is None:
             continue
-        model = loaded.get(path) or loaded.setdefault(path, load_model(path))
         points = (ds.scan(dataset)
                   .filter(*[pl.col(k).cast(pl.String) == row[k] for k in keys])
                   .filter(pl.col("size") > 0)
