@@ -16,7 +16,7 @@ help:
 	@echo "make demo            set up everything and run the demo campaign (README command 1)"
 	@echo "make test            set up and run the test suite (README command 2)"
 	@echo "make test-container  build the Containerfile and run the tests in it (podman or docker)"
-	@echo "make lint            ruff + ansible-lint"
+	@echo "make lint            ruff + mypy + ansible-lint"
 	@echo "make bench           run the benchmarks (see BENCHMARKS.md)"
 	@echo "make cluster-up / cluster-down   local Slurm cluster (root)"
 	@echo "make selftest        shaped two-node TCP bandwidth vs 0.956 x 125 MB/s (root)"
@@ -65,6 +65,7 @@ test: probe
 
 lint: venv
 	$(VENV)/bin/ruff check kit tui tests benchmarks
+	$(VENV)/bin/mypy
 	$(VENV)/bin/ansible-lint playbooks
 
 # Ground-truth check of the whole chain (root): see `pt2pt selftest --help`.

@@ -29,16 +29,44 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: The module of kit.commands that registers each command, so that ``pt2pt COMMAND`` imports
+#: that module only: importing all of them pulls in scikit-learn and scipy, seconds of CPU
+#: before ``pt2pt --version`` can answer (issue 19). A command missing here still works (all
+#: modules are then imported); tests/test_cli_startup.py checks the table is complete.
+COMMAND_MODULES = {
+    "collect": "collect", "compare": "compare", "datasets": "datasets", "demo": "demo",
+    "diff": "diff", "export": "export", "fit": "fit", "ingest": "ingest", "loggp": "loggp",
+    "plan": "plan",
+    "predict": "predict", "sample": "predict", "report": "report", "run-local": "run_local",
+    "selftest": "selftest", "simulate": "simulate", "status": "status", "submit": "submit",
+    "validate": "validate",
+}
+
+
+def _modules_for(argv: Sequence[str]) -> set[str] | None:
+    """Command modules ``argv`` needs: one for a known command, none for a bare --version,
+    None (all, plus plugins) for anything else such as --help or an unknown command."""
+    words = [w for w in argv if not w.startswith("-")]
+    if words:
+        module = COMMAND_MODULES.get(words[0])
+        return {module} if module else None
+    return set() if "--version" in argv and not {"-h", "--help"} & set(argv) else None
+
+
+def build_parser(only: set[str] | None = None) -> argparse.ArgumentParser:
+    """The whole CLI, or with ``only`` just the named kit.commands modules (no plugins)."""
     parser = _Parser(
         prog="pt2pt",
         description="Measure MPI point-to-point communication sample by sample, "
         "and turn the samples into per-regime models with noise.",
     )
     parser.add_argument("--version", action="version", version=f"pt2pt-kit {__version__}")
+    parser.add_argument("--quiet", dest="global_quiet", action="store_true",
+                        help="no progress bars or progress lines on stderr, for scripts (also "
+                        "PT2PT_QUIET=1; bars are drawn only on a terminal anyway)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for info in sorted(pkgutil.iter_modules(_commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
+        if info.name.startswith("_") or (only is not None and info.name not in only):
             continue
         module = importlib.import_module(f"{_commands.__name__}.{info.name}")
         register = getattr(module, "register", None)
@@ -46,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
             register(sub)
     # Plugins (e.g. the Textual explorer) register through entry points, so that `kit`
     # stays importable and testable without them.
-    for ep in sorted(entry_points(group="pt2pt.commands"), key=lambda e: e.name):
+    plugins = [] if only is not None else entry_points(group="pt2pt.commands")
+    for ep in sorted(plugins, key=lambda e: e.name):
         try:
             ep.load()(sub)
         except ImportError as exc:  # plugin installed but its dependencies are not
@@ -55,9 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_modules_for(words))
+    args = parser.parse_args(words)
     func = getattr(args, "func", None)
+    from kit import progress
+
+    progress.set_quiet(bool(getattr(args, "global_quiet", False)))
     if func is None:
         parser.print_help()
         return 2

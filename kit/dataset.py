@@ -29,14 +29,24 @@ import io
 import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import polars as pl
 
-from kit.errors import UserError
-from kit.schema import RUNS_SCHEMA, SAMPLES_SCHEMA, SERIES_KEYS
+from kit.bandwidth import effective_bandwidth_expr
+from kit.errors import ModelError, UserError
+from kit.schema import (
+    OPTIONAL_SAMPLE_DEFAULTS,
+    RUN_LEVEL_COLUMNS,
+    RUNS_SCHEMA,
+    SAMPLES_SCHEMA,
+    SERIES_KEYS,
+    UNKNOWN,
+)
 
 SAMPLES_DIR = "samples"
 RUNS_FILE = "runs.parquet"
@@ -45,8 +55,10 @@ LOCK_FILE = ".ingest.lock"
 PART_PREFIX = "part-"
 TMP_SUFFIX = ".tmp"
 
-#: Columns stored inside part files (campaign and tool live in the directory names).
-PART_COLUMNS = [c for c in SAMPLES_SCHEMA if c not in ("campaign", "tool")]
+#: Columns stored inside part files (campaign and tool live in the directory names,
+#: placement and host pair in the runs table: they are the same for every row of a run).
+PART_COLUMNS = [c for c in SAMPLES_SCHEMA
+                if c not in ("campaign", "tool") and c not in RUN_LEVEL_COLUMNS]
 #: Their dtypes on disk: repeated strings as Categorical (dictionary-encoded, cheaper to
 #: write); :func:`scan` casts back to SAMPLES_SCHEMA.
 PART_DTYPES = {c: (pl.Categorical() if c == "run_id" else SAMPLES_SCHEMA[c])
@@ -57,7 +69,7 @@ SMALL_SIZE = 64
 
 #: Bump whenever series_table's columns or definitions change: summaries stamped with another
 #: version are then recomputed instead of being shown with the old meaning.
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 #: series_table's result: column order and dtypes (a stored summary must match exactly).
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     **{k: pl.String() for k in SERIES_KEYS},
@@ -80,6 +92,28 @@ def _check(dataset: Path) -> Path:
     if not dataset.is_dir():
         raise UserError(f"dataset directory {dataset} does not exist", where=str(dataset),
                         hint="create it with 'pt2pt ingest PATH... --dataset DIR'")
+    return dataset
+
+
+def require_ingested(dataset: str | Path, what: str = "dataset") -> Path:
+    """The folder, if something was ingested into it; else a UserError saying what to run.
+
+    Readers accept an empty folder (it is a dataset nothing was ingested into yet), but a
+    command given such a folder was almost always given the wrong one (the campaign folder,
+    the demo's output folder): saying "no raw samples match" would send the user hunting for
+    a series instead of the path.
+    """
+    dataset = _check(Path(dataset))
+    if not (dataset / RUNS_FILE).is_file():
+        inside = sorted(p.name for p in dataset.iterdir() if (p / RUNS_FILE).is_file()) \
+            if dataset.is_dir() else []
+        nearby = (f" It holds a dataset in '{dataset / inside[0]}': give that folder."
+                  if inside else "")
+        raise UserError(f"no pt2pt-kit {what} here: nothing has been ingested into this folder."
+                        + nearby, where=str(dataset),
+                        hint="ingest raw files first with 'pt2pt ingest FILES... --dataset "
+                        f"{dataset}' (or 'pt2pt collect CAMPAIGN_DIR --dataset {dataset}' after "
+                        "a campaign); 'pt2pt datasets DIR' lists what a folder holds")
     return dataset
 
 
@@ -110,7 +144,32 @@ def _load_runs(dataset: Path) -> tuple[pl.DataFrame, bytes]:
     # Columns added to RUNS_SCHEMA after a dataset was written read as nulls.
     table = table.select([(pl.col(c) if c in table.columns else pl.lit(None)).cast(t).alias(c)
                           for c, t in RUNS_SCHEMA.items()])
-    return table, data
+    return _fill_placement(table), data
+
+
+def _fill_placement(table: pl.DataFrame) -> pl.DataFrame:
+    """Runs ingested before placement was recorded: derive it from their hosts.
+
+    Same host for both ranks is intra-node, two hosts inter-node; no hosts means unknown
+    (``placement_source`` says which). The next ingest into the dataset stores the result.
+    """
+    missing = table["placement"].is_null()
+    if not missing.any():
+        return table
+    from kit.placement import resolve
+
+    found = [resolve((hosts or "").split(",")) if gone else None
+             for hosts, gone in zip(table["hosts"].to_list(), missing.to_list(), strict=True)]
+    return table.with_columns(
+        placement=pl.Series([f.placement if f else p for f, p in
+                             zip(found, table["placement"].to_list(), strict=True)],
+                            dtype=pl.String),
+        placement_source=pl.Series([f.source if f else p for f, p in
+                                    zip(found, table["placement_source"].to_list(),
+                                        strict=True)], dtype=pl.String),
+        host_pair=pl.Series([f.host_pair if f else p for f, p in
+                             zip(found, table["host_pair"].to_list(), strict=True)],
+                            dtype=pl.String))
 
 
 def run_of_part(name: str) -> str | None:
@@ -138,15 +197,48 @@ def scan(dataset: str | Path) -> pl.LazyFrame:
     Filters on ``campaign``/``tool`` prune whole partitions (hive partitioning).
     """
     dataset = _check(Path(dataset))
-    return _scan_files(committed_parts(dataset, runs(dataset)))
+    run_table = runs(dataset)
+    return _scan_files(committed_parts(dataset, run_table), run_table)
 
 
-def _scan_files(files: list[Path]) -> pl.LazyFrame:
+#: Above this many distinct (placement, host pair) values the run-level columns are joined
+#: on run_id instead of one scan per value (a plan of hundreds of scans is slow to build).
+_MAX_RUN_GROUPS = 32
+
+
+def _scan_files(files: list[Path], run_table: pl.DataFrame) -> pl.LazyFrame:
+    """Scan part files; the run-level columns (placement, host pair) come from ``run_table``.
+
+    Files are grouped by their runs' values, each group scanned with them as literals: the
+    usual dataset has one or two groups, and a literal costs nothing per row.
+    """
     if not files:
         return pl.LazyFrame(schema=SAMPLES_SCHEMA)
-    lf = pl.scan_parquet(files, hive_partitioning=True,
-                         hive_schema={"campaign": pl.String, "tool": pl.String})
-    return lf.select([pl.col(c).cast(t) for c, t in SAMPLES_SCHEMA.items()])
+    values = {r[0]: (r[1] or UNKNOWN, r[2] or UNKNOWN) for r in
+              run_table.select("run_id", *RUN_LEVEL_COLUMNS).iter_rows()}
+    groups: dict[tuple[str, str], list[Path]] = {}
+    for path in files:
+        run_id = run_of_part(path.name) or ""
+        groups.setdefault(values.get(run_id, (UNKNOWN, UNKNOWN)), []).append(path)
+    hive = {"campaign": pl.String, "tool": pl.String}
+    # schema + missing_columns: part files written before a column of
+    # OPTIONAL_SAMPLE_DEFAULTS existed read it as null, filled with its default below
+    part: dict[str, Any] = {"schema": PART_DTYPES, "missing_columns": "insert"}
+    if len(groups) <= _MAX_RUN_GROUPS:
+        frames = [pl.scan_parquet(paths, hive_partitioning=True, hive_schema=hive, **part)
+                  .with_columns(**{c: pl.lit(v) for c, v in
+                                   zip(RUN_LEVEL_COLUMNS, key, strict=True)})
+                  for key, paths in groups.items()]
+        lf = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+    else:
+        lookup = pl.DataFrame([(k, *v) for k, v in values.items()],
+                              schema=["run_id", *RUN_LEVEL_COLUMNS], orient="row")
+        lf = (pl.scan_parquet(files, hive_partitioning=True, hive_schema=hive, **part)
+              .with_columns(pl.col("run_id").cast(pl.String))
+              .join(lookup.lazy(), on="run_id", how="left"))
+    return lf.select([pl.col(c).cast(t).fill_null(OPTIONAL_SAMPLE_DEFAULTS[c])
+                      if c in OPTIONAL_SAMPLE_DEFAULTS else pl.col(c).cast(t)
+                      for c, t in SAMPLES_SCHEMA.items()])
 
 
 def series_table(dataset: str | Path) -> pl.DataFrame:
@@ -155,8 +247,8 @@ def series_table(dataset: str | Path) -> pl.DataFrame:
     * ``n_samples``: rows outside warm-up (aggregate rows count once each);
     * ``small_median_s``: median time of sizes <= 64 B, or of the series' smallest size
       when it has none that small;
-    * ``large_bw_Bps``: median of size/time over the series' top octave of sizes
-      (size >= size_max / 2), i.e. the large-message bandwidth in bytes per second.
+    * ``large_bw_Bps``: the effective bandwidth (kit.bandwidth) of the series' top octave
+      of sizes: median of size / time over size >= size_max / 2, in bytes per second.
 
     Served from ``series.parquet`` when its stamp matches the committed data (opening a
     10 M-sample dataset must not rescan it); otherwise computed from the samples and stored
@@ -165,11 +257,11 @@ def series_table(dataset: str | Path) -> pl.DataFrame:
     dataset = _check(Path(dataset))
     state = _committed(dataset)
     if not state.runs_bytes:  # nothing ingested: no summary to keep
-        return _compute_series(state.files)
+        return _compute_series(state.files, state.run_table)
     cached = _read_summary(dataset, state.stamp)
     if cached is not None:
         return cached
-    table = _compute_series(state.files)
+    table = _compute_series(state.files, state.run_table)
     _save_quietly(dataset, table, state.stamp)
     return table
 
@@ -197,7 +289,7 @@ def refresh_summary(dataset: Path, *, max_rows: int | None = None) -> bool:
         return True
     if max_rows is not None and state.rows > max_rows:
         return False
-    _write_summary(dataset, _compute_series(state.files), state.stamp)
+    _write_summary(dataset, _compute_series(state.files, state.run_table), state.stamp)
     return True
 
 
@@ -209,6 +301,7 @@ class _Committed:
     files: list[Path]
     stamp: str
     rows: int  # committed rows, warm-up included (the runs table's n_samples)
+    run_table: pl.DataFrame
 
 
 def _committed(dataset: Path) -> _Committed:
@@ -224,10 +317,10 @@ def _committed(dataset: Path) -> _Committed:
             size = -1
         digest.update(f"{path.relative_to(dataset).as_posix()}\0{size}\n".encode())
     rows = int(run_table["n_samples"].fill_null(0).sum())
-    return _Committed(data, files, digest.hexdigest(), rows)
+    return _Committed(data, files, digest.hexdigest(), rows, run_table)
 
 
-def _compute_series(files: list[Path]) -> pl.DataFrame:
+def _compute_series(files: list[Path], run_table: pl.DataFrame) -> pl.DataFrame:
     """series_table from the samples themselves (a full scan).
 
     Two passes so that the medians only hold the rows they use: counts and size range first
@@ -236,7 +329,7 @@ def _compute_series(files: list[Path]) -> pl.DataFrame:
     """
     keys = list(SERIES_KEYS)
     size, time = pl.col("size"), pl.col("time")
-    lf = _scan_files(files).filter(~pl.col("warmup")).select(*keys, "size", "time")
+    lf = _scan_files(files, run_table).filter(~pl.col("warmup")).select(*keys, "size", "time")
     head = (lf.group_by(keys)
             .agg(n_samples=pl.len().cast(pl.UInt64), size_min=size.min(), size_max=size.max())
             .collect(engine="streaming"))
@@ -252,7 +345,7 @@ def _compute_series(files: list[Path]) -> pl.DataFrame:
     medians = (lf.filter(wide).join(bounds.lazy(), on=keys, how="inner")
                .group_by(keys)
                .agg(small_median_s=time.filter(small).median(),
-                    large_bw_Bps=(size.cast(pl.Float64) / time).filter(large).median())
+                    large_bw_Bps=effective_bandwidth_expr(size, time).filter(large).median())
                .collect(engine="streaming"))
     table = head.join(medians, on=keys, how="left").sort(keys)
     return table.with_columns([pl.col(c).cast(pl.String) for c in keys])
@@ -369,9 +462,162 @@ def commit(dataset: Path, parts: list[tuple[Path, Path]], new_runs: pl.DataFrame
         os.replace(tmp, final)
     for folder in {final.parent for _tmp, final in parts}:  # once per partition folder
         fsync_path(folder)
-    table = pl.concat([runs(dataset), new_runs.select(list(RUNS_SCHEMA)).cast(RUNS_SCHEMA)])
+    added = new_runs.select(list(RUNS_SCHEMA)).cast(pl.Schema(RUNS_SCHEMA))
+    table = pl.concat([runs(dataset), added])
     tmp_runs = dataset / (RUNS_FILE + TMP_SUFFIX)
     table.write_parquet(tmp_runs)
     fsync_path(tmp_runs)
     os.replace(tmp_runs, dataset / RUNS_FILE)
     fsync_path(dataset)
+
+
+# ---------------------------------------------------------------------------- one series
+#
+# Everything that reads "the samples of one series" (fit, validate, report, compare, demo,
+# the TUI) selects them here, so they all see the same rows: outside warm-up, a finite
+# time, and -- unless the caller explicitly allows aggregates -- raw single-message rows
+# only. Zero times are kept: the engine refuses them with a message that counts them (a
+# timer too coarse), where dropping them here would hide that silently. An aggregate row
+# (OSU's mean of 1000 messages, SkaMPI's average) is not a draw from the distribution of
+# one message's time; fitting it is allowed when asked for, and then every output says so
+# (:attr:`SeriesData.aggregate`).
+
+#: The ``stat`` of rows that are single measured messages.
+RAW = "raw"
+
+
+def series_predicate(*, aggregates: bool) -> pl.Expr:
+    """The row rule of every selection: what counts as a sample of a series."""
+    rule = ~pl.col("warmup").fill_null(False) & pl.col("time").is_finite()
+    return rule if aggregates else rule & (pl.col("stat").cast(pl.String) == RAW)
+
+
+def parse_selector(text: str | None, where: str = "--series") -> dict[str, str]:
+    """``campaign=a,placement=inter-node,host_pair=n1:n2`` → dict; UserError naming the item."""
+    if not text:
+        return {}
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in SERIES_KEYS or not value:
+            raise ModelError(f"bad series selector item {item!r}", where=where,
+                             hint=f"use KEY=VALUE pairs with KEY in {', '.join(SERIES_KEYS)}, "
+                             "e.g. --series transport=tcp,placement=inter-node,op=pingpong")
+        out[key] = value
+    return out
+
+
+def describe(series: Mapping[str, object]) -> str:
+    """``campaign=c,tool=probe,...`` for messages (keys in SERIES_KEYS order)."""
+    return ",".join(f"{k}={series[k]}" for k in SERIES_KEYS if k in series)
+
+
+def model_selector(series: Mapping[str, object] | None) -> dict[str, str]:
+    """The selector of a model's provenance ``series``: its keys, ``stat`` raw if absent.
+
+    Models written before ``stat``/``placement``/``host_pair`` were recorded name fewer keys;
+    a missing ``stat`` means raw (fit only used raw rows), a missing placement matches any
+    (and :func:`select_series` lists the candidates when that is ambiguous).
+    """
+    out = {str(k): str(v) for k, v in (series or {}).items()
+           if k in SERIES_KEYS and v is not None}
+    out.setdefault("stat", RAW)
+    return out
+
+
+def _check_keys(series: Mapping[str, str], where: str) -> None:
+    unknown = [k for k in series if k not in SERIES_KEYS]
+    if unknown:
+        raise ModelError(f"unknown series key {unknown[0]!r}", where=where,
+                         hint=f"use {', '.join(SERIES_KEYS)}")
+
+
+def series_rows(source: str | Path | pl.LazyFrame, series: Mapping[str, str] | None = None, *,
+                aggregates: bool) -> pl.LazyFrame:
+    """The rows of the series matching ``series`` (keys not given match anything).
+
+    ``source`` is a dataset folder or a frame from :func:`scan`. Filters only: the caller
+    that wants exactly one series uses :func:`select_series`.
+    """
+    series = dict(series or {})
+    _check_keys(series, "series")
+    lf = scan(source) if isinstance(source, str | Path) else source
+    for k, v in series.items():
+        lf = lf.filter(pl.col(k).cast(pl.String) == str(v))
+    return lf.filter(series_predicate(aggregates=aggregates))
+
+
+def matching_series(source: str | Path | pl.LazyFrame, series: Mapping[str, str] | None = None,
+                    *, aggregates: bool) -> pl.DataFrame:
+    """The series (SERIES_KEYS as strings) matching ``series``, with ``n`` rows each, sorted."""
+    keys = list(SERIES_KEYS)
+    return (series_rows(source, series, aggregates=aggregates)
+            .group_by([pl.col(k).cast(pl.String) for k in keys]).agg(n=pl.len())
+            .sort(keys).collect(engine="streaming"))  # bounded memory at 10^8 rows
+
+
+@dataclass(frozen=True)
+class SeriesData:
+    """The selected rows of one series: what a model of it is fitted and validated on."""
+
+    keys: dict[str, str]  # every SERIES_KEYS value of the series
+    size: np.ndarray  # float64 bytes
+    time: np.ndarray  # float64 seconds
+    run_id: np.ndarray  # the run of each row (for group splits)
+
+    @property
+    def aggregate(self) -> bool:
+        """True when the rows are statistics a tool printed (mean, p99...), not samples."""
+        return self.keys.get("stat", RAW) != RAW
+
+    def __len__(self) -> int:
+        return int(self.size.shape[0])
+
+
+def select_series(dataset: str | Path, series: Mapping[str, str] | None = None, *,
+                  aggregates: bool = False, where: str = "--series") -> SeriesData:
+    """The one series matching ``series`` and its rows (see :func:`series_predicate`).
+
+    With a single series in the dataset no selector is needed; several matches are a
+    UserError listing them, so the user can add keys. ``aggregates`` is the caller's
+    explicit choice: False selects raw rows only (an aggregate-only match is an error that
+    says how to allow it).
+    """
+    series = dict(series or {})
+    _check_keys(series, where)
+    lf = scan(dataset)
+    found = matching_series(lf, series, aggregates=aggregates)
+    if found.height == 0:
+        stats = (series_rows(lf, series, aggregates=True)
+                 .select(pl.col("stat").cast(pl.String).unique()).collect()
+                 .to_series().to_list())
+        if stats and not aggregates and RAW not in stats:
+            kinds = ", ".join(sorted(stats))
+            if series.get("op") == "stream" and stats == ["mean"]:
+                raise ModelError("these stream rows were ingested as per-window means (before "
+                                 "stream windows became raw samples of the per-message gap)",
+                                 where=str(dataset),
+                                 hint="ingest the probe's files again into a new dataset, or "
+                                 "fit them as they are with pt2pt fit --aggregates")
+            raise ModelError(f"the selected rows hold only aggregates ({kinds}), not raw samples",
+                             where=str(dataset),
+                             hint="fit a series measured by the probe or another raw-timing "
+                             "tool, or allow aggregates (pt2pt fit --aggregates): the model "
+                             "then describes the tool's statistic, and its noise is unknown")
+        what = "rows" if aggregates else "raw samples"
+        raise ModelError(f"no {what} match {describe(series) or 'the dataset'}",
+                         where=str(dataset),
+                         hint="list the series with 'pt2pt datasets' and pick one with --series")
+    if found.height > 1:
+        listing = "; ".join(f"{describe(r)} ({r['n']} rows)" for r in found.iter_rows(named=True))
+        raise ModelError(f"{found.height} series match, a model needs one: {listing}",
+                         where=where, hint="add keys to --series to pick exactly one")
+    row = found.row(0, named=True)
+    chosen = {k: str(row[k]) for k in SERIES_KEYS}
+    data = (series_rows(lf, chosen, aggregates=True)
+            .select(pl.col("size").cast(pl.Float64), pl.col("time").cast(pl.Float64),
+                    pl.col("run_id").cast(pl.String))
+            .collect())
+    return SeriesData(chosen, data["size"].to_numpy(), data["time"].to_numpy(),
+                      data["run_id"].to_numpy())

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -22,8 +22,15 @@ from rich.console import Console
 from rich.table import Table
 
 from kit import dataset as ds
+from kit.bandwidth import DEFINITION, effective_bandwidth_at, label_at
+from kit.campaign.manifest import pending_jobs
 from kit.errors import ModelError, UserError
+from kit.machine import check_machine
 from kit.paths import JOBS_DIR
+from kit.progress import bar, bars_enabled
+
+if TYPE_CHECKING:
+    from kit.model.contract import ModelFile
 
 DEFAULT_CAMPAIGN = JOBS_DIR / "campaigns" / "local-demo.yaml"
 #: What --quick shrinks the demo campaign to (CI and impatient users): still log-uniform
@@ -42,9 +49,15 @@ class SeriesResult:
     n_samples: int = 0
     regimes: list[str] = field(default_factory=list)
     latency_s: float = math.nan
-    bandwidth_Bps: float = math.nan
+    bandwidth_Bps: float = math.nan  # kit.bandwidth's effective bandwidth at bandwidth_size
+    bandwidth_size: float = LARGE
     score: float = math.nan  # held-out CRPS / floor (the floor is the training samples' own)
     hockney_score: float = math.nan
+    best_baseline: str = ""  # name of the honest baseline with the lowest held-out CRPS
+    best_baseline_score: float = math.nan
+    #: model and baselines (best first): name, what, crps_over_floor, median_err, p95_err
+    comparison: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # run quality: disturbed windows, odd runs
     coverage: float = math.nan  # share of held-out samples inside the model's [p05, p95]
     error: str = ""
 
@@ -56,6 +69,9 @@ class DemoResult:
     report: Path | None
     series: list[SeriesResult]
     simgrid: list[Path]
+    #: What the user should know at the end: tools not run and how to enable them, a busy
+    #: machine. One paragraph each, printed after the summary.
+    notes: list[str] = field(default_factory=list)
 
 
 def tui_command(result: DemoResult) -> list[str]:
@@ -97,9 +113,12 @@ def quick_campaign(source: Path, out: Path) -> Path:
 
 
 @contextmanager
-def _step(console: Console, text: str) -> Iterator[None]:
-    """A spinner on a terminal, a plain line otherwise (CI logs stay readable)."""
-    if console.is_terminal:
+def _step(console: Console, text: str, *, spinner: bool = True) -> Iterator[None]:
+    """A spinner on a terminal, a plain line otherwise (CI logs stay readable).
+
+    ``spinner=False`` when the step draws its own progress bar (one live display at a time).
+    """
+    if console.is_terminal and spinner and bars_enabled():
         with console.status(f"[bold]{text}"):
             yield
     else:
@@ -115,14 +134,24 @@ def _fingerprint(dataset: Path) -> str:
 
 
 def _model_name(series: dict[str, str]) -> str:
-    return f"{series['transport']}-{series['op']}-{series['tool']}"
+    """``tcp-pingpong-probe``; a placement other than the demo's own (one node: intra-node, or
+    intra-socket when the probe saw both ranks on one socket) is added."""
+    name = f"{series['transport']}-{series['op']}-{series['tool']}"
+    where = series.get("placement", "unknown")
+    return name if where in ("intra-node", "intra-socket", "unknown") else f"{name}-{where}"
 
 
 def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
-            progress: Callable[[str], None] | None = None) -> list[SeriesResult]:
-    """Fit, validate and save a model for every raw series of ``dataset``."""
+            progress: Callable[[str], None] | None = None,
+            on_series: Callable[[int, int, str], None] | None = None) -> list[SeriesResult]:
+    """Fit, validate and save a model for every raw series of ``dataset``.
+
+    ``progress(name)`` / ``on_series(index, n_series, name)``: called before each series.
+    """
     from kit.fitting import fit_samples, select_series
-    from kit.model.io import load_model, save_model
+    from kit.model.io import read_model, write_model
+    from kit.model.uncertainty import bootstrap_intervals
+    from kit.runquality import quiet_samples
     from kit.validate import validate_into
 
     models_dir.mkdir(parents=True, exist_ok=True)
@@ -131,44 +160,73 @@ def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
     reuse = stamp.is_file() and stamp.read_text(encoding="utf-8") == fingerprint
     table = ds.series_table(dataset).filter(pl.col("stat").cast(pl.String) == "raw")
     results: list[SeriesResult] = []
-    for row in table.iter_rows(named=True):
-        series = {k: str(row[k]) for k in ("campaign", "tool", "transport", "op")}
+    for index, row in enumerate(table.iter_rows(named=True)):
+        series = {k: str(row[k]) for k in ds.SERIES_KEYS}
         res = SeriesResult(series=series, n_samples=int(row["n_samples"]))
         path = models_dir / f"{_model_name(series)}.json"
         if progress:
             progress(_model_name(series))
+        if on_series:
+            on_series(index, table.height, _model_name(series))
         try:
             if reuse and path.is_file():
-                model = load_model(path)
+                fitted = read_model(path)
             else:
                 chosen, size, time = select_series(dataset, series)
-                model = fit_samples(dataset, chosen, size, time, random_state=random_state)
-                validate_into(model, size, time, random_state=random_state)
-                save_model(model, path, provenance=model.provenance_)
+                # Disturbed windows (a busy node) are left out and reported, as in `pt2pt fit`.
+                frame, quality = quiet_samples(dataset, chosen)
+                size = frame["size"].to_numpy()
+                time = frame["time"].to_numpy()
+                fitted = fit_samples(dataset, chosen, size, time, random_state=random_state)
+                fitted.run_quality = quality.to_dict()
+                fitted.validation = validate_into(fitted.model, size, time,
+                                                  random_state=random_state)
+                fitted.intervals = bootstrap_intervals(
+                    fitted.model, size, time, groups=frame["run_id"].to_numpy(),
+                    seq=frame["seq"].to_numpy(), random_state=random_state)
+                write_model(fitted, path)
         except ModelError as err:
             res.error = err.paragraph()
             results.append(res)
             continue
         res.model_path = path
-        _summarise(model, res)
+        _summarise(fitted, res)
         results.append(res)
     stamp.write_text(fingerprint, encoding="utf-8")
     return results
 
 
-def _summarise(model: Any, res: SeriesResult) -> None:
+def _summarise(fitted: ModelFile, res: SeriesResult) -> None:
+    model = fitted.model
     res.regimes = [f"{_fmt_size(r.size_min)}-{_fmt_size(r.size_max)} {r.family}"
                    + (" 2-band" if getattr(r, "components", None) else "")
                    for r in model.regimes_]
     top = float(model.regimes_[-1].size_max)
     res.latency_s = float(np.asarray(model.predict(np.array([SMALL], dtype=float)))[0])
     big = min(LARGE, top) if top > 0 else LARGE
-    t_big = float(np.asarray(model.predict(np.array([big], dtype=float)))[0])
-    res.bandwidth_Bps = big / t_big if t_big > 0 else math.nan
-    summary = (getattr(model, "validation_", None) or {}).get("summary", {})
-    res.score = float(summary.get("model", {}).get("crps_over_floor", math.nan))
-    res.hockney_score = float(summary.get("hockney", {}).get("crps_over_floor", math.nan))
-    res.coverage = float(summary.get("model", {}).get("coverage", math.nan))
+    res.bandwidth_Bps = effective_bandwidth_at(model, big)
+    res.bandwidth_size = big
+    res.score = float(fitted.summary("model").get("crps_over_floor", math.nan))
+    res.hockney_score = float(fitted.summary("hockney").get("crps_over_floor", math.nan))
+    res.coverage = float(fitted.summary("model").get("coverage", math.nan))
+    rq = fitted.run_quality
+    if rq.get("n_disturbed"):
+        res.warnings.append(
+            f"{rq['n_disturbed']} of {rq.get('n_samples')} samples were far above their run's "
+            "quiet level (a busy node?) and were "
+            + ("left out of the fit" if rq.get("excluded") else "kept") + "; see the report's "
+            "run quality section")
+    validation = fitted.validation
+    best = validation.get("best_baseline")
+    if best and fitted.summary(str(best)):
+        res.best_baseline = str(best)
+        res.best_baseline_score = float(fitted.summary(str(best)).get("crps_over_floor",
+                                                                      math.nan))
+    if validation.get("summary"):
+        from kit.validate import validation_table
+
+        res.comparison = [r for r in validation_table(validation).iter_rows(named=True)
+                          if r["model"] != "floor"]
 
 
 def _fmt_size(v: float) -> str:
@@ -179,8 +237,13 @@ def _fmt_size(v: float) -> str:
     return f"{v:.0f}"
 
 
-def export_all(results: list[SeriesResult], out: Path) -> list[Path]:
-    """SimGrid/SMPI configuration per transport: ping-pong network factors, send/recv overheads."""
+def export_all(results: list[SeriesResult], out: Path,
+               notes: list[str] | None = None) -> list[Path]:
+    """SimGrid/SMPI configuration per transport: ping-pong network factors, send/recv overheads.
+
+    A model the export refuses (non-physical, e.g. fitted on a run disturbed by a busy machine)
+    is not exported; the reason goes to ``notes`` so the summary says so instead of staying silent.
+    """
     from kit.export.simgrid import export_simgrid
     from kit.model.io import load_model
 
@@ -195,45 +258,69 @@ def export_all(results: list[SeriesResult], out: Path) -> list[Path]:
             continue
         send = load_model(ops["send"]) if "send" in ops else None
         recv = load_model(ops["recv"]) if "recv" in ops else None
+        pingpong = load_model(ops["pingpong"])
         try:
-            exp = export_simgrid(load_model(ops["pingpong"]), send_model=send, recv_model=recv)
+            exp = export_simgrid(pingpong, send_model=send, recv_model=recv)
         except ModelError:
-            continue
+            # Send/recv durations that exceed the ping-pong (shared memory: MPI_Send does the
+            # copy) leave no network time to subtract: keep the whole time in the network.
+            try:
+                exp = export_simgrid(pingpong, send_model=send, recv_model=recv,
+                                     subtract_overheads=False)
+            except ModelError as err:
+                if notes is not None:
+                    notes.append(f"SimGrid export of {transport}/{tool} refused: "
+                                 f"{err.paragraph()}")
+                continue
         written.extend(p for p in exp.write(out / f"{transport}-{tool}")
                        if p.name == "smpi-config.txt")
     return written
 
 
 def build_report(dataset: Path, results: list[SeriesResult], out: Path) -> Path | None:
-    from kit.model.io import load_model
-    from kit.report.build import render, series_samples, series_section
+    from kit.model.io import read_model
+    from kit.report.build import _raw_frame, render, series_samples, series_section
 
     out.mkdir(parents=True, exist_ok=True)
     sections = []
     for r in results:
         if r.model_path is None:
             continue
-        model = load_model(r.model_path)
+        fitted = read_model(r.model_path)
         size, time = series_samples(dataset, r.series)
         title = " / ".join(r.series[k] for k in ("transport", "op", "tool"))
-        sections.append(series_section(out, model, size, time, title=title,
+        sections.append(series_section(out, fitted.model, size, time, title=title,
                                        provenance={"model": r.model_path, "dataset": dataset},
-                                       validation=getattr(model, "validation_", None)))
+                                       validation=fitted.validation or None,
+                                       samples=_raw_frame(dataset, r.series),
+                                       intervals=fitted.intervals,
+                                       run_quality=fitted.run_quality))
     if not sections:
         return None
     return render(out, sections, "pt2pt demo: shared memory vs TCP on this machine")
+
+
+def _bw_cell(r: SeriesResult) -> str:
+    cell = _fmt(r.bandwidth_Bps / 1e6, "MB/s")
+    return cell if r.bandwidth_size == LARGE else f"{cell} @{_fmt_size(r.bandwidth_size)}"
 
 
 def summary_table(results: list[SeriesResult]) -> Table:
     """Regimes, latency, bandwidth and held-out scores per series.
 
     Scores are CRPS on held-out samples divided by the floor (the training samples' own
-    empirical distribution): 1 is as good as the data allow; Hockney's number beside it.
+    empirical distribution): 1 is as good as the data allow. Beside it the best honest
+    baseline (lowest CRPS of Hockney on per-size means, robust Hockney on per-size medians,
+    peak), named, never a strawman line.
     """
     table = Table(title="pt2pt demo: one model per series, scored on held-out samples",
                   caption="score = held-out CRPS / floor (1 = as good as the data allow); "
-                  "coverage = share of held-out samples in the model's p05-p95 band")
-    for col in ("series", "n", "regimes", "t(64 B)", "bw(4 MiB)", "score", "Hockney", "cover"):
+                  "coverage = share of held-out samples in the model's p05-p95 band; "
+                  "best baseline = the honest baseline with the lowest CRPS / floor; "
+                  f"t(64 B) = model median one-way time; {DEFINITION} (model median; "
+                  "a smaller S is named in the cell when the series stops below it)")
+    for col in ("series", "n", "regimes", "t(64 B)", label_at(LARGE), "score", "best baseline",
+                "cover"):
         table.add_column(col, justify="left" if col in ("series", "regimes") else "right",
                          no_wrap=col != "regimes")
     for r in sorted(results, key=lambda r: (r.series["transport"], r.series["op"])):
@@ -241,11 +328,48 @@ def summary_table(results: list[SeriesResult]) -> Table:
         if r.error:
             table.add_row(name, f"{r.n_samples:,}", f"not fitted: {r.error}", "", "", "", "", "")
             continue
+        best = (f"{r.best_baseline} {_fmt(r.best_baseline_score, '')}" if r.best_baseline
+                else "-")
         table.add_row(name, f"{r.n_samples:,}", "\n".join(r.regimes),
-                      _fmt(r.latency_s * 1e6, "us"), _fmt(r.bandwidth_Bps / 1e6, "MB/s"),
-                      _fmt(r.score, ""), _fmt(r.hockney_score, ""),
-                      _fmt(r.coverage * 100, "%"))
+                      _fmt(r.latency_s * 1e6, "us"), _bw_cell(r),
+                      _fmt(r.score, ""), best, _fmt(r.coverage * 100, "%"))
     return table
+
+
+def baseline_table(results: list[SeriesResult]) -> Table | None:
+    """Model against each honest baseline per series: CRPS / floor, median and p95 errors.
+
+    Rows are the model, then the baselines best first, each labelled with what it is.
+    """
+    rows = [(r, c) for r in sorted(results, key=lambda r: (r.series["transport"],
+                                                             r.series["op"]))
+            for c in r.comparison]
+    if not rows:
+        return None
+    table = Table(title="model vs honest baselines (held-out samples, best baseline first)",
+                  caption="CRPS / floor: 1 = as good as the data allow; errors are relative "
+                  "(median over sizes) of the predicted median and p95")
+    for col in ("series", "model", "what", "CRPS/floor", "median err", "p95 err"):
+        table.add_column(col, justify="left" if col in ("series", "model", "what") else "right")
+    last = None
+    for r, c in rows:
+        name = f"{r.series['transport']} {r.series['op']} ({r.series['tool']})"
+        table.add_row(name if name != last else "", str(c["model"]), str(c.get("what") or ""),
+                      _fmt(_num(c.get("crps_over_floor")), ""),
+                      _fmt(_num(c.get("median_err")) * 100, "%"),
+                      _fmt(_num(c.get("p95_err")) * 100, "%"))
+        last = name
+    return table
+
+
+def warnings_text(results: list[SeriesResult]) -> list[str]:
+    """Run-quality warnings of every series, one line each (empty when all runs were quiet)."""
+    return [f"{r.series['transport']} {r.series['op']} ({r.series['tool']}): {w}"
+            for r in results for w in r.warnings]
+
+
+def _num(v: Any) -> float:
+    return float(v) if v is not None else math.nan
 
 
 #: Aggregates of other tools set beside the probe's model: their median or mean latency.
@@ -282,8 +406,7 @@ def crosscheck_table(dataset: Path, results: list[SeriesResult]) -> Table | None
         model = models.get(row["transport"])
         if model is None:
             continue
-        points = (ds.scan(dataset)
-                  .filter(*[pl.col(k).cast(pl.String) == row[k] for k in keys])
+        points = (ds.series_rows(dataset, {k: row[k] for k in keys}, aggregates=True)
                   .filter(pl.col("size") > 0)
                   .select("size", "time").collect())
         if points.height == 0:
@@ -299,6 +422,54 @@ def crosscheck_table(dataset: Path, results: list[SeriesResult]) -> Table | None
     return table if table.row_count else None
 
 
+#: Tool name in the manifest -> what a user calls it.
+_TOOL_NAMES = {"osu": "OSU micro-benchmarks", "skampi": "SkaMPI"}
+
+
+def not_run_note(campaign_dir: Path, out: Path) -> str | None:
+    """What the plan left out (optional tools not found) and the one command that adds it.
+
+    The demo plans OSU and SkaMPI only when their binaries are found; otherwise the manifest
+    lists them under ``not_planned`` and, without this note, the user never learns that a
+    cross-check was possible.
+    """
+    from kit.campaign.manifest import read_manifest
+    from kit.tools.binaries import DEFAULT_VIEW, TOOLS_PATH_ENV
+
+    missing = read_manifest(campaign_dir).get("not_planned") or []
+    if not missing:
+        return None
+    what: dict[str, list[str]] = {}
+    for item in missing:
+        what.setdefault(_TOOL_NAMES.get(item["tool"], item["tool"]), []).append(item["what"])
+    listed = "; ".join(f"{tool} ({', '.join(names)})" for tool, names in what.items())
+    fresh = f"{out.name}-tools"
+    if _missing_tools_found(campaign_dir):
+        return (f"Not run: {listed}: the plan in {campaign_dir} was made before they were "
+                "installed (a plan is fixed once jobs ran). Measure them with a fresh plan: "
+                f"'pt2pt demo -o {fresh}'.")
+    return (f"Not run: {listed}: not found in the Spack view ({DEFAULT_VIEW}) or on PATH, so "
+            "the demo has no cross-check against those tools. To add them, point at existing "
+            f"builds ({TOOLS_PATH_ENV}: install prefixes or bin folders, colon-separated): "
+            f"'{TOOLS_PATH_ENV}=/opt/osu:/opt/skampi pt2pt demo -o {fresh}', or build them with "
+            "the kit's Spack environment ('spack -e . install', see docs/spack.md) first.")
+
+
+def _missing_tools_found(campaign_dir: Path) -> bool:
+    """True when a tool the plan left out can be found now (installed since): plan again."""
+    from kit import tools
+    from kit.campaign.manifest import read_manifest
+    from kit.tools import binaries
+
+    manifest = read_manifest(campaign_dir)
+    view = binaries.spack_view(manifest.get("campaign", {}).get("spack_view"))
+    for item in manifest.get("not_planned") or []:
+        tool = tools.REGISTRY.get(item["tool"])
+        if tool is not None and tool.find(item["what"], view) is not None:
+            return True
+    return False
+
+
 def _fmt(v: float, unit: str) -> str:
     if not math.isfinite(v):
         return "-"
@@ -307,8 +478,13 @@ def _fmt(v: float, unit: str) -> str:
 
 
 def run_demo(out: Path, *, campaign: Path = DEFAULT_CAMPAIGN, quick: bool = False,
-             rerun: bool = False, console: Console | None = None) -> DemoResult:
-    """Plan and run the campaign locally, then ingest, fit, validate, export and report."""
+             rerun: bool = False, console: Console | None = None,
+             wait_idle_s: float = 0.0) -> DemoResult:
+    """Plan and run the campaign locally, then ingest, fit, validate, export and report.
+
+    ``wait_idle_s``: before measuring on a busy machine, wait up to that long for the load
+    to drop (0: measure at once, with a warning).
+    """
     from kit.campaign.collect import collect, format_report
     from kit.campaign.plan import plan_campaign
     from kit.campaign.runlocal import run_local_with_progress
@@ -327,11 +503,19 @@ def run_demo(out: Path, *, campaign: Path = DEFAULT_CAMPAIGN, quick: bool = Fals
         campaign = quick_campaign(campaign, out / "campaign-quick.yaml")
     campaign_dir = out / "campaign"
     dataset = out / "dataset"
+    notes: list[str] = []
     if (campaign_dir / "manifest.json").is_file():
         console.print(f"reusing the planned campaign in {campaign_dir}")
     else:
         with _step(console, f"plan {campaign.name} -> {campaign_dir}"):
             plan_campaign(campaign, campaign_dir)
+    missing = not_run_note(campaign_dir, out)
+    if missing:
+        console.print(f"[yellow]note[/]: {missing}", highlight=False)
+        notes.append(missing)
+    if pending_jobs(campaign_dir, rerun):
+        busy = check_machine(console, wait_idle_s)
+        notes += [busy] if busy else []
     console.print("[bold]measure[/] (jobs already finished are reused)")
     run_local_with_progress(campaign_dir, rerun=rerun)
     with _step(console, f"collect -> {dataset}"):
@@ -341,11 +525,15 @@ def run_demo(out: Path, *, campaign: Path = DEFAULT_CAMPAIGN, quick: bool = Fals
         raise UserError("no job produced samples, so there is nothing to fit",
                         where=str(campaign_dir),
                         hint="read the run-local.log files in the job folders")
-    with _step(console, "fit and validate one model per series"):
-        results = fit_all(dataset, out / "models")
+    with _step(console, "fit and validate one model per series", spinner=False), \
+            bar("fit") as fitting:
+        def next_series(index: int, total: int, name: str) -> None:
+            fitting.update(total=total, completed=index, description=name)
+
+        results = fit_all(dataset, out / "models", on_series=next_series)
     with _step(console, "export SimGrid/SMPI configuration"):
-        simgrid = export_all(results, out / "simgrid")
+        simgrid = export_all(results, out / "simgrid", notes)
     with _step(console, "write the HTML report"):
         report_path = build_report(dataset, results, out / "report")
     return DemoResult(out=out, dataset=dataset, report=report_path, series=results,
-                      simgrid=simgrid)
+                      simgrid=simgrid, notes=notes)

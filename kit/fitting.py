@@ -1,114 +1,153 @@
-"""Fit one series of a dataset: select it, read its raw samples, run :class:`RegimeModel`.
+"""Fit one series of a dataset: select it (kit.dataset's selector), run :class:`RegimeModel`.
 
-A dataset holds many series (campaign × tool × transport × op × stat). A model describes
-one, so the selector must pin a single series; when the dataset holds only one, no
-selector is needed. Only raw single-message rows outside warm-up enter the fit: aggregate
-rows (means printed by OSU etc.) are not samples of the distribution being modelled.
+A dataset holds many series (campaign × tool × transport × placement × host pair × op ×
+stat). A model describes one, so the selector must pin a single series; when the dataset
+holds only one, no selector is needed. By default only raw single-message rows outside
+warm-up enter the fit: aggregate rows (means printed by OSU etc.) are not samples of the
+distribution being modelled. ``aggregates=True`` is the explicit choice to fit a tool's
+statistic anyway: the curve and regimes are then those of the statistic, the noise is not
+the messages' noise (fitted as lognormal only), and the model's provenance says the rows
+were aggregates. The messages' noise is then what the tool reported, when it did (OSU
+``-z`` percentiles, as ratios to its median: kit.reportednoise), else marked unknown.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 from kit import dataset as ds
+from kit.dataset import SeriesData
 from kit.errors import ModelError
 from kit.model import RegimeModel
-from kit.schema import SERIES_KEYS
+from kit.model.contract import ModelFile
+from kit.model.estimator import default_min_support
+from kit.model.families import FAMILIES
+from kit.reportednoise import ReportedNoise, reported_noise
+from kit.schema import OP_QUANTITY, SERIES_KEYS
 
-#: Keys a series selector may use (``stat`` is always ``raw`` for fitting).
-SELECTOR_KEYS = tuple(k for k in SERIES_KEYS if k != "stat")
+#: Keys a series selector may use.
+SELECTOR_KEYS = SERIES_KEYS
 
 
 def parse_selector(text: str | None, where: str = "--series",
                    keys: tuple[str, ...] = SELECTOR_KEYS) -> dict[str, str]:
-    """``campaign=a,tool=probe`` → dict; UserError naming the bad item.
-
-    ``keys`` are the accepted keys: fitting selects raw samples, so ``stat`` is not one of
-    them by default; reports and validation of aggregated series pass ``SERIES_KEYS``.
-    """
-    if not text:
-        return {}
-    out: dict[str, str] = {}
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or key not in keys or not value:
-            raise ModelError(f"bad series selector item {item!r}", where=where,
-                             hint=f"use KEY=VALUE pairs with KEY in {', '.join(keys)}, "
-                             "e.g. --series campaign=c1,transport=tcp,op=pingpong")
-        out[key] = value
-    return out
+    """``campaign=a,tool=probe`` → dict; UserError naming the bad item (kit.dataset's rule)."""
+    del keys  # every series key is accepted everywhere now
+    return ds.parse_selector(text, where)
 
 
 def _describe(row: dict[str, Any]) -> str:
-    return ",".join(f"{k}={row[k]}" for k in SELECTOR_KEYS)
+    return ds.describe(row)
 
 
-def select_series(dataset: str | Path, series: dict[str, str] | None = None
-                  ) -> tuple[dict[str, str], np.ndarray, np.ndarray]:
-    """The one series matching ``series``, as (keys, size, time) of its raw non-warm-up rows."""
-    series = dict(series or {})
-    unknown = [k for k in series if k not in SELECTOR_KEYS]
-    if unknown:
-        raise ModelError(f"unknown series key {unknown[0]!r}", where="series",
-                         hint=f"use {', '.join(SELECTOR_KEYS)}")
-    selected = ds.scan(dataset)
-    for k, v in series.items():
-        selected = selected.filter(pl.col(k).cast(pl.String) == v)
-    lf = selected.filter((pl.col("stat").cast(pl.String) == "raw") & ~pl.col("warmup"))
-    keys = list(SELECTOR_KEYS)
-    found = (lf.group_by([pl.col(k).cast(pl.String) for k in keys]).agg(n=pl.len())
-             .sort(keys).collect())
-    if found.height == 0:
-        stats = (selected.select(pl.col("stat").cast(pl.String).unique()).collect()
-                 .to_series().to_list())
-        if stats and "raw" not in stats:
-            kinds = ", ".join(sorted(stats))
-            raise ModelError(f"the selected rows hold only aggregates ({kinds}), not raw samples",
-                             where=str(dataset),
-                             hint="fit a series measured by the probe or another raw-timing tool")
-        raise ModelError(f"no raw samples match {series or 'the dataset'}", where=str(dataset),
-                         hint="list the series with 'pt2pt datasets' and pick one with --series")
-    if found.height > 1:
-        listing = "; ".join(f"{_describe(r)} ({r['n']} samples)"
-                            for r in found.iter_rows(named=True))
-        raise ModelError(f"{found.height} series match, a model needs one: {listing}",
-                         where="--series", hint="add keys to --series to pick exactly one")
-    row = found.row(0, named=True)
-    chosen = {k: row[k] for k in keys}
-    match = pl.all_horizontal([pl.col(k).cast(pl.String) == v for k, v in chosen.items()])
-    data = lf.filter(match).select(pl.col("size").cast(pl.Float64), pl.col("time")).collect()
-    return chosen, data["size"].to_numpy(), data["time"].to_numpy()
+def select_series(dataset: str | Path, series: dict[str, str] | None = None, *,
+                  aggregates: bool = False) -> tuple[dict[str, str], np.ndarray, np.ndarray]:
+    """The one series matching ``series``, as (keys, size, time) (see kit.dataset)."""
+    data = ds.select_series(dataset, series, aggregates=aggregates)
+    return data.keys, data.size, data.time
 
 
-def fit_dataset(dataset: str | Path, series: dict[str, str] | None = None,
-                **params: Any) -> RegimeModel:
+def fit_dataset(dataset: str | Path, series: dict[str, str] | None = None, *,
+                aggregates: bool = False, **params: Any) -> ModelFile:
     """Fit :class:`RegimeModel` (``params`` are its constructor arguments) to one series.
 
-    The model's ``provenance_`` names the dataset and series so that ``save_model`` records them.
+    Returns the model with its provenance (dataset, series, raw rows or aggregates) beside
+    it; ``kit.model.io.write_model`` saves both.
     """
-    chosen, size, time = select_series(dataset, series)
-    return fit_samples(dataset, chosen, size, time, **params)
+    data = ds.select_series(dataset, series, aggregates=aggregates)
+    return fit_samples(dataset, data.keys, data.size, data.time, **params)
 
 
-def fit_samples(dataset: str | Path, chosen: dict[str, str], size: np.ndarray, time: np.ndarray,
-                **params: Any) -> RegimeModel:
-    """:func:`fit_dataset` for samples already read with :func:`select_series`.
+def provenance(dataset: str | Path, chosen: dict[str, str], n_samples: int,
+               reported: ReportedNoise | None = None) -> dict[str, Any]:
+    """What a model records about its data: dataset, series, rows, and whether they were
+    aggregates (then the model's noise is the spread of the tool's statistic, not of
+    messages; the messages' noise is what the tool ``reported``, or unknown)."""
+    prov: dict[str, Any] = {"dataset": str(Path(dataset).resolve()), "series": dict(chosen),
+                            "n_samples": int(n_samples)}
+    stat = chosen.get("stat", ds.RAW)
+    prov["samples"] = "raw" if stat == ds.RAW else "aggregates"
+    if chosen.get("op") in OP_QUANTITY:  # time is not one message's duration: say what it is
+        prov["quantity"] = OP_QUANTITY[chosen["op"]]
+    if stat != ds.RAW:
+        prov["statistic"] = stat
+        prov["noise"] = aggregate_noise_note(stat, reported)
+        if reported is not None:
+            prov["reported_noise"] = reported.to_dict()
+    return prov
 
-    Callers that also validate on the same samples read the series once.
+
+def aggregate_noise_note(stat: str, reported: ReportedNoise | None) -> str:
+    """The one line every output of an aggregate fit gives about the messages' noise."""
+    if reported is None:
+        return ("unknown: fitted to the tool's per-size statistic "
+                f"({stat}), not to single messages")
+    return (f"fitted to the tool's per-size statistic ({stat}), not to single messages; "
+            f"the messages' noise {reported.describe()}")
+
+
+#: Samples a preview fit uses (every k-th in run order; sizes are shuffled in time).
+PREVIEW_SAMPLES = 100_000
+#: Families a user may fix per regime (``None`` lets the engine choose): the engine's list.
+FAMILY_CHOICES: tuple[str | None, ...] = (None, *FAMILIES)
+
+
+def fit_arrays(chosen: dict[str, str], size: np.ndarray, time: np.ndarray, *,
+               dataset: str | Path | None = None, preview: bool = False,
+               preview_samples: int = PREVIEW_SAMPLES, **params: Any) -> RegimeModel:
+    """The one fitting entry point: :class:`RegimeModel` (``params``) on one series' rows.
+
+    ``chosen`` names the series (its ``stat`` decides whether the rows are aggregates: then
+    the noise is not searched and no bands are fitted). ``preview`` fits a deterministic
+    subsample of about ``preview_samples`` without mixtures, overlaps or the
+    noise-family search, with the full series' default minimum support scaled to the
+    subsample, so a preview refuses exactly the edits the full fit refuses. Any failure is a
+    ModelError naming the dataset and series.
     """
+    if chosen.get("stat", ds.RAW) != ds.RAW:
+        # A statistic per size has no message noise to find: lognormal only, no bands.
+        params = {"noise": False, "mixture": False, **params}
+    n_full = len(size)
+    if preview:
+        step = max(n_full // max(preview_samples, 1), 1)
+        size, time = size[::step], time[::step]
+        support = params.get("min_support") or default_min_support(n_full)
+        params.update(mixture=False, overlap=False, noise=False,
+                      min_support=max(1, math.ceil(support / step)))
+    where_data = f"{dataset} (series {_describe(chosen)})" if dataset else \
+        f"series {_describe(chosen)}"
     try:
         model = RegimeModel(**params).fit(size, time)
     except ModelError as err:
         # Name the data rather than the Python call when the data is at fault.
         where = err.where
         if where is None or where.startswith("fit("):
-            where = f"{dataset} (series {_describe(chosen)})"
+            where = where_data
         raise ModelError(err.message, where=where, hint=err.hint) from None
-    model.provenance_ = {"dataset": str(Path(dataset).resolve()), "series": chosen,
-                         "n_samples": len(size)}
+    except (ValueError, RuntimeError, np.linalg.LinAlgError, FloatingPointError) as exc:
+        raise ModelError(f"fitting failed: {exc}", where=where_data,
+                         hint="move or delete breakpoints so each regime holds enough "
+                         "distinct sizes, or fit without fixed breakpoints") from exc
     return model
+
+
+def fit_samples(dataset: str | Path, chosen: dict[str, str], size: np.ndarray, time: np.ndarray,
+                **params: Any) -> ModelFile:
+    """:func:`fit_dataset` for samples already read with :func:`select_series`.
+
+    Callers that also validate on the same samples read the series once.
+    """
+    model = fit_arrays(chosen, size, time, dataset=dataset, **params)
+    reported = None
+    if chosen.get("stat", ds.RAW) != ds.RAW:
+        reported = reported_noise(dataset, chosen, model.breakpoints_)
+    return ModelFile(model, provenance=provenance(dataset, chosen, len(size), reported))
+
+
+__all__ = ["FAMILY_CHOICES", "PREVIEW_SAMPLES", "SELECTOR_KEYS", "ModelFile", "SeriesData",
+           "aggregate_noise_note", "fit_arrays", "fit_dataset", "fit_samples", "parse_selector",
+           "provenance", "select_series"]

@@ -37,9 +37,14 @@ class Layout:
     subnet: str
     ifprefix: str
     node_prefix: str
+    #: slurmdbd and MariaDB ports (used only with accounting)
+    dbd_port: int = 6819
+    db_port: int = 13306
 
     def playbook_vars(self) -> dict[str, object]:
         return {
+            "local_slurm_dbd_port": self.dbd_port,
+            "local_slurm_db_port": self.db_port,
             "local_slurm_cluster_name": self.cluster_name,
             "local_slurm_ctld_port": self.ctld_port,
             "local_slurm_slurmd_port": self.slurmd_port,
@@ -92,6 +97,8 @@ def layout_for(state_dir: Path) -> Layout:
         subnet=f"10.213.{100 + slot}.0/24",
         ifprefix=f"p2s{slot}",
         node_prefix=f"p{slot}n",
+        dbd_port=7100 + slot,
+        db_port=13400 + slot,
     )
 
 
@@ -232,12 +239,16 @@ def is_up(state_dir: Path | str | None = None) -> bool:
 
 def up(nodes: int = 1, state_dir: Path | str | None = None,
        shape: tuple[str, str] | None = None, *, layout: Layout | None = None,
+       accounting: bool = False, switches: int = 0, cpus: int = 0,
        timeout: float = 900) -> Cluster:
     """Start (or confirm) a local cluster of ``nodes`` nodes and return it.
 
     ``shape=(rate, burst)``, e.g. ``("1gbit", "256kb")``, puts tbf on every node's link
     (only meaningful with ``nodes > 1``). ``layout`` overrides the ports/subnet/names otherwise
-    derived from the state dir. Idempotent: on a running cluster it changes nothing.
+    derived from the state dir. ``accounting=True`` adds MariaDB + slurmdbd (sacct works);
+    ``switches=K`` spreads the nodes over K leaf switches (topology/tree); ``cpus=C`` makes
+    every node declare C CPUs (0: the machine's), e.g. for more ranks per node than cores.
+    Idempotent: on a running cluster it changes nothing.
     Debian packages are installed only when a daemon binary is missing.
     """
     _require_root("kit.localcluster.up")
@@ -250,6 +261,9 @@ def up(nodes: int = 1, state_dir: Path | str | None = None,
     if shape is not None and nodes == 1:
         raise UserError("shape needs nodes >= 2: it shapes the links between the fake nodes",
                         where="kit.localcluster.up", hint="pass nodes=2, or shape=None")
+    if not isinstance(cpus, int) or not 0 <= cpus <= 256:
+        raise UserError(f"cpus={cpus!r} is not a CPU count", where="kit.localcluster.up",
+                        hint="pass an integer between 0 (the machine's) and 256")
     state = Path(state_dir) if state_dir else default_state_dir(nodes)
     extra: dict[str, object] = {
         **(layout or layout_for(state)).playbook_vars(),
@@ -257,8 +271,12 @@ def up(nodes: int = 1, state_dir: Path | str | None = None,
         "local_slurm_nodes": nodes,
         "local_slurm_shape_rate": shape[0] if shape else "",
         "local_slurm_shape_burst": shape[1] if shape else "256kb",
+        "local_slurm_accounting": accounting,
+        "local_slurm_switches": switches,
+        "local_slurm_cpus": cpus,
     }
-    have_all = all(Path("/usr/sbin", b).exists() for b in ("slurmctld", "slurmd", "munged"))
+    daemons = ["slurmctld", "slurmd", "munged"] + (["slurmdbd", "mariadbd"] if accounting else [])
+    have_all = all(Path("/usr/sbin", b).exists() for b in daemons)
     _run_playbook("local-cluster.yml", extra, skip_packages=have_all,
                   log=state.with_name(state.name + ".ansible-up.log"), timeout=timeout)
     return load(state)

@@ -1,18 +1,38 @@
-"""Where the kit finds its own files (probe sources, job templates) at run time."""
+"""Where the kit finds its own files (probe sources, job templates, playbooks) at run time.
+
+Job templates, the transport table, the example campaigns and the playbooks live in the
+repository's top-level ``jobs/`` and ``playbooks/`` (a fixed layout). ``kit/_data/`` links
+to them, so they are package data of ``kit``: a wheel carries copies and ``pip install``
+of it plans and deploys without the source tree. They are found with
+``importlib.resources`` (the same call in a checkout and in an installed package).
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+from importlib import resources
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
 PROBE_DIR = PACKAGE_DIR / "probe"
-JOBS_DIR = REPO_ROOT / "jobs"
+
+
+def data_dir(name: str) -> Path:
+    """``jobs`` or ``playbooks`` from the package data (``kit/_data/NAME``).
+
+    A checkout whose links were not created (e.g. a copy made without symlinks) falls back
+    to the top-level folder beside the package.
+    """
+    found = Path(str(resources.files("kit") / "_data" / name))
+    return found if found.is_dir() else REPO_ROOT / name
+
+
+JOBS_DIR = data_dir("jobs")
 #: The Spack environment's view (spack.yaml has `view: true`).
 SPACK_VIEW = REPO_ROOT / ".spack-env" / "view"
-PLAYBOOKS_DIR = REPO_ROOT / "playbooks"
+PLAYBOOKS_DIR = data_dir("playbooks")
 
 
 def probe_binary() -> Path | None:

@@ -12,16 +12,19 @@ factor of the floor means it reproduces what was measured.
 
 Then the usual point numbers per size: relative error of the median, of the 95th
 percentile, and the share of held-out samples inside the model's [p05, p95] band (0.90 is
-ideal). The same numbers are computed for the Hockney and peak baselines
-(:mod:`kit.baselines`), which see the same training split.
+ideal). The same numbers are computed for the honest baselines of :mod:`kit.baselines`
+(Hockney on per-size means, robust Hockney on per-size medians, peak), which see the same
+training split; tables list them best first, each with a one-line label, so no table
+leads with a line that misses the data's own median by orders of magnitude.
 
 The split keeps every size on both sides ("repetition": per size, a seeded random share of
 the repetitions is held out), or is a plain seeded random split, or holds out whole runs
 (``groups``). When sizes were drawn log-uniformly and rarely repeat, sizes are pooled into
 narrow log-spaced cells so that each cell has enough samples for a distribution.
 
-The result is a plain JSON-compatible dict (stored as ``model.validation_`` so the model
-file keeps it); :func:`validation_table` turns it into a Polars table.
+The result is a plain JSON-compatible dict (kept beside the model as
+``kit.model.contract.ModelFile.validation``, so the model file keeps it);
+:func:`validation_table` turns it into a Polars table.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import polars as pl
 from numpy.typing import ArrayLike, NDArray
 from scipy.stats import wasserstein_distance
 
-from kit.baselines import BASELINES
+from kit.baselines import BASELINES, DEFAULT_BASELINES, LABELS
 from kit.errors import ModelError
 
 SPLIT_METHODS = ("repetition", "random", "group")
@@ -262,8 +265,8 @@ def summarize(per_size: Mapping[str, Any]) -> dict[str, Any]:
         row: dict[str, Any] = {"size_min": lo, "size_max": hi, "n_sizes": int(sel.sum()),
                                "floor": float(floor[sel].mean())}
         for name, s in per_size["models"].items():
-            crps = float(np.asarray(s["crps"])[sel].mean())
-            row[name] = {"crps": crps, "crps_over_floor": crps / row["floor"],
+            crps_mean = float(np.asarray(s["crps"])[sel].mean())
+            row[name] = {"crps": crps_mean, "crps_over_floor": crps_mean / row["floor"],
                          "median_err": float(np.median(np.asarray(s["median_err"])[sel]))}
         ranges.append(row)
     return {"summary": summary, "ranges": ranges}
@@ -284,7 +287,7 @@ def _clone_unfitted(estimator: Any) -> Any:
 
 def validate(estimator: Any, size: ArrayLike, time: ArrayLike, *, method: str = "repetition",
              test_fraction: float = 0.3, random_state: int = 0, groups: ArrayLike | None = None,
-             baselines: Sequence[str] = ("hockney", "peak"), n_draws: int = 400,
+             baselines: Sequence[str] = DEFAULT_BASELINES, n_draws: int = 400,
              extra_models: Mapping[str, Predictive] | None = None) -> dict[str, Any]:
     """Refit a copy of ``estimator`` on a training split and score it on the held-out rest.
 
@@ -311,13 +314,18 @@ def validate(estimator: Any, size: ArrayLike, time: ArrayLike, *, method: str = 
         models.update(extra_models)
     scored = score_models(models, (x[train], y[train]), (x[test], y[test]),
                           n_draws=n_draws, random_state=random_state)
+    summary = summarize(scored["per_size"])
+    ranked = sorted(baselines, key=lambda b: summary["summary"][b]["crps"])
     result: dict[str, Any] = {
         "version": VALIDATION_VERSION,
         "score": "crps_relative_to_heldout_median",
         "split": {"method": method, "test_fraction": test_fraction, "seed": random_state,
                   "n_train": int(train.sum()), "n_test": int(test.sum())},
-        "baselines": {name: models[name].to_dict() for name in baselines},  # type: ignore[attr-defined]
-        **summarize(scored["per_size"]),
+        "baselines": {name: {**models[name].to_dict(),  # type: ignore[attr-defined]
+                             "label": LABELS.get(name, name)} for name in baselines},
+        "baseline_order": ranked,
+        "best_baseline": ranked[0] if ranked else None,
+        **summary,
         "per_size": scored["per_size"],
     }
     return result
@@ -347,42 +355,57 @@ def per_regime(result: Mapping[str, Any], model: Any) -> list[dict[str, float]]:
             if "hockney" in scores:
                 h = float(np.mean(np.asarray(scores["hockney"]["crps"])[sel]))
                 row["hockney_crps_over_floor"] = h / float(floor[sel].mean())
+            best = result.get("best_baseline")
+            if best and best in scores:
+                b = float(np.mean(np.asarray(scores[best]["crps"])[sel]))
+                row["best_baseline_crps_over_floor"] = b / float(floor[sel].mean())
         rows.append(row)
     return rows
 
 
 def validate_into(model: Any, size: ArrayLike, time: ArrayLike, **kwargs: Any) -> dict[str, Any]:
-    """:func:`validate` and store the result as ``model.validation_`` (saved by kit.model.io).
+    """:func:`validate` plus, for a fitted regime model, per-regime numbers (``"regimes"``).
 
-    A fitted ``model`` also gets per-regime numbers under ``"regimes"``.
+    The result is returned, never written onto ``model``: the caller keeps it beside the
+    estimator (``ModelFile.validation``), which ``kit.model.io.write_model`` saves.
     """
     result = validate(model, size, time, **kwargs)
     if getattr(model, "regimes_", None) and hasattr(model, "regime_index"):
         result["regimes"] = per_regime(result, model)
-    model.validation_ = result
     return result
 
 
 TABLE_COLUMNS = ("model", "crps", "crps_over_floor", "worst_range_over_floor", "median_err",
-                 "median_err_max", "p95_err", "coverage")
+                 "median_err_max", "p95_err", "coverage", "what")
+
+
+def _table_order(result: Mapping[str, Any]) -> list[str]:
+    """The model first, then the baselines best (lowest CRPS) first, then any extra models."""
+    names = [n for n in result["summary"] if n != "floor"]
+    base = set(result.get("baselines", {}))
+    ranked = sorted((n for n in names if n in base), key=lambda n: result["summary"][n]["crps"])
+    rest = [n for n in names if n not in base]
+    return rest[:1] + ranked + rest[1:]
 
 
 def validation_table(result: Mapping[str, Any]) -> pl.DataFrame:
     """One row per scored model (and the floor): the numbers the report and CLI show."""
     rows = []
     summary = result["summary"]
-    for name, s in summary.items():
-        if name == "floor":
-            continue
+    labels = {n: b.get("label", n) for n, b in (result.get("baselines") or {}).items()}
+    for name in _table_order(result):
+        s = summary[name]
         worst = max((r[name]["crps_over_floor"] for r in result.get("ranges", []) if name in r),
                     default=float("nan"))
         rows.append({"model": name, "crps": s["crps"], "crps_over_floor": s["crps_over_floor"],
                      "worst_range_over_floor": worst, "median_err": s["median_err"],
                      "median_err_max": s["median_err_max"], "p95_err": s["p95_err"],
-                     "coverage": s["coverage"]})
+                     "coverage": s["coverage"],
+                     "what": labels.get(name, "regime model" if name == "model" else name)})
     rows.append({"model": "floor", "crps": summary["floor"]["crps"], "crps_over_floor": 1.0,
                  "worst_range_over_floor": 1.0, "median_err": summary["floor"].get("median_err"),
                  "median_err_max": None,
-                 "p95_err": None, "coverage": None})
-    return pl.DataFrame(rows, schema={c: (pl.String if c == "model" else pl.Float64)
+                 "p95_err": None, "coverage": None,
+                 "what": "training samples' own distribution"})
+    return pl.DataFrame(rows, schema={c: (pl.String if c in ("model", "what") else pl.Float64)
                                       for c in TABLE_COLUMNS})

@@ -28,6 +28,12 @@ def fixtures_dir(shared_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def osu_dir(fixtures_dir: Path) -> Path:
+    """The OSU 7.x outputs of the shared fixtures."""
+    return fixtures_dir / "osu"
+
+
+@pytest.fixture(scope="session")
 def refdata_dir(shared_dir: Path) -> Path:
     return shared_dir / "reference-data"
 
@@ -64,4 +70,9 @@ def is_root() -> bool:
 
 
 # Local Slurm cluster fixtures (slurm_cluster, slurm_cluster_factory, slurm_cluster_2n).
-from tests.conftest_slurm import slurm_cluster, slurm_cluster_2n, slurm_cluster_factory  # noqa: E402, F401
+from tests.conftest_slurm import (  # noqa: E402, F401
+    campaign_env,
+    slurm_cluster,
+    slurm_cluster_2n,
+    slurm_cluster_factory,
+)

@@ -27,7 +27,7 @@ from kit import localcluster
 from kit.localcluster import Cluster
 
 #: State dirs the fixtures own (layout slots checked distinct in tests/test_localcluster.py).
-PYTEST_STATE_DIRS = {n: Path(f"/tmp/pt2pt-pytest-{n}n") for n in (1, 2, 3)}
+PYTEST_STATE_DIRS = {n: Path(f"/tmp/pt2pt-pytest-{n}n") for n in (1, 2, 3, 4)}
 
 
 def _skip_unless_can_start() -> None:
@@ -72,16 +72,24 @@ def slurm_cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="session")
 def slurm_cluster_factory() -> Iterator[Callable[..., Cluster]]:
-    """``make(nodes=2, shape=None)``: a multi-node cluster, one per node count, downed at the end.
+    """``make(nodes=2, shape=None, accounting=False, switches=0, cpus=0)``: a multi-node
+    cluster, one per node count, downed at the end.
 
-    Asking again with another ``shape`` reshapes the same cluster's links in place.
+    Asking again with another ``shape`` reshapes the same cluster's links in place; another
+    ``cpus`` restarts its daemons with the new node description.
     """
     started: list[Path] = []
 
-    def make(nodes: int = 2, shape: tuple[str, str] | None = None) -> Cluster:
+    def make(nodes: int = 2, shape: tuple[str, str] | None = None,
+             accounting: bool = False, switches: int = 0, cpus: int = 0) -> Cluster:
         _skip_unless_can_start()
+        if accounting and not all(Path("/usr/sbin", b).exists()
+                                  for b in ("slurmdbd", "mariadbd")):
+            pytest.skip("slurmdbd/mariadb-server not installed: the accounting cluster needs "
+                        "them (apt-get install mariadb-server slurmdbd)")
         state = PYTEST_STATE_DIRS.get(nodes, Path(f"/tmp/pt2pt-pytest-{nodes}n"))
-        cluster = localcluster.up(nodes=nodes, state_dir=state, shape=shape)
+        cluster = localcluster.up(nodes=nodes, state_dir=state, shape=shape,
+                                  accounting=accounting, switches=switches, cpus=cpus)
         if state not in started:
             started.append(state)
         return cluster
@@ -125,3 +133,16 @@ def sbatch_wait(cluster: Cluster, script: str, workdir: Path,
     state = re.search(r"JobState=(\S+)", show)
     out = workdir / f"job-{job}.out"
     return (state.group(1) if state else "UNKNOWN"), (out.read_text() if out.exists() else "")
+
+
+def pt2pt(cluster: Cluster, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``python -m kit ARGS`` with the cluster's Slurm client environment."""
+    return subprocess.run([sys.executable, "-m", "kit", *map(str, args)], capture_output=True,
+                          text=True, timeout=600, env=cluster.environ())
+
+
+@pytest.fixture
+def campaign_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probe_bin: Path) -> None:
+    """No site defaults from this machine, and the probe built in this checkout."""
+    monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
+    monkeypatch.setenv("PT2PT_PROBE", str(probe_bin))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from kit.baselines import HockneyModel, PeakModel
+from kit.baselines import HockneyModel, HockneyRawModel, PeakModel, RobustHockneyModel
 from kit.errors import ModelError
 
 
@@ -45,7 +45,7 @@ def test_peak_is_best_latency_and_best_bandwidth() -> None:
     assert np.median(m._line(size[big]) / time[big]) < 1.0
 
 
-@pytest.mark.parametrize("cls", [HockneyModel, PeakModel])
+@pytest.mark.parametrize("cls", [HockneyModel, RobustHockneyModel, HockneyRawModel, PeakModel])
 def test_predictive_interface_shapes_and_consistency(cls: type) -> None:
     size, time = _line_data(seed=2)
     m = cls().fit(size, time)
@@ -72,3 +72,27 @@ def test_sklearn_contract_and_errors() -> None:
         HockneyModel().fit([1.0, 2.0], [np.nan, -1.0])
     with pytest.raises(ModelError, match="differ in length"):
         PeakModel().fit([1.0, 2.0], [1.0])
+
+
+def test_robust_hockney_is_not_pulled_by_preempted_samples() -> None:
+    """A few preempted samples at large sizes: the raw-sample fit's intercept leaves the data,
+    the per-size-median fit keeps the small-message latency."""
+    rng = np.random.default_rng(4)
+    size = np.repeat(np.geomspace(1, 2**22, 23).round(), 100)
+    time = (2e-6 + size / 5e9) * rng.lognormal(0.0, 0.05, size.size)
+    big = np.flatnonzero(size > 1e6)
+    hit = rng.choice(big, 30, replace=False)
+    time[hit] += rng.uniform(5e-3, 2e-2, hit.size)  # preempted by the scheduler
+    small = size <= 64
+    med_small = float(np.median(time[small]))
+    raw = HockneyRawModel().fit(size, time)
+    robust = RobustHockneyModel().fit(size, time)
+    assert raw.predict(np.array([1.0]))[0] > 10 * med_small  # the strawman misses by 10x+
+    assert robust.predict(np.array([1.0]))[0] == pytest.approx(med_small, rel=0.1)
+    assert robust.beta_ == pytest.approx(5e9, rel=0.1)
+
+
+def test_hockney_on_means_uses_one_point_per_size() -> None:
+    size, time = _line_data(seed=3)
+    m = HockneyModel().fit(size, time)  # log-uniform sizes: grouped into log cells
+    assert m.beta_ == pytest.approx(1e9, rel=0.05)

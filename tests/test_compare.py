@@ -84,3 +84,39 @@ def test_cli_on_a_small_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["compare", str(tmp_path / "ds"), "--by", "tool"]) == 2
     err = capsys.readouterr().err
     assert "--by" in err and "Traceback" not in err
+
+
+def test_shares_carry_bootstrap_intervals() -> None:
+    # Clearly separated series: a tight interval at 100 % / 0 %.
+    frame = pl.concat([_series("ib", 2e-6, 10e9), _series("tcp", 2.4e-6, 8e9, seed=1)])
+    shares = {r["series"]: r for r in compare(frame, by="transport").shares.iter_rows(named=True)}
+    assert shares["ib"]["share_lo"] == shares["ib"]["share_hi"] == 1.0
+    assert shares["tcp"]["share_hi"] == 0.0
+    # Two draws of the same line: who is "within 1 %" is a coin flip in many bins, so the
+    # share's interval must be wide and hold the point estimate.
+    same = pl.concat([_series("a", 2e-6, 5e9, n=400), _series("b", 2e-6, 5e9, n=400, seed=1)])
+    res = compare(same.with_columns(time=pl.col("time") * pl.Series(
+        np.random.default_rng(2).lognormal(0, 0.05, 800))), by="transport", within=1)
+    for r in res.shares.iter_rows(named=True):
+        assert r["share_lo"] <= r["share"] <= r["share_hi"]
+        assert r["share_hi"] - r["share_lo"] >= 0.1
+
+
+def test_second_dimension_repeats_the_comparison(tmp_path: Path) -> None:
+    from kit.compare import compare_per, summary_lines
+
+    frames = []
+    for placement, tcp_alpha in (("intra-node", 1.2e-6), ("inter-node", 30e-6)):
+        for name, alpha in (("shm", 1e-6), ("tcp", tcp_alpha)):
+            frames.append(_series(name, alpha, 5e9).with_columns(placement=pl.lit(placement)))
+    results = compare_per(pl.concat(frames), by="transport", per="placement", within=25)
+    groups = {r.group: {x["series"]: x["share"] for x in r.shares.iter_rows(named=True)}
+              for r in results}
+    assert groups["placement=intra-node"]["tcp"] > 0.9  # within 25 % inside a node
+    assert groups["placement=inter-node"]["tcp"] < 0.5  # far behind across nodes
+    assert "[placement=inter-node]" in "\n".join(summary_lines(results[0]) +
+                                                 summary_lines(results[1]))
+    written = results[0].write(tmp_path)
+    assert all(p.exists() and "placement=" in p.name for p in written)
+    with pytest.raises(UserError, match="--per must differ"):
+        compare_per(pl.concat(frames), by="transport", per="transport")

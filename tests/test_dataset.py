@@ -17,18 +17,9 @@ from kit import dataset as ds
 from kit.cli import main
 from kit.ingest import ingest
 from kit.schema import RUNS_SCHEMA, SAMPLES_SCHEMA
+from tests.builders import dataset_snapshot as _snapshot
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def osu_dir(fixtures_dir: Path) -> Path:
-    return fixtures_dir / "osu"
-
-
-def _snapshot(dataset: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
-    samples = ds.scan(dataset).collect().sort("run_id", "seq", "op", "stat")
-    return samples, ds.runs(dataset).sort("run_id")
 
 
 def test_reingest_adds_nothing(tmp_path, osu_dir):
@@ -120,14 +111,14 @@ def test_killed_ingest_leaves_previous_dataset(tmp_path, osu_dir):
     assert before[0].equals(after[0]) and before[1].equals(after[1])
     # the stored series summary still describes the committed data
     assert ds.series_table(dataset).equals(
-        ds._compute_series(ds.committed_parts(dataset, ds.runs(dataset))))
+        ds._compute_series(ds.committed_parts(dataset, ds.runs(dataset)), ds.runs(dataset)))
     # the next ingest cleans up and completes
     report = ingest([osu_dir / "osu_bw_tcp_7.4.txt"], dataset)
     assert report.ok and report.runs_added == 1
     assert not [p for p in dataset.rglob("*") if p.name.endswith(".tmp")]
     assert len(list(dataset.rglob("part-*.parquet"))) == 2
     assert ds.series_table(dataset).equals(
-        ds._compute_series(ds.committed_parts(dataset, ds.runs(dataset))))
+        ds._compute_series(ds.committed_parts(dataset, ds.runs(dataset)), ds.runs(dataset)))
 
 
 def test_series_table_figures(tmp_path):
@@ -162,7 +153,7 @@ def test_cli_ingest_reports_failures_and_keeps_going(tmp_path, osu_dir, capsys):
     assert rc == 0 and "pingpong" in out and "tcp" in out and "23" in out
     rc = main(["datasets", str(tmp_path / "ds"), "--csv"])
     out = capsys.readouterr().out
-    assert out.startswith("campaign,tool,transport,op,stat,n_samples")
+    assert out.startswith("campaign,tool,transport,placement,host_pair,op,stat,n_samples")
 
 
 def test_cli_bad_options(tmp_path, osu_dir, capsys):

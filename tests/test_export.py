@@ -15,6 +15,7 @@ from kit.errors import ModelError
 from kit.export.simgrid import (
     LINE_TOLERANCE,
     FactorEntry,
+    SimgridExport,
     export_simgrid,
     factor_at,
     format_factor,
@@ -25,6 +26,7 @@ from kit.export.simgrid import (
     regimes_from_simgrid,
 )
 from kit.model import RegimeModel
+from tests.builders import three_linear_regimes
 
 
 def test_format_and_parse_are_inverse_and_sorted() -> None:
@@ -63,29 +65,20 @@ def test_lookup_uses_the_largest_bound_strictly_below_the_size() -> None:
 
 @pytest.fixture(scope="module")
 def linear_model() -> RegimeModel:
-    truth = synth.Truth([
-        synth.TrueRegime(1, "linear", {"a": 20e-6, "b": 1e-10}, synth.TrueNoise("lognormal", 0.05)),
-        synth.TrueRegime(4096, "linear", {"a": 35e-6, "b": 4e-10}, synth.TrueNoise("gamma", 0.05)),
-        synth.TrueRegime(65537, "linear", {"a": 80e-6, "b": 9e-10},
-                         synth.TrueNoise("lognormal", 0.03)),
-    ])
-    size, time = synth.sample(truth, 3000, grid=30, lo=1, hi=2**21, seed=11)
-    return RegimeModel(breakpoints=[4096, 65537], families=["linear"] * 3, mixture=False,
-                       overlap=False).fit(size, time)
+    return three_linear_regimes(1e-10)
 
 
-def _simgrid_time(config: dict[str, str], latency: float, bandwidth: float, s: float) -> float:
-    """One idle-route message as SimGrid computes it: L*lat(s) + s/(B*bw(s))."""
-    _, lat = parse_factor(config["network/latency-factor"])
-    _, bw = parse_factor(config["network/bandwidth-factor"])
+def _simgrid_time(result: SimgridExport, latency: float, bandwidth: float, s: float) -> float:
+    """One idle-route transfer as SimGrid computes it: L*lat(s) + s/(B*bw(s))."""
+    _, lat = parse_factor(result.latency_factor)
+    _, bw = parse_factor(result.bandwidth_factor)
     return latency * factor_at(lat, s, (1.0,))[0] + s / (bandwidth * factor_at(bw, s, (1.0,))[0])
 
 
 def test_export_of_a_fitted_model_parses_back_to_its_regimes(linear_model: RegimeModel) -> None:
     m = linear_model
-    result = export_simgrid(m, latency=10e-6, bandwidth=1.25e9)
-    pieces = regimes_from_simgrid(result.config["network/latency-factor"],
-                                  result.config["network/bandwidth-factor"], 10e-6, 1.25e9)
+    result = export_simgrid(m, latency=10e-6, bandwidth=1.25e9, envelope=0)
+    pieces = regimes_from_simgrid(result.latency_factor, result.bandwidth_factor, 10e-6, 1.25e9)
     assert len(pieces) == len(m.regimes_)
     for k, (piece, regime) in enumerate(zip(pieces, m.regimes_, strict=True)):
         if k:
@@ -97,15 +90,15 @@ def test_export_of_a_fitted_model_parses_back_to_its_regimes(linear_model: Regim
     for bp in m.breakpoints_:
         for s in (math.ceil(bp) - 1, math.ceil(bp), math.ceil(bp) + 1):
             want = float(m.curve(np.array([float(s)]))[0])
-            assert _simgrid_time(result.config, 10e-6, 1.25e9, s) == pytest.approx(want, rel=1e-8)
+            assert _simgrid_time(result, 10e-6, 1.25e9, s) == pytest.approx(want, rel=1e-8)
 
 
 def test_defaults_make_the_nominal_route_the_model_itself(linear_model: RegimeModel) -> None:
-    result = export_simgrid(linear_model)
+    result = export_simgrid(linear_model, envelope=0)
     pieces = linear_pieces(linear_model)
     assert result.latency == pytest.approx(pieces[0].a)
     assert result.bandwidth == pytest.approx(1 / pieces[-1].b)
-    _, lat = parse_factor(result.config["network/latency-factor"])
+    _, lat = parse_factor(result.latency_factor)
     assert lat[0].values[0] == pytest.approx(1.0)  # size 0 gets the default: no error there
 
 
@@ -115,7 +108,8 @@ def test_overhead_strings_round_trip(linear_model: RegimeModel) -> None:
     for piece, regime in zip(pieces, linear_model.regimes_, strict=True):
         assert piece.a == pytest.approx(regime.params["a"], rel=1e-8)
         assert piece.b == pytest.approx(regime.params["b"], rel=1e-8)
-    result = export_simgrid(linear_model, send_model=linear_model, recv_model=linear_model)
+    result = export_simgrid(linear_model, send_model=linear_model, recv_model=linear_model,
+                            subtract_overheads=False)
     assert result.config["smpi/os"] == text == result.config["smpi/or"]
 
 
@@ -127,27 +121,28 @@ def test_power_and_constant_regimes_export_within_tolerance() -> None:
     size, time = synth.sample(truth, 2000, grid=30, lo=1, hi=2**20, seed=2)
     m = RegimeModel(breakpoints=[2048], families=["constant", "power"], mixture=False,
                     overlap=False).fit(size, time)
-    result = export_simgrid(m, latency=10e-6, bandwidth=1e9)
+    result = export_simgrid(m, latency=10e-6, bandwidth=1e9, envelope=0)
     grid = np.unique(np.geomspace(1, 2**20, 400).round())
-    sim = np.array([_simgrid_time(result.config, 10e-6, 1e9, s) for s in grid])
+    sim = np.array([_simgrid_time(result, 10e-6, 1e9, s) for s in grid])
     curve = m.curve(grid)
     assert np.max(np.abs(sim - curve) / curve) < LINE_TOLERANCE + 1e-3
     # The power regime needed several entries; the constant one a single entry.
     regimes = [seg["regime"] for seg in result.document["segments"]]
     assert regimes.count(0) == 1 and regimes.count(1) > 2
-    pieces = regimes_from_simgrid(result.config["network/latency-factor"],
-                                  result.config["network/bandwidth-factor"], 10e-6, 1e9)
+    pieces = regimes_from_simgrid(result.latency_factor, result.bandwidth_factor, 10e-6, 1e9)
     assert len(pieces) == len(regimes)
     assert pieces[1].size_min == math.ceil(m.breakpoints_[0])
 
 
 def test_write_creates_config_and_noise_json(linear_model: RegimeModel, tmp_path: Path) -> None:
-    result = export_simgrid(linear_model, latency=10e-6, bandwidth=1.25e9)
+    result = export_simgrid(linear_model, latency=10e-6, bandwidth=1.25e9, version="3.36")
     paths = result.write(tmp_path / "out")
     names = sorted(p.name for p in paths)
-    assert names == ["simgrid-noise.json", "smpi-config.txt", "smpi-config.xml"]
+    assert names == ["hostfile", "platform.xml", "simgrid-noise.json", "simgrid-noise.tsv",
+                     "smpi-config.txt", "smpi-config.xml"]
     args = (tmp_path / "out" / "smpi-config.txt").read_text().split()
     assert args[0].startswith("--cfg=network/latency-factor:0:")
+    assert "--cfg=network/crosstraffic:0" in args
     xml = (tmp_path / "out" / "smpi-config.xml").read_text()
     assert '<prop id="network/bandwidth-factor" value="0:' in xml
     doc = json.loads((tmp_path / "out" / "simgrid-noise.json").read_text())

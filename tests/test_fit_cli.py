@@ -40,8 +40,12 @@ def _csv(text: str) -> list[dict[str, str]]:
 
 def test_fit_single_series_writes_model_with_provenance(model_file: Path, dataset: Path):
     doc = json.loads(model_file.read_text())
+    # No hosts in a calibration file and no campaign placement: both keys say unknown.
     assert doc["provenance"]["series"] == {"campaign": "graphene", "tool": "calibration",
-                                           "transport": "tcp", "op": "pingpong"}
+                                           "transport": "tcp", "placement": "unknown",
+                                           "host_pair": "unknown", "op": "pingpong",
+                                           "stat": "raw"}
+    assert doc["provenance"]["samples"] == "raw"
     assert doc["provenance"]["dataset"] == str(dataset.resolve())
     assert doc["n_samples"] == 6620 and len(doc["regimes"]) >= 2
 
@@ -91,8 +95,8 @@ def test_several_series_need_a_selector(dataset: Path, refdata_dir: Path, tmp_pa
     err = capsys.readouterr().err
     assert "2 series match" in err and "op=recv" in err and "Traceback" not in err
     assert not out.exists()
-    model = fit_dataset(ds, {"op": "recv"})
-    assert model.provenance_["series"]["op"] == "recv"
+    fitted = fit_dataset(ds, {"op": "recv"})
+    assert fitted.provenance["series"]["op"] == "recv"
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -190,7 +190,8 @@ def test_plain_csv(everything, refdata_dir):
 
 def test_series_table(everything):
     table = ds.series_table(everything[0])
-    assert list(table.columns[:5]) == ["campaign", "tool", "transport", "op", "stat"]
+    assert list(table.columns[:7]) == ["campaign", "tool", "transport", "placement", "host_pair",
+                                       "op", "stat"]
     row = table.filter((pl.col("campaign") == "graphene_eth_example")
                        & (pl.col("op") == "pingpong")).row(0, named=True)
     assert row["n_samples"] == 6620 and row["size_min"] == 1 and row["size_max"] == 989921

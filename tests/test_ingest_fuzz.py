@@ -1,11 +1,18 @@
 """Mutated tool outputs either ingest or raise IngestError, never any other exception.
 
 The seeds are real fixture files (and excerpts of the large reference files, cut in the
-test). Mutations are line and byte edits a disk, a killed job or a careless edit produce.
+test). Mutations are line and byte edits a disk, a killed job or a careless edit produce;
+the probe's meta file is mutated too. What ingests is checked for values, not only for
+"no crash": no non-finite, negative or null time or size reaches the dataset.
+``FUZZ_CASES`` examples: a fast subset by default, 4,000 when ``CI=true``
+(tests/test_hardening_fuzz.py adds campaigns and model files: >= 10,000 cases in CI).
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import tempfile
 from pathlib import Path
 
@@ -37,6 +44,9 @@ EXCERPTS = [  # (path in ../shared, lines kept, name in the test folder)
 PROBE = (b"seq,op,size,count,time,call,warmup\n0,pingpong,1532,1,3.1e-05,,1\n"
          b"1,isend,64,1,2.0e-06,5.0e-07,0\n2,stream,4096,64,1.2e-04,,0\n3,recv,0,1,1e-07,,0\n")
 PROBE_META = b'{"hosts": ["a", "b"], "env": {"OMPI_MCA_btl": "self,tcp"}, "complete": true}'
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+FUZZ_CASES = 4000 if CI else 400
+META_VALUES = [None, True, 0, -1, 1.5, "x", "", [], {}, ["a"], {"k": "v"}, [1, 2], 10 ** 30]
 
 TOKENS = [b"", b"-", b"-1", b"0", b"1e309", b"nan", b"inf", b"x", b",", b" ", b"\n", b"\t",
           b"#", b"\xff\xfe", b"\x00", b"99999999999999999999999", b"1.5", b"WARNING: x\n",
@@ -81,11 +91,11 @@ def mutated(draw, seeds: list[tuple[str, bytes]]) -> tuple[str, bytes]:
     return name, b"".join(lines)
 
 
-def _ingest_one(folder: Path, name: str, data: bytes) -> None:
+def _ingest_one(folder: Path, name: str, data: bytes, meta: bytes = PROBE_META) -> None:
     path = folder / name
     path.write_bytes(data)
     if name.endswith(".samples.csv"):
-        (folder / "run.meta.json").write_bytes(PROBE_META)
+        (folder / "run.meta.json").write_bytes(meta)
     try:
         run = parse_file(path)
     except sniff.Companion:
@@ -94,17 +104,35 @@ def _ingest_one(folder: Path, name: str, data: bytes) -> None:
     written = pl.read_parquet(files)
     assert written.height == n_rows > 0
     assert written.null_count().sum_horizontal().item() == 0
+    times = written["time"].to_list()
+    assert all(math.isfinite(t) and t >= 0 for t in times), "non-finite or negative time"
+    assert written["size"].min() >= 0  # type: ignore[operator]
+    assert run.complete in (True, False) and (run.complete or run.incomplete_reason)
 
 
-@pytest.mark.slow
+@st.composite
+def mutated_meta(draw) -> bytes:
+    """The probe's meta file with keys set to values of other types, or its bytes cut."""
+    meta = json.loads(PROBE_META)
+    meta.update(samples_written=4, ops=["pingpong", "isend", "stream", "recv"])
+    for _ in range(draw(st.integers(0, 3))):
+        key = draw(st.sampled_from(["hosts", "env", "complete", "samples_written", "ops",
+                                    "start", "slurm_job_id", "probe_version", "stop_reason"]))
+        meta[key] = draw(st.sampled_from(META_VALUES))
+    raw = json.dumps(meta).encode()
+    if draw(st.booleans()) and draw(st.booleans()):
+        raw = raw[: draw(st.integers(0, len(raw)))]
+    return raw
+
+
 def test_mutated_files_ingest_or_raise_ingest_error(seeds):
-    @settings(max_examples=3000, deadline=None, database=None, derandomize=True,
+    @settings(max_examples=FUZZ_CASES, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
-    @given(case=mutated(seeds))
-    def check(case: tuple[str, bytes]) -> None:
+    @given(case=mutated(seeds), meta=mutated_meta())
+    def check(case: tuple[str, bytes], meta: bytes) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             try:
-                _ingest_one(Path(tmp), *case)
+                _ingest_one(Path(tmp), *case, meta=meta)
             except IngestError as err:
                 assert err.where and err.paragraph()
 

@@ -57,7 +57,7 @@ def test_ops_are_mapped_as_documented(tmp_path):
     assert got[(3, "isend")]["time"] == pytest.approx(9.0e-7)
     assert got[(3, "isend_call")]["time"] == pytest.approx(2.5e-7)
     stream = got[(4, "stream")]
-    assert (stream["time"], stream["stat"], stream["n"]) == (pytest.approx(1e-6), "mean", 64)
+    assert (stream["time"], stream["stat"], stream["n"]) == (pytest.approx(1e-6), "raw", 64)
     run = ds.runs(tmp_path / "ds").row(0, named=True)
     assert run["transport"] == "tcp"  # OMPI_MCA_btl=self,tcp on two hosts
     assert (run["campaign"], run["job_id"], run["hosts"]) == ("c1", "42", "node1,node2")
@@ -154,7 +154,7 @@ def test_op_missing_from_meta_ops_is_located(tmp_path):
 
 
 def test_large_run_is_split_into_several_parts(tmp_path, monkeypatch):
-    from kit.ingest import probe
+    from kit.tools import probe
 
     monkeypatch.setattr(probe, "BLOCK_BYTES", 4096)  # many blocks, lines cut at block ends
     monkeypatch.setattr(probe, "FRAME_ROWS", 1000)
@@ -169,3 +169,53 @@ def test_large_run_is_split_into_several_parts(tmp_path, monkeypatch):
     assert rows["time"][4999] == pytest.approx(5000e-7 / 2)
     assert ds.runs(tmp_path / "ds")["complete"].to_list() == [False]
     assert ingest([tmp_path / "in"], tmp_path / "ds").rows_added == 0
+
+
+HEADER_EXT = "seq,op,size,count,time,call,warmup,pair,round\n"
+
+
+def test_contention_run_keeps_pair_and_round_and_pair_count(tmp_path):
+    """--pairs runs: pair kept, seq taken from round, pairs from the meta; old runs 1/0."""
+    meta = dict(META, ops=["stream"], pairs=2, pairing=[[0, 2], [1, 3]], contention=True,
+                hosts=["n1", "n1", "n2", "n2"])
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "k2.samples.csv").write_text(HEADER_EXT + "".join([
+        "0,stream,1024,4,4.0e-06,,0,0,0\n",
+        "1,stream,2048,4,8.0e-06,,0,0,1\n",
+        "2,stream,1024,4,5.0e-06,,0,1,0\n",
+        "3,stream,2048,4,9.0e-06,,0,1,1\n",
+    ]))
+    (folder / "k2.meta.json").write_text(json.dumps(meta))
+    write_run(tmp_path / "old", "r", ["0,pingpong,8,1,2.0e-06,,0"], META)
+    report = ingest([folder, tmp_path / "old"], tmp_path / "ds", campaign="c1")
+    assert report.ok and report.rows_added == 5, report
+    rows = ds.scan(tmp_path / "ds").collect()
+    stream = rows.filter(pl.col("op") == "stream").sort("pair", "seq")
+    assert stream["pair"].to_list() == [0, 0, 1, 1]
+    assert stream["seq"].to_list() == [0, 1, 0, 1]
+    assert set(stream["pairs"].to_list()) == {2}
+    assert stream["time"].to_list() == pytest.approx([1e-6, 2e-6, 1.25e-6, 2.25e-6])
+    old = rows.filter(pl.col("op") == "pingpong")
+    assert (old["pairs"].item(), old["pair"].item()) == (1, 0)
+
+
+def test_contention_run_with_a_bad_pair_names_the_line(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "k.samples.csv").write_text(HEADER_EXT + "0,stream,8,4,4.0e-06,,0,0,0\n"
+                                          "1,stream,8,4,4.0e-06,,0,x,1\n")
+    (folder / "k.meta.json").write_text(json.dumps(dict(META, ops=["stream"], pairs=1)))
+    report = ingest([folder], tmp_path / "ds", campaign="c1")
+    assert report.files_failed and "k.samples.csv:3:" in report.files_failed[0][1]
+    assert "pair" in report.files_failed[0][1]
+
+
+def test_parts_written_before_the_pair_columns_read_as_one_pair(tmp_path):
+    """A dataset from an older kit: its part files lack pairs/pair; scan fills 1 and 0."""
+    write_run(tmp_path / "in", "r", ["0,pingpong,8,1,2.0e-06,,0"], META)
+    ingest([tmp_path / "in"], tmp_path / "ds", campaign="c1")
+    part = next((tmp_path / "ds").rglob("part-*.parquet"))
+    pl.read_parquet(part).drop("pairs", "pair").write_parquet(part)
+    rows = ds.scan(tmp_path / "ds").collect()
+    assert (rows["pairs"].to_list(), rows["pair"].to_list()) == ([1], [0])

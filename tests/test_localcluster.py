@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -99,12 +100,13 @@ def _assert_nothing_left(state: Path, pids: list[int], desc: dict) -> None:
 
 def test_layouts_of_known_state_dirs_do_not_clash() -> None:
     dirs = [DEFAULT_STATE_DIR, localcluster.default_state_dir(2), ONE_NODE, TWO_NODES,
-            *PYTEST_STATE_DIRS.values()]
+            Path("/tmp/pt2pt-lctest-acct"), *PYTEST_STATE_DIRS.values()]
     layouts = [layout_for(d) for d in dirs]
     for attr in ("ctld_port", "subnet", "ifprefix", "node_prefix", "cluster_name"):
         values = [getattr(lay, attr) for lay in layouts]
         assert len(set(values)) == len(values), attr
-    ports = [p for lay in layouts for p in (lay.ctld_port, lay.slurmd_port)]
+    ports = [p for lay in layouts
+             for p in (lay.ctld_port, lay.slurmd_port, lay.dbd_port, lay.db_port)]
     assert len(set(ports)) == len(ports)
     assert all(len(lay.ifprefix) + len("-v64") <= 15 for lay in layouts)  # IFNAMSIZ
 
@@ -276,3 +278,72 @@ def test_up_failure_names_the_task_and_the_daemons_reason(tmp_path: Path) -> Non
     assert "Start slurmctld" in text and "Address already in use" in text
     assert not state.exists()
     state.with_name(state.name + ".ansible-up.log").unlink()
+
+
+ACCT = Path("/tmp/pt2pt-lctest-acct")
+
+ACCT_CAMPAIGN = """\
+name: acct
+mpi: openmpi
+transports: [shm, ib]
+placement: intra-node
+repetitions: 2
+seed: 2
+launcher: srun --mpi=pmix
+slurm: {partition: debug, time: "00:05:00", throttle: 1}
+tools:
+  - tool: probe
+    ops: [pingpong]
+    sizes: list:8,1024
+    samples: 20
+    warmup: 1
+"""
+
+
+@_cluster_test
+@pytest.mark.mpi
+def test_accounting_cluster_is_idempotent_and_status_reads_sacct(
+        tmp_path: Path, probe_bin: Path) -> None:
+    """MariaDB + slurmdbd under the state dir; status of finished array tasks comes from sacct."""
+    if not Path("/usr/sbin/slurmdbd").exists() or not Path("/usr/sbin/mariadbd").exists():
+        pytest.skip("slurmdbd/mariadb-server not installed: make system-deps")
+    if (ACCT / "cluster.json").exists():
+        _playbook("local-cluster-down.yml", ACCT)
+    try:
+        first = _playbook("local-cluster.yml", ACCT, local_slurm_accounting=True)
+        desc = json.loads((ACCT / "cluster.json").read_text())
+        pids = _daemon_pids(ACCT)
+        assert _changed(first) > 0 and desc["accounting"] is True
+        second = _playbook("local-cluster.yml", ACCT, local_slurm_accounting=True)
+        assert _changed(second) == 0, second[-3000:]
+        cluster = localcluster.load(ACCT)
+        env = cluster.environ({**os.environ, "PT2PT_PROBE": str(probe_bin),
+                               "PT2PT_SITE_CONFIG": str(tmp_path / "none.yaml")})
+        (tmp_path / "c.yaml").write_text(ACCT_CAMPAIGN)
+        out = tmp_path / "campaign"
+        for args in (["plan", str(tmp_path / "c.yaml"), "-o", str(out)], ["submit", str(out)]):
+            proc = subprocess.run([sys.executable, "-m", "kit", *args], env=env,
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stderr
+        ids = json.loads((out / "submitted.json").read_text())["jobs"]
+        assert sorted(v.split("_")[1] for v in ids.values()) == ["0", "0", "1", "1"]
+        from kit.campaign import slurm as kslurm
+        from kit.campaign.status import job_statuses
+
+        deadline = time.monotonic() + 300
+        while True:  # every task ended and known to the accounting database
+            acct = kslurm.sacct_states(list(ids.values()), env)
+            if all(acct.get(sid, {}).get("state") in ("COMPLETED", "FAILED")
+                   for sid in ids.values()):
+                break
+            assert time.monotonic() < deadline, acct
+            time.sleep(1)
+        rows = job_statuses(out, env=env)
+        for row in rows:
+            assert row.slurm_source == "sacct", row
+            assert row.slurm_state == acct[row.slurm_id]["state"]
+            assert row.result == ("skipped" if row.transport == "ib" else "completed")
+            assert row.slurm_state == ("FAILED" if row.transport == "ib" else "COMPLETED")
+    finally:
+        _playbook("local-cluster-down.yml", ACCT)
+    _assert_nothing_left(ACCT, pids, desc)

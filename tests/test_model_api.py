@@ -13,7 +13,7 @@ from sklearn.base import clone
 from kit import synth as S
 from kit.errors import ModelError
 from kit.model import RegimeModel
-from kit.model.io import dumps, load_model, save_model
+from kit.model.io import dumps, load_model, read_model, save_model, write_model
 
 TRUTH = S.Truth([
     S.TrueRegime(1, "constant", {"a": 20e-6}, S.TrueNoise("lognormal", 0.1)),
@@ -61,9 +61,9 @@ def test_predictions_shapes_and_order(fitted):
 
 
 def test_save_load_round_trip_exact(fitted, tmp_path):
-    fitted.validation_ = {"crps": {"model": 0.1}}
+    validation = {"crps": {"model": 0.1}}
     prov = {"dataset": "d", "series": {"op": "x"}}
-    path = save_model(fitted, tmp_path / "m.json", provenance=prov)
+    path = save_model(fitted, tmp_path / "m.json", provenance=prov, validation=validation)
     doc = json.loads(path.read_text())
     assert doc["format"] == "pt2pt-model" and doc["format_version"] == 1
     assert doc["provenance"]["dataset"] == "d" and doc["provenance"]["kit_version"]
@@ -71,13 +71,17 @@ def test_save_load_round_trip_exact(fitted, tmp_path):
     first = doc["regimes"][0]
     assert {"size_min", "size_max", "family", "params", "noise"} <= set(first)
     assert [r["size_min"] for r in doc["regimes"]] == sorted(r["size_min"] for r in doc["regimes"])
-    loaded = load_model(path)
-    assert dumps(loaded) == path.read_text()
+    mf = read_model(path)
+    loaded = mf.model
+    assert dumps(loaded, mf.provenance, mf.validation) == path.read_text()
+    assert write_model(mf, tmp_path / "again.json").read_text() == path.read_text()
     sizes = np.geomspace(1, 2**21, 50)
     np.testing.assert_array_equal(loaded.predict(sizes), fitted.predict(sizes))
     np.testing.assert_array_equal(loaded.sample(sizes, 3, random_state=4),
                                   fitted.sample(sizes, 3, random_state=4))
-    assert loaded.validation_ == fitted.validation_
+    assert mf.validation == validation and mf.provenance["dataset"] == "d"
+    # The contract: validation and provenance live beside the estimator, never on it.
+    assert not hasattr(loaded, "validation_") and not hasattr(loaded, "provenance_")
 
 
 def test_load_errors(tmp_path):

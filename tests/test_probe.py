@@ -255,6 +255,124 @@ def test_csv_is_exactly_the_documented_plan(all_ops_runs: dict[str, Run]) -> Non
     assert run.meta()["plan_hash"] == plan_hash(plan)
 
 
+@pytest.mark.parametrize(("order", "fraction", "count"),
+                         [("blocked", 0.0, 1), ("shuffled", 0.2, 2), ("blocked", 0.3, 1)])
+def test_order_and_repeats_follow_the_python_plan(probe_bin: Path, scratch: Path,
+                                                  tmp_path: Path, order: str, fraction: float,
+                                                  count: int) -> None:
+    """--order and --repeat-fraction/--repeat-count: the C plan is kit.probe.plan's."""
+    run = run_probe(probe_bin, scratch, tmp_path / "plan",
+                    ["--op", "pingpong,send", "--sizes", "loguniform:0:64K", "--samples", "60",
+                     "--warmup", "3", "--seed", "17", "--order", order, "--repeat-fraction",
+                     str(fraction), "--repeat-count", str(count), "--flush-every", "50"])
+    assert run.returncode == 0, run.stderr
+    plan = build_plan(["pingpong", "send"], "loguniform:0:64K", samples=60, seed=17, warmup=3,
+                      order=order, repeat_fraction=fraction, repeat_count=count)
+    got = [(r["op"], int(r["size"]), r["warmup"] == "1") for r in check_schema(run)]
+    assert got == [(e.op, e.size, e.warmup) for e in plan]
+    meta = run.meta()
+    assert meta["plan_hash"] == plan_hash(plan)
+    assert meta["order"] == order and meta["repeat_fraction"] == fraction
+    assert meta["repeat_count"] == count
+    assert meta["samples_repeated"] == round(fraction * 120) * count
+    assert meta["samples_planned"] == 3 + 120 + meta["samples_repeated"]
+
+
+HEADER_EXT = [*HEADER, "pair", "round"]
+
+
+@pytest.mark.parametrize(("np", "transport"), [(4, "vader"), (4, "tcp"), (8, "vader"),
+                                               (8, "tcp")])
+def test_contention_mode_writes_every_pair_every_round(probe_bin: Path, scratch: Path,
+                                                       tmp_path: Path, np: int,
+                                                       transport: str) -> None:
+    """--pairs K on 2K ranks: one row per pair and round, the same plan for every pair."""
+    k = np // 2
+    run = run_probe(probe_bin, scratch, tmp_path / "k",
+                    ["--pairs", str(k), "--op", "pingpong,stream", "--sizes", "list:8,64K",
+                     "--samples", "6", "--warmup", "2", "--window", "4", "--seed", "5",
+                     "--flush-every", "7"],
+                    transport=transport, np=np, extra_mpirun=["--oversubscribe"])
+    assert run.returncode == 0, run.stderr
+    lines = Path(f"{run.prefix}.samples.csv").read_text().splitlines()
+    assert lines[0].split(",") == HEADER_EXT
+    rows = run.rows()
+    plan = build_plan(["pingpong", "stream"], "list:8,64K", samples=6, seed=5, warmup=2)
+    assert len(rows) == k * len(plan)
+    assert [int(r["seq"]) for r in rows] == list(range(len(rows)))
+    for pair in range(k):
+        mine = sorted((r for r in rows if r["pair"] == str(pair)), key=lambda r: int(r["round"]))
+        assert [int(r["round"]) for r in mine] == list(range(len(plan)))
+        assert [(r["op"], int(r["size"]), r["warmup"] == "1") for r in mine] == [
+            (e.op, e.size, e.warmup) for e in plan]
+        assert all(E9.fullmatch(r["time"]) and float(r["time"]) > 0 for r in mine)
+    meta = run.meta()
+    assert meta["contention"] is True and meta["pairs"] == k
+    assert meta["pairing"] == [[i, i + k] for i in range(k)]
+    assert len(meta["hosts"]) == np and len(meta["cpus"]) == np == len(meta["sockets"])
+    assert [c["rank"] for c in meta["ranks"]] == list(range(np))
+    assert meta["samples_written"] == len(rows) and meta["complete"] is True
+
+
+def test_contention_with_an_explicit_pairing(probe_bin: Path, scratch: Path,
+                                             tmp_path: Path) -> None:
+    """Initiators need not be ranks 0..K-1: pair 1 is timed by rank 2, rank 0 only writes."""
+    run = run_probe(probe_bin, scratch, tmp_path / "x",
+                    ["--pairs", "3:0,2:1", "--sizes", "list:8", "--samples", "5", "--warmup",
+                     "0"], np=4, extra_mpirun=["--oversubscribe"])
+    assert run.returncode == 0, run.stderr
+    rows = run.rows()
+    assert sorted((r["pair"], r["round"]) for r in rows) == sorted(
+        (str(p), str(i)) for p in (0, 1) for i in range(5))
+    assert run.meta()["pairing"] == [[3, 0], [2, 1]]
+
+
+def test_bidirectional_stream_runs_in_both_modes(probe_bin: Path, scratch: Path,
+                                                 tmp_path: Path) -> None:
+    """Both ranks send a window at once (osu_bibw's pattern); with and without --pairs."""
+    args = ["--op", "stream", "--sizes", "list:0,1M", "--samples", "10", "--window", "8",
+            "--bidirectional"]
+    for name, extra in (("plain", []), ("pairs", ["--pairs", "1"])):
+        run = run_probe(probe_bin, scratch, tmp_path / name, [*args, *extra])
+        assert run.returncode == 0, run.stderr
+        rows = run.rows()
+        assert len(rows) == 10 + 2 * 10 and {r["count"] for r in rows} == {"8"}
+        assert all(float(r["time"]) > 0 for r in rows)
+        assert run.meta()["bidirectional"] is True
+
+
+@pytest.mark.parametrize(("args", "np", "message"), [
+    (["--pairs", "2"], 2, "--pairs: 2 pair(s) need exactly 4 MPI ranks"),
+    (["--pairs", "0:5,1:2"], 4, "need exactly 4 MPI ranks numbered 0..3"),
+    (["--op", "pingpong", "--bidirectional"], 2, "--bidirectional applies to the stream op"),
+])
+def test_contention_bad_rank_counts_exit_2(probe_bin: Path, scratch: Path, tmp_path: Path,
+                                           args: list[str], np: int, message: str) -> None:
+    run = run_probe(probe_bin, scratch, tmp_path / "bad", [*args, "--samples", "3"], np=np,
+                    extra_mpirun=["--oversubscribe"])
+    assert run.returncode == 2
+    assert run.stderr.count("pt2pt-probe: error:") == 1, run.stderr
+    assert message in run.stderr
+
+
+def test_meta_records_the_cpu_and_socket_of_each_rank(all_ops_runs: dict[str, Run]) -> None:
+    meta = all_ops_runs["vader"].meta()
+    assert meta["contention"] is False and meta["pairs"] == 1 and meta["pairing"] == [[0, 1]]
+    ranks = meta["ranks"]
+    assert [c["rank"] for c in ranks] == [0, 1]
+    assert [c["host"] for c in ranks] == meta["hosts"]
+    # the flat lists kit.placement reads
+    assert meta["cpus"] == [c["cpu"] for c in ranks]
+    assert meta["sockets"] == [c["socket"] for c in ranks]
+    n_cpu = os.cpu_count() or 1
+    for c in ranks:
+        assert isinstance(c["cpu"], int) and 0 <= c["cpu"] < n_cpu
+        assert 0 <= c["cpu_end"] < n_cpu
+        topo = Path(f"/sys/devices/system/cpu/cpu{c['cpu']}/topology/physical_package_id")
+        if topo.is_file():
+            assert c["socket"] == int(topo.read_text())
+
+
 @pytest.mark.parametrize("transport", list(TRANSPORTS))
 def test_4mib_takes_longer_than_8b(small_large_runs: dict[str, Run], transport: str) -> None:
     run = small_large_runs[transport]
@@ -432,6 +550,11 @@ BAD_INPUT = [
     (["--seed"], "option --seed needs a value"),
     (["--fsync-interval", "-1"], "--fsync-interval '-1'"),
     (["--flush-every", "0"], "--flush-every must be between 1 and 1000000"),
+    (["--order", "random"], "--order 'random': choose shuffled or blocked"),
+    (["--repeat-fraction", "1.5"], "--repeat-fraction '1.5'"),
+    (["--repeat-count", "0"], "--repeat-count must be between 1 and 1000"),
+    (["--pairs", "0"], "--pairs '0'"),
+    (["--pairs", "0:1,1:2"], "each rank in at most one pair"),
 ]
 
 

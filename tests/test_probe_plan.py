@@ -96,3 +96,63 @@ def test_log_of_size_plus_one_spreads_over_the_whole_range() -> None:
 def test_unknown_size_kind_is_a_user_error() -> None:
     with pytest.raises(UserError, match="loguniform:MIN:MAX"):
         build_plan(["pingpong"], "uniform:1:10", samples=1, seed=1, warmup=0)
+
+
+def test_default_order_and_no_repeats_keep_the_plan_of_older_probes() -> None:
+    a = build_plan(["pingpong", "send"], "loguniform:0:4M", samples=50, seed=4, warmup=3)
+    b = build_plan(["pingpong", "send"], "loguniform:0:4M", samples=50, seed=4, warmup=3,
+                   order="shuffled", repeat_fraction=0.0, repeat_count=5)
+    assert a == b and plan_hash(a) == plan_hash(b)
+
+
+def test_blocked_order_is_the_shuffled_multiset_per_op_sizes_ascending() -> None:
+    kw = {"samples": 30, "seed": 8, "warmup": 4}
+    shuffled = build_plan(["send", "pingpong"], "loguniform:0:1M", **kw)
+    blocked = build_plan(["send", "pingpong"], "loguniform:0:1M", order="blocked", **kw)
+    assert blocked[:4] == shuffled[:4]  # warm-ups untouched
+    assert sorted(blocked[4:], key=repr) == sorted(shuffled[4:], key=repr)
+    body = blocked[4:]
+    assert [e.op for e in body] == ["send"] * 30 + ["pingpong"] * 30  # ops in --op order
+    for op in ("send", "pingpong"):
+        sizes = [e.size for e in body if e.op == op]
+        assert sizes == sorted(sizes)
+    assert plan_hash(blocked) != plan_hash(shuffled)
+    with pytest.raises(UserError, match="--order"):
+        build_plan(["send"], "list:8", order="random", **kw)
+
+
+def test_blocked_list_sizes_repeat_back_to_back() -> None:
+    plan = build_plan(["pingpong"], "list:64K,8,1K", samples=3, seed=1, warmup=0,
+                      order="blocked")
+    assert [e.size for e in plan] == [8] * 3 + [1024] * 3 + [65536] * 3
+
+
+@pytest.mark.parametrize("fraction,count", [(0.1, 1), (0.25, 3), (1.0, 1)])
+def test_repeat_fraction_remeasures_a_random_subset_of_sizes(fraction: float,
+                                                             count: int) -> None:
+    base = build_plan(["pingpong"], "loguniform:0:4M", samples=400, seed=21, warmup=2)
+    plan = build_plan(["pingpong"], "loguniform:0:4M", samples=400, seed=21, warmup=2,
+                      repeat_fraction=fraction, repeat_count=count)
+    chosen = math.floor(fraction * 400 + 0.5)
+    assert len(plan) == len(base) + chosen * count
+    assert plan[:2] == base[:2]
+    measured = [e.size for e in plan[2:]]
+    original = [e.size for e in base[2:]]
+    extra = list(measured)
+    for s in original:
+        extra.remove(s)  # the original draws are all still there
+    # every extra entry is a copy of a planned size, each chosen size `count` more times
+    assert set(extra) <= set(original)
+    assert all(extra.count(s) % count == 0 for s in set(extra))
+    # the repeats are interleaved, not appended: some sit in the first half of the plan
+    counts = {s: measured.count(s) for s in measured}
+    first_half = measured[: len(measured) // 2]
+    assert sum(counts[s] > original.count(s) for s in first_half) > chosen * 0.2
+
+
+def test_repeats_are_the_same_for_the_same_seed_and_differ_for_another() -> None:
+    kw = {"samples": 200, "warmup": 0, "repeat_fraction": 0.1}
+    a = build_plan(["pingpong"], "loguniform:0:4M", seed=3, **kw)
+    b = build_plan(["pingpong"], "loguniform:0:4M", seed=3, **kw)
+    c = build_plan(["pingpong"], "loguniform:0:4M", seed=4, **kw)
+    assert plan_hash(a) == plan_hash(b) != plan_hash(c)

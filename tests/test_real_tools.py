@@ -31,7 +31,7 @@ from kit.campaign.collect import collect
 from kit.campaign.plan import plan_campaign
 from kit.campaign.runlocal import run_local
 from kit.dataset import runs, series_table
-from kit.ingest import osu, skampi
+from kit.tools import osu, skampi
 
 DATA = Path(__file__).resolve().parent / "data" / "real-tools"
 PINGPONG_SKI = Path(__file__).resolve().parent.parent / "jobs" / "campaigns" / "pingpong.ski"
@@ -95,7 +95,9 @@ def test_job_json_beside_the_output_gives_run_metadata(tmp_path: Path) -> None:
     job.mkdir()
     shutil.copy(DATA / "osu_bw_z_shm.txt", job / "osu_bw.txt")
     plan = {"outputs": ["osu_bw.txt"], "nodes": 1, "ntasks_per_node": 2,
-            "transport_env": {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader"}}
+            "transport_env": {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,vader"},
+            # the range OSU was asked for: without it, stopping at 64 KiB reads as truncated
+            "command": ["osu_bw", "-z", "-m", "1:65536", "-i", "200", "-x", "20"]}
     record = {"plan": plan, "state": "completed", "slurm_job_id": "4711", "host": "n1",
               "start": "2026-11-22T04:14:50Z", "end": "2026-11-22T04:14:51Z"}
     (job / "job.json").write_text(json.dumps(record))

@@ -31,7 +31,7 @@ def _csv(folder: Path, name: str, seed: int, n: int = 400) -> Path:
 
 def _recomputed(dataset: Path) -> pl.DataFrame:
     """series_table the slow way, from the samples, bypassing any stored summary."""
-    return ds._compute_series(ds.committed_parts(dataset, ds.runs(dataset)))
+    return ds._compute_series(ds.committed_parts(dataset, ds.runs(dataset)), ds.runs(dataset))
 
 
 def _stored_stamp(dataset: Path) -> str | None:
@@ -39,7 +39,7 @@ def _stored_stamp(dataset: Path) -> str | None:
 
 
 def _no_compute(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(files: list[Path]) -> pl.DataFrame:
+    def refuse(files: list[Path], run_table: pl.DataFrame) -> pl.DataFrame:
         raise AssertionError("series_table rescanned the samples instead of using the summary")
     monkeypatch.setattr(ds, "_compute_series", refuse)
 
@@ -171,7 +171,8 @@ def test_other_summary_version_recomputes(dataset, monkeypatch):
     monkeypatch.setattr(ds, "SUMMARY_VERSION", ds.SUMMARY_VERSION + 1)
     calls = []
     compute = ds._compute_series
-    monkeypatch.setattr(ds, "_compute_series", lambda files: calls.append(1) or compute(files))
+    monkeypatch.setattr(ds, "_compute_series",
+                        lambda files, run_table: calls.append(1) or compute(files, run_table))
     assert_frame_equal(ds.series_table(dataset), truth, check_exact=True)
     assert calls == [1]
 

@@ -1,4 +1,4 @@
-"""The Spack environment with a real Spack: concretize, install the probe, run it.
+"""The Spack environment with a real Spack: audit the recipes, concretize, install, run.
 
 Runs only where a `spack` executable is on PATH (or under $SPACK_ROOT/bin). The root
 spack.yaml stays portable: the tests copy it to a temporary environment (absolute
@@ -83,6 +83,61 @@ def run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     tail = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{tail}"
     return proc
+
+
+KIT_REPO = REPO / "kit" / "spack" / "spack_repo" / "pt2pt"
+# The first lines of every builtin recipe (spack-packages); the kit's recipes carry them too.
+BUILTIN_HEADER = ("# Copyright Spack Project Developers. See COPYRIGHT file for details.\n"
+                  "#\n"
+                  "# SPDX-License-Identifier: (Apache-2.0 OR MIT)\n")
+
+
+def kit_recipes() -> dict[str, Path]:
+    """Spack package name -> package.py for every recipe in the kit's repository."""
+    return {d.name.replace("_", "-"): d / "package.py"
+            for d in sorted((KIT_REPO / "packages").iterdir()) if (d / "package.py").is_file()}
+
+
+@pytest.fixture(scope="module")
+def spack_with_kit_repo(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """`spack -C <scope>` with the kit's repository registered beside the builtin one."""
+    spack = find_spack()
+    if spack is None:
+        pytest.skip("no spack executable on PATH and no $SPACK_ROOT/bin/spack")
+    scope = tmp_path_factory.mktemp("spack-audit")
+    (scope / "repos.yaml").write_text(yaml.safe_dump({"repos": {"pt2pt": str(KIT_REPO)}}))
+    return [spack, "-C", str(scope)]
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+@pytest.mark.timeout(2 * SPACK_TIMEOUT_S)
+def test_kit_recipes_pass_spack_audit(spack_with_kit_repo: list[str]) -> None:
+    """`spack audit packages` over the kit's recipes, as Spack's CI audits builtin ones.
+
+    A version without a fetch strategy (pt2pt-probe@main before it had `git`) makes the
+    audit exit 1 ("Could not guess a fetch strategy"); any reported issue does too.
+    """
+    recipes = kit_recipes()
+    assert set(recipes) == {"pt2pt-probe", "skampi"}
+    repos = run([*spack_with_kit_repo, "repo", "list"]).stdout
+    assert str(KIT_REPO) in repos, repos
+    for group in ("packages", "packages-https"):
+        out = run([*spack_with_kit_repo, "audit", group, *recipes]).stdout
+        verdicts = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+        assert verdicts and set(verdicts.values()) == {"passed"}, out
+    # The header is the builtin recipes' own, read from the builtin repository in use.
+    builtin = run([*spack_with_kit_repo, "location", "-p", "osu-micro-benchmarks"]).stdout.strip()
+    header = "".join((Path(builtin) / "package.py").read_text().splitlines(keepends=True)[:3])
+    assert header == BUILTIN_HEADER, "the builtin header changed: update BUILTIN_HEADER and recipes"
+
+
+def test_kit_recipes_carry_builtin_header_and_maintainers() -> None:
+    """Static (no Spack): what the audit does not check but spack-packages' review does."""
+    for name, path in kit_recipes().items():
+        text = path.read_text()
+        assert text.startswith(BUILTIN_HEADER), f"{name}: not the builtin recipes' header"
+        assert re.search(r'^    maintainers\("[\w-]+"', text, re.M), f"{name}: no maintainers()"
 
 
 class SpackEnv:

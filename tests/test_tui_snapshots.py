@@ -42,6 +42,10 @@ def keys(*presses: str) -> Callable[[Pilot], Awaitable[None]]:
         for press in presses:
             await pilot.press(*press.split())
             await settle(pilot)
+        # On a loaded machine the footer can still be redrawing after a focus change when
+        # the workers are done: one more quiet round before the picture.
+        await pilot.pause(0.5)
+        await settle(pilot)
 
     return run
 
@@ -81,11 +85,11 @@ def test_reference_data_screens(screen: str, graphene: Path,
 def synth_models(synth: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model for the tcp series only, fitted and saved as `pt2pt fit`/`pt2pt demo` do."""
     from kit.fitting import fit_dataset
-    from kit.model.io import save_model
+    from kit.model.io import write_model
 
     out = tmp_path_factory.mktemp("snapmodels")
-    model = fit_dataset(synth, {"transport": "tcp"}, breakpoints=[3000.0], random_state=0)
-    save_model(model, out / "tcp-pingpong-csv.json", provenance=model.provenance_)
+    fitted = fit_dataset(synth, {"transport": "tcp"}, breakpoints=[3000.0], random_state=0)
+    write_model(fitted, out / "tcp-pingpong-csv.json")
     return out
 
 

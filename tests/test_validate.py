@@ -124,28 +124,36 @@ def test_result_is_json_and_tabulates(synthetic_validation: dict) -> None:
     text = json.dumps(synthetic_validation, allow_nan=False)
     assert json.loads(text)["split"]["n_test"] == pytest.approx(0.3 * 4000, rel=0.02)
     table = validation_table(synthetic_validation)
-    assert table["model"].to_list() == ["model", "hockney", "peak", "truth", "floor"]
+    names = table["model"].to_list()
+    assert names[0] == "model" and names[-2:] == ["truth", "floor"]
+    # Baselines best first (lowest CRPS), each with its label; the raw-sample strawman is out.
+    base = names[1:-2]
+    assert sorted(base) == ["hockney", "hockney_robust", "peak"]
+    crps = [synthetic_validation["summary"][b]["crps"] for b in base]
+    assert crps == sorted(crps)
+    assert synthetic_validation["best_baseline"] == base[0]
+    assert all(w for w in table["what"].to_list())
     row = table.row(0, named=True)
     assert row["crps_over_floor"] == pytest.approx(
         synthetic_validation["summary"]["model"]["crps_over_floor"])
 
 
 def test_validate_into_is_saved_with_the_model(tmp_path: Path) -> None:
-    from kit.model.io import load_model, save_model
+    from kit.model.io import read_model, save_model
 
     size, time = synth.sample(synth.ethernet_like(), 1500, grid=25, seed=5)
     model = RegimeModel().fit(size, time)
     result = validate_into(model, size, time, random_state=2)
-    assert model.validation_ is result
+    assert not hasattr(model, "validation_")  # kept beside the model, not on it
     regimes = result["regimes"]
     assert len(regimes) == len(model.regimes_)
     assert sum(r["n_sizes"] for r in regimes) == len(result["per_size"]["size"])
     for r in regimes:
         if r["n_sizes"]:
             assert 0 < r["crps_over_floor"] < r["hockney_crps_over_floor"]
-    path = save_model(model, tmp_path / "m.json")
-    again = load_model(path)
-    assert again.validation_["summary"]["model"]["crps"] == pytest.approx(
+    path = save_model(model, tmp_path / "m.json", validation=result)
+    again = read_model(path)
+    assert again.validation["summary"]["model"]["crps"] == pytest.approx(
         result["summary"]["model"]["crps"])
 
 

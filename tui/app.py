@@ -1,6 +1,6 @@
 """The pt2pt explorer application: a thin shell that owns the session and the screens.
 
-Everything a screen shows is computed in :mod:`tui.data` (the adapter over ``kit``); this
+Everything a screen shows is computed in the adapter over ``kit`` (:mod:`tui.data` lists it); this
 module only wires start-up arguments to the first screen.
 """
 
@@ -14,6 +14,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from tui.screens.browser import BrowserScreen
+from tui.screens.common import QUIT_GROUP
 from tui.session import Session
 
 
@@ -23,7 +24,8 @@ class ExplorerApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "pt2pt explorer"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+        # Every screen shows it and it works even in a text box (priority).
+        Binding("ctrl+q", "quit", "Quit", priority=True, group=QUIT_GROUP)]
 
     def __init__(self, dataset: str | Path | None = None,
                  model: str | Path | Sequence[str | Path] | None = None,

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tui import data
+from tui import binning, fitting, noiseview
 from tui.widgets.plot import Layer, PlotSpec, Span, format_bytes, format_seconds
 
 #: One colour per regime, in size order; distinct on dark and light terminals.
@@ -30,12 +30,12 @@ def regime_index(size: np.ndarray, edges: Sequence[float]) -> np.ndarray:
     return np.searchsorted(np.asarray(edges, dtype=float), size, side="right")
 
 
-def series_spec(binned: data.Binned, model: Any | None, breakpoints: Sequence[float],
+def series_spec(binned: binning.Binned, model: Any | None, breakpoints: Sequence[float],
                 selected_bp: int | None, mode: str) -> PlotSpec:
     """The series view: samples (raw subset or per-bin medians), bands, fit, breakpoints."""
     layers: list[Layer] = []
     edges = list(breakpoints)
-    views = data.regimes(model) if model is not None else []
+    views = fitting.regimes(model) if model is not None else []
     n_reg = len(edges) + 1
     colours = [regime_colour(i) for i in range(n_reg)] if model is not None else [NO_MODEL]
 
@@ -60,8 +60,8 @@ def series_spec(binned: data.Binned, model: Any | None, breakpoints: Sequence[fl
     if model is not None and binned.size.size:
         lo_size = float(min(binned.size.min(), binned.points_size.min()))
         hi_size = float(max(binned.size.max(), binned.points_size.max()))
-        grid, median, _q05, q95 = data.curve(model, lo_size, hi_size)
-        fitted_edges = data.breakpoints_of(model)
+        grid, median, _q05, q95 = fitting.curve(model, lo_size, hi_size)
+        fitted_edges = fitting.breakpoints_of(model)
         idx = regime_index(grid, fitted_edges)
         for r in range(len(fitted_edges) + 1):
             sel = idx == r
@@ -77,7 +77,7 @@ def series_spec(binned: data.Binned, model: Any | None, breakpoints: Sequence[fl
                     x_range=_log_range(binned), empty_message="no samples")
 
 
-def _log_range(binned: data.Binned) -> tuple[float, float] | None:
+def _log_range(binned: binning.Binned) -> tuple[float, float] | None:
     sizes = np.concatenate([binned.size, binned.points_size])
     sizes = sizes[sizes > 0]
     if sizes.size == 0:
@@ -87,7 +87,7 @@ def _log_range(binned: data.Binned) -> tuple[float, float] | None:
     return lo - pad, hi + pad
 
 
-def _regime_spans(views: list[data.RegimeView], binned: data.Binned) -> list[Span]:
+def _regime_spans(views: list[fitting.RegimeView], binned: binning.Binned) -> list[Span]:
     top = float(max(binned.size.max(), binned.points_size.max())) * 2 if binned.size.size else 1
     spans = [Span(max(v.size_min, 1.0), min(v.size_max, top), regime_colour(v.index))
              for v in views]
@@ -95,28 +95,33 @@ def _regime_spans(views: list[data.RegimeView], binned: data.Binned) -> list[Spa
     return spans
 
 
-def histogram_spec(noise: data.NoiseView, colour: str, bins: int = 60) -> PlotSpec:
-    """Noise view: histogram (density) of time / fitted median with the chosen density."""
-    ratio = noise.ratio[np.isfinite(noise.ratio)]
+def histogram_spec(noise: noiseview.NoiseView, colour: str, bins: int = 60) -> PlotSpec:
+    """Noise view: histogram of ln(time / fitted median) on a log-ratio axis, fitted beside.
+
+    The bins are log-spaced over the whole range, so a heavy tail up to 10^4 is a long
+    shoulder instead of squeezing everything into one bar; the y axis is the density of
+    ln(ratio) for both the samples (a step line) and the chosen family (bold line).
+    """
+    ratio = noise.ratio[np.isfinite(noise.ratio) & (noise.ratio > 0)]
     if ratio.size == 0:
-        return PlotSpec(x_log=False, y_log=False, empty_message="no samples in this regime")
-    hi = float(np.quantile(ratio, 0.995))
-    lo = float(min(ratio.min(), 1.0))
-    counts, edges = np.histogram(ratio, bins=bins, range=(lo, hi))
-    width = edges[1] - edges[0]
-    dens = counts / max(ratio.size * width, 1e-300)
-    centres = (edges[:-1] + edges[1:]) / 2
-    layers = [Layer("bars", centres, dens, f"dim {colour}", width=float(width))]
-    keep = (noise.density_x >= lo) & (noise.density_x <= hi)
+        return PlotSpec(x_log=True, y_log=False, empty_message="no samples in this regime")
+    lo, hi = float(ratio.min()), float(ratio.max())
+    hi = max(hi, lo * 1.01)
+    edges = np.geomspace(lo, hi, bins + 1)
+    counts, _ = np.histogram(ratio, bins=edges)
+    dens = counts / (ratio.size * np.diff(np.log(edges)))
+    xs = np.repeat(edges, 2)[1:-1]
+    ys = np.repeat(dens, 2)
+    layers = [Layer("line", xs, ys, f"dim {colour}")]
+    keep = (noise.density_x >= lo) & (noise.density_x <= hi) & np.isfinite(noise.density_y)
     if keep.any():
         layers.append(Layer("line", noise.density_x[keep], noise.density_y[keep], "bold white"))
     layers.append(Layer("vline", np.array([1.0]), colour="grey50", dotted=True))
-    return PlotSpec(layers=layers, x_log=False, y_log=False,
-                    x_format=lambda v: f"{v:.3g}", y_format=lambda v: f"{v:.3g}",
-                    x_range=(lo, hi))
+    return PlotSpec(layers=layers, x_log=True, y_log=False,
+                    x_format=lambda v: f"{v:.3g}", y_format=lambda v: f"{v:.3g}")
 
 
-def compare_spec(binned: Sequence[data.Binned]) -> PlotSpec:
+def compare_spec(binned: Sequence[binning.Binned]) -> PlotSpec:
     """Compare view: per-bin medians of several series with their 5-95 % bands."""
     layers: list[Layer] = []
     for i, b in enumerate(binned):

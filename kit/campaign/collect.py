@@ -22,7 +22,7 @@ from kit.campaign.manifest import output_paths, read_job_json, read_manifest, re
 from kit.errors import UserError
 
 COLLECT_NAME = "collect.json"
-_PARTIAL_STATES = ("cancelled", "failed", "unreadable")
+_PARTIAL_STATES = ("cancelled", "timeout", "failed", "unreadable")
 
 
 @dataclass
@@ -67,7 +67,8 @@ def _ingest(job: dict[str, Any], paths: list[Path], dataset: Path, campaign: str
     from kit.ingest import ingest
 
     report = ingest([p for p in paths if p.exists()], dataset, campaign=campaign,
-                    transport=job["transport"], tool=job["tool"])
+                    transport=job["transport"], tool=job["tool"],
+                    placement=job.get("placement"))
     outcome.run_ids = list(report.run_ids)
     outcome.rows_added = report.rows_added
     already = [why for _p, why in report.files_skipped if "already ingested" in why]
@@ -135,7 +136,7 @@ def collect(campaign_dir: Path, dataset: Path, *,
 
 
 def format_report(report: CollectReport) -> str:
-    counts = {}
+    counts: dict[str, int] = {}
     for j in report.jobs:
         counts[j.outcome] = counts.get(j.outcome, 0) + 1
     lines = [f"campaign {report.campaign} -> {report.dataset}: " +

@@ -4,7 +4,8 @@ Layout (written by ``pt2pt plan``; the jobs add their own files):
 
     DIR/manifest.json          what was planned, jobs in run order
     DIR/campaign.yaml          the campaign file as planned
-    DIR/submitted.json         Slurm job ids, written by ``pt2pt submit``
+    DIR/submitted.json         Slurm array ids and ARRAY_TASK ids, written by ``pt2pt submit``
+    DIR/arrays/<group>.sbatch  one job array per (tool, transport, placement)
     DIR/jobs/<id>/job.sbatch   the rendered job; plan.json its static description
     DIR/jobs/<id>/job.json     written by the job when it ends (state, exit status, check)
 """
@@ -40,13 +41,22 @@ def read_manifest(campaign_dir: Path) -> dict[str, Any]:
 
 def read_job_json(campaign_dir: Path, job: dict[str, Any]) -> dict[str, Any] | None:
     """The job's own record, or None if it has not ended (or never started)."""
+    from kit.ingest.records import JOB_RECORD_SCHEMA, problem, read_record
+
     path = campaign_dir / job["dir"] / "job.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists():
         return None
-    except (OSError, json.JSONDecodeError) as exc:
-        return {"state": "unreadable", "reason": f"job.json unreadable: {exc}"}
+    # Untrusted (copied between sites, maybe edited): a record that cannot be read or has
+    # fields of the wrong type counts as "unreadable", so its samples are kept as incomplete.
+    record, why = read_record(path)
+    if why is None and not isinstance(record, dict):
+        why = "is not a JSON object"
+    if why is None:
+        bad = problem(record, JOB_RECORD_SCHEMA)
+        why = f"has a field of the wrong type ({bad})" if bad else None
+    if why is not None:
+        return {"state": "unreadable", "reason": f"job.json unreadable: {path} {why}"}
+    return record
 
 
 def output_paths(campaign_dir: Path, job: dict[str, Any]) -> list[Path]:
@@ -63,13 +73,29 @@ def has_results(campaign_dir: Path, manifest: dict[str, Any]) -> bool:
 
 
 def read_submitted(campaign_dir: Path) -> dict[str, str]:
-    """Job id -> Slurm job id, as recorded by ``pt2pt submit``."""
+    """Job id -> Slurm id (``ARRAY_TASK`` for array tasks), as recorded by ``pt2pt submit``."""
+    return read_submission(campaign_dir)[1]
+
+
+def read_submission(campaign_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """(group -> {id, released}, job id -> Slurm id) from ``submitted.json``."""
     path = campaign_dir / SUBMITTED_NAME
     if not path.is_file():
-        return {}
+        return {}, {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise CampaignError(f"cannot read the submission record: {exc}", where=str(path),
                             hint="remove the file if no job was submitted") from None
-    return {str(k): str(v) for k, v in data.get("jobs", {}).items()}
+    jobs = {str(k): str(v) for k, v in data.get("jobs", {}).items()}
+    return dict(data.get("arrays", {})), jobs
+
+
+def pending_jobs(campaign_dir: Path, rerun: bool) -> int:
+    """Jobs a local run will actually run (finished ones are reused unless ``rerun``)."""
+    jobs = read_manifest(campaign_dir)["jobs"]
+    if rerun:
+        return len(jobs)
+    done = ("completed", "skipped")
+    return sum(1 for job in jobs
+               if (read_job_json(campaign_dir, job) or {}).get("state") not in done)

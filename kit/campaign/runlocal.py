@@ -76,25 +76,20 @@ def run_local(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
 
 def run_local_with_progress(campaign_dir: Path, *, rerun: bool = False,
                             env: Mapping[str, str] | None = None) -> list[LocalResult]:
-    """run_local with a rich progress bar on stderr (plain lines when not a terminal)."""
-    from rich import progress as rp
-    from rich.console import Console
+    """run_local with a progress bar on a terminal's stderr and one line per job.
 
-    console = Console(stderr=True)
-    with rp.Progress(rp.TextColumn("[bold]run-local"), rp.BarColumn(),
-                     rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
-                     rp.TextColumn("{task.description}"), console=console,
-                     transient=False) as progress:
-        task = progress.add_task("", total=None)
+    Not a terminal: the job lines only (a CI log stays readable). ``pt2pt --quiet``: nothing.
+    """
+    from kit.progress import bar
 
+    with bar("run-local", transient=False) as progress:
         def start(index: int, total: int, job: str) -> None:
-            progress.update(task, total=total, completed=index, description=job)
+            progress.update(total=total, completed=index, description=job)
 
         def end(result: LocalResult) -> None:
-            progress.advance(task)
+            progress.update(advance=1)
             note = f" ({result.reason})" if result.reason else ""
             again = " [already done]" if result.reused else ""
-            progress.console.print(f"{result.job}: {result.state}{again}{note}",
-                                   highlight=False, markup=False)
+            progress.print(f"{result.job}: {result.state}{again}{note}")
 
         return run_local(campaign_dir, env=env, on_start=start, on_end=end, rerun=rerun)

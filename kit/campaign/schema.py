@@ -15,27 +15,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kit import tools as registry
+from kit.campaign.checks import ENV_NAME_RE
+from kit.campaign.checks import Checker as _Checker
 from kit.campaign.site import SiteDefaults, load_site
 from kit.campaign.transports import TransportTable, load_table
 from kit.campaign.yamlmarks import Located, PathKey, load_located_file
-from kit.errors import CampaignError
 
 MPI_FLAVOURS = ("openmpi", "mpich", "intelmpi")
 PLACEMENTS = ("intra-node", "inter-node")
-PROBE_OPS = ("pingpong", "send", "recv", "isend", "irecv", "stream")
-TOOLS = ("probe", "osu", "skampi")
 LAUNCHERS = ("srun", "mpirun", "mpiexec")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # What may appear on an #SBATCH line: no blanks, quotes, $, `, ;, newlines.
 _SBATCH_RE = re.compile(r"^[A-Za-z0-9._:=,/@+%-]{1,200}$")
 _TIME_RE = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-_SIZE = r"\d+[KMG]?"
-_SIZES_RE = re.compile(
-    rf"^(loguniform:{_SIZE}:{_SIZE}|grid:{_SIZE}:{_SIZE}:\d+(\.\d+)?|list:{_SIZE}(,{_SIZE})*)$")
-_OSU_RE = re.compile(r"^osu_[a-z0-9_]{1,40}$")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -57,6 +51,22 @@ class SlurmSettings:
     qos: str | None = None
     time: str = "00:10:00"
     extra: tuple[str, ...] = ()
+    #: at most this many tasks of one job array run at once (``--array=0-N%T``); 0: no limit
+    throttle: int = 0
+    #: seconds before the time limit at which the batch script gets TERM to write its record
+    signal_lead: int = 60
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """Which node pairs to measure: explicit, ``random: K`` or ``all-pairs: CAP``."""
+
+    explicit: tuple[tuple[str, str], ...] = ()
+    random: int = 0
+    all_pairs: int = 0
+    switch: str = "any"  # any | same | across (needs Slurm's topology)
+    partition: str | None = None
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -86,80 +96,7 @@ class Campaign:
     transport_placements: dict[str, tuple[str, ...]] = field(default_factory=dict)
     spack_view: str | None = None
     source: Path | None = None
-
-
-def parse_size(text: str) -> int:
-    """``4M`` -> 4194304 (suffixes are powers of 1024, as the probe reads them)."""
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    return int(text.rstrip("KMG")) * mult
-
-
-class _Checker:
-    """Validation helpers that turn a bad value into a CampaignError at its line."""
-
-    def __init__(self, loc: Located) -> None:
-        self.loc = loc
-
-    def fail(self, path: PathKey, message: str, hint: str) -> CampaignError:
-        return CampaignError(message, where=self.loc.where(path), hint=hint)
-
-    def mapping(self, value: Any, path: PathKey, allowed: tuple[str, ...]) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(path, f"expected a mapping, found {type(value).__name__}",
-                            "write 'key: value' lines indented under it")
-        for key in value:
-            if key not in allowed:
-                raise self.fail((*path, key), f"unknown key '{key}'",
-                                f"allowed keys here: {', '.join(allowed)}")
-        return value
-
-    def text(self, value: Any, path: PathKey, *, pattern: re.Pattern[str] | None = None,
-             hint: str = "", raw: bool = False) -> str:
-        if raw and path in self.loc.raw and not isinstance(value, bool):
-            value = self.loc.raw[path]
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise self.fail(path, f"expected a text value, found {value!r}", hint or "quote it")
-        text = str(value)
-        if _CONTROL_RE.search(text):
-            raise self.fail(path, "newlines and control characters are not allowed here",
-                            hint or "write the value on one line")
-        if pattern is not None and not pattern.match(text):
-            raise self.fail(path, f"invalid value {text!r}", hint)
-        return text
-
-    def integer(self, value: Any, path: PathKey, lo: int, hi: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise self.fail(path, f"expected an integer from {lo} to {hi}, found {value!r}",
-                            f"write a whole number between {lo} and {hi}")
-        return value
-
-    def boolean(self, value: Any, path: PathKey) -> bool:
-        if not isinstance(value, bool):
-            raise self.fail(path, f"expected true or false, found {value!r}",
-                            "write true or false")
-        return value
-
-    def text_list(self, value: Any, path: PathKey, **kw: Any) -> tuple[str, ...]:
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list):
-            raise self.fail(path, f"expected a list, found {value!r}",
-                            "write a YAML list, e.g. [a, b]")
-        return tuple(self.text(v, (*path, i), **kw) for i, v in enumerate(value))
-
-    def choices(self, value: Any, path: PathKey, allowed: tuple[str, ...],
-                what: str) -> tuple[str, ...]:
-        items = self.text_list(value, path)
-        if not items:
-            raise self.fail(path, f"at least one {what} is needed",
-                            f"choose from: {', '.join(allowed)}")
-        for i, item in enumerate(items):
-            if item not in allowed:
-                raise self.fail((*path, i) if isinstance(value, list) else path,
-                                f"unknown {what} '{item}'", f"choose from: {', '.join(allowed)}")
-        if len(set(items)) != len(items):
-            raise self.fail(path, f"a {what} is listed twice", "list each one once")
-        return items
+    pairs: PairSpec | None = None
 
 
 def _launcher(ck: _Checker, value: Any, path: PathKey) -> Launcher:
@@ -185,7 +122,8 @@ def _launcher(ck: _Checker, value: Any, path: PathKey) -> Launcher:
 
 def _slurm(ck: _Checker, value: Any, path: PathKey, site: SiteDefaults) -> SlurmSettings:
     value = ck.mapping(value if value is not None else {}, path,
-                       ("partition", "account", "qos", "time", "extra"))
+                       ("partition", "account", "qos", "time", "extra", "throttle",
+                        "signal_lead"))
     sb_hint = "use only letters, digits and . _ : = , / @ + % -"
 
     def opt(key: str, default: str | None) -> str | None:
@@ -206,73 +144,58 @@ def _slurm(ck: _Checker, value: Any, path: PathKey, site: SiteDefaults) -> Slurm
                           "start each extra option with - or --")
     return SlurmSettings(partition=opt("partition", site.partition),
                          account=opt("account", site.account), qos=opt("qos", site.qos),
-                         time=time, extra=extra)
+                         time=time, extra=extra,
+                         throttle=ck.integer(value.get("throttle", 0), (*path, "throttle"),
+                                             0, 100_000),
+                         signal_lead=ck.integer(value.get("signal_lead", 60),
+                                                (*path, "signal_lead"), 1, 3600))
 
 
-def _probe(ck: _Checker, entry: dict[str, Any], path: PathKey) -> dict[str, Any]:
-    ops = ck.choices(entry.get("ops", ["pingpong"]), (*path, "ops"), PROBE_OPS, "probe op")
-    sizes = ck.text(entry.get("sizes", "loguniform:0:4M"), (*path, "sizes"), pattern=_SIZES_RE,
-                    hint="write loguniform:MIN:MAX, grid:MIN:MAX:FACTOR or list:A,B,C "
-                         "(sizes in bytes, suffix K/M/G allowed)")
-    kind, _, rest = sizes.partition(":")
-    if kind in ("loguniform", "grid"):
-        lo, hi = (parse_size(p) for p in rest.split(":")[:2])
-        if lo > hi:
-            raise ck.fail((*path, "sizes"), f"MIN {lo} is larger than MAX {hi}",
-                          "swap the two bounds")
-    return {
-        "ops": list(ops),
-        "sizes": sizes,
-        "samples": ck.integer(entry.get("samples", 1000), (*path, "samples"), 1, 10_000_000),
-        "warmup": ck.integer(entry.get("warmup", 20), (*path, "warmup"), 0, 1_000_000),
-        "max_seconds": ck.integer(entry.get("max_seconds", 0), (*path, "max_seconds"),
-                                  0, 10_000_000),
-        "timer": ck.text(entry.get("timer", "mpi"), (*path, "timer"),
-                         pattern=re.compile(r"^(mpi|monotonic)$"), hint="use mpi or monotonic"),
-        "extra_args": list(ck.text_list(entry.get("extra_args", []), (*path, "extra_args"))),
-    }
+_NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+SWITCH_MODES = ("any", "same", "across")
 
 
-def _osu(ck: _Checker, entry: dict[str, Any], path: PathKey) -> dict[str, Any]:
-    benchmarks = ck.text_list(entry.get("benchmarks", ["osu_latency"]), (*path, "benchmarks"),
-                              pattern=_OSU_RE, hint="name OSU benchmarks such as osu_latency, "
-                                                    "osu_bw, osu_bibw")
-    if not benchmarks:
-        raise ck.fail((*path, "benchmarks"), "no benchmark listed", "list e.g. [osu_latency]")
-    return {"benchmarks": list(benchmarks),
-            "options": list(ck.text_list(entry.get("options", []), (*path, "options")))}
-
-
-def _skampi(ck: _Checker, entry: dict[str, Any], path: PathKey,
-            base: Path | None) -> dict[str, Any]:
-    if "ski" not in entry:
-        raise ck.fail(path, "a skampi entry needs 'ski' (the .ski input template)",
-                      "add e.g. 'ski: pingpong.ski' (relative to the campaign file)")
-    ski = Path(ck.text(entry["ski"], (*path, "ski")))
-    if not ski.is_absolute() and base is not None:
-        ski = base / ski
-    if not ski.is_file():
-        raise ck.fail((*path, "ski"), f"the .ski template {ski} does not exist",
-                      "give a path relative to the campaign file")
-    raw = entry.get("params") if entry.get("params") is not None else {}
-    params = ck.mapping(raw, (*path, "params"), tuple(raw) if isinstance(raw, dict) else ())
-    for key in params:
-        if not _ENV_NAME_RE.match(key):
-            raise ck.fail((*path, "params", key), f"invalid template variable '{key}'",
-                          "use letters, digits and _")
-    return {"ski": str(ski.resolve()),
-            "params": {k: ck.text(v, (*path, "params", k)) for k, v in params.items()},
-            "options": list(ck.text_list(entry.get("options", []), (*path, "options")))}
-
-
-_TOOL_KEYS = {
-    "probe": ("ops", "sizes", "samples", "warmup", "max_seconds", "timer", "extra_args"),
-    "osu": ("benchmarks", "options"),
-    "skampi": ("ski", "params", "options"),
-}
+def _pairs(ck: _Checker, value: Any, path: PathKey) -> PairSpec | None:
+    """``pairs: [[a, b], ...]`` or ``{random: K | all-pairs: CAP, switch, partition, seed}``."""
+    if value is None:
+        return None
+    node_hint = "write node names as Slurm knows them (sinfo -N)"
+    if isinstance(value, list):
+        if not value:
+            raise ck.fail(path, "an empty list of node pairs", "list e.g. [[n1, n2]]")
+        pairs = []
+        for i, item in enumerate(value):
+            names = ck.text_list(item, (*path, i), pattern=_NODE_RE, hint=node_hint)
+            if len(names) != 2 or names[0] == names[1]:
+                raise ck.fail((*path, i), "a node pair is two different node names",
+                              "write e.g. [n1, n2]")
+            pairs.append((names[0], names[1]))
+        return PairSpec(explicit=tuple(pairs))
+    doc = ck.mapping(value, path, ("random", "all-pairs", "switch", "partition", "seed"))
+    if ("random" in doc) == ("all-pairs" in doc):
+        raise ck.fail(path, "give exactly one of 'random: K' and 'all-pairs: CAP'",
+                      "or list the pairs explicitly: [[n1, n2], [n3, n4]]")
+    switch = ck.choices(doc.get("switch", "any"), (*path, "switch"), SWITCH_MODES,
+                        "switch mode")[0]
+    partition = doc.get("partition")
+    if partition is not None:
+        partition = ck.text(partition, (*path, "partition"), pattern=_SBATCH_RE,
+                            hint="a Slurm partition name")
+    seed = doc.get("seed")
+    if seed is not None:
+        seed = ck.integer(seed, (*path, "seed"), 0, 2**31 - 1)
+    if "random" in doc:
+        return PairSpec(random=ck.integer(doc["random"], (*path, "random"), 1, 1_000_000),
+                        switch=switch, partition=partition, seed=seed)
+    cap = doc["all-pairs"]
+    cap = 1_000_000 if cap is True else ck.integer(cap, (*path, "all-pairs"), 1, 1_000_000)
+    return PairSpec(all_pairs=cap, switch=switch, partition=partition, seed=seed)
 
 
 def _tools(ck: _Checker, value: Any, path: PathKey, base: Path | None) -> tuple[ToolSpec, ...]:
+    """The ``tools:`` list: each entry's keys and values are checked by its tool's own
+    module (kit.tools), so a new tool brings its own options schema."""
+    names = registry.plannable()
     if not isinstance(value, list) or not value:
         raise ck.fail(path, "'tools' must be a non-empty list",
                       "add e.g. '- tool: probe' with its ops, sizes and samples")
@@ -281,15 +204,11 @@ def _tools(ck: _Checker, value: Any, path: PathKey, base: Path | None) -> tuple[
         p = (*path, i)
         if not isinstance(entry, dict) or "tool" not in entry:
             raise ck.fail(p, "each tool entry needs 'tool:'",
-                          f"write '- tool: NAME' with NAME one of {', '.join(TOOLS)}")
-        tool = ck.choices(entry["tool"], (*p, "tool"), TOOLS, "tool")[0]
-        ck.mapping(entry, p, ("tool", "optional", *_TOOL_KEYS[tool]))
-        if tool == "probe":
-            options = _probe(ck, entry, p)
-        elif tool == "osu":
-            options = _osu(ck, entry, p)
-        else:
-            options = _skampi(ck, entry, p, base)
+                          f"write '- tool: NAME' with NAME one of {', '.join(names)}")
+        tool = ck.choices(entry["tool"], (*p, "tool"), names, "tool")[0]
+        handler = registry.get(tool)
+        ck.mapping(entry, p, ("tool", "optional", *(handler.option_keys or ())))
+        options = handler.options(ck, entry, p, base)
         optional = ck.boolean(entry.get("optional", False), (*p, "optional"))
         specs.append(ToolSpec(tool=tool, options=options, optional=optional,
                               line=ck.loc.line(p)))
@@ -332,7 +251,7 @@ def _transports(ck: _Checker, value: Any, mpi: str, table: TransportTable,
 
 
 _TOP_KEYS = ("name", "description", "mpi", "transports", "placement", "tools", "repetitions",
-             "seed", "launcher", "slurm", "env", "spack_view")
+             "seed", "launcher", "slurm", "env", "spack_view", "pairs")
 
 
 def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
@@ -356,7 +275,7 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
     env_doc = ck.mapping(env_raw, ("env",), tuple(env_raw) if isinstance(env_raw, dict) else ())
     env: dict[str, str] = {}
     for key, value in env_doc.items():
-        if not _ENV_NAME_RE.match(key):
+        if not ENV_NAME_RE.match(key):
             raise ck.fail(("env", key), f"invalid environment variable name '{key}'",
                           "use letters, digits and _, not starting with a digit")
         env[key] = ck.text(value, ("env", key), raw=True)
@@ -382,7 +301,8 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
         repetitions=ck.integer(doc.get("repetitions", 1), ("repetitions",), 1, 10_000),
         seed=ck.integer(doc.get("seed", 1), ("seed",), 0, 2**31 - 1),
         launcher=launcher, slurm=_slurm(ck, doc.get("slurm"), ("slurm",), site), env=env,
-        description=description, spack_view=spack_view, source=None)
+        description=description, spack_view=spack_view, source=None,
+        pairs=_pairs(ck, doc.get("pairs"), ("pairs",)))
 
 
 def load_campaign(path: Path, *, table: TransportTable | None = None,

@@ -132,7 +132,7 @@ def _wait(campaign_dir: Path, env: dict[str, str], timeout: float,
         time.sleep(1.0)
     raise UserError(f"the self-test job did not finish within {timeout:.0f} s",
                     where=str(campaign_dir), hint="check 'pt2pt status' and the slurm-*.out "
-                    "file in the job directory")
+                    "files in the campaign's arrays/ directory")
 
 
 def run_selftest(*, samples: int = 12, state_dir: Path | None = None,

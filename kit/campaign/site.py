@@ -1,4 +1,4 @@
-"""Site defaults for campaigns: partition, account, qos, launcher, Spack view.
+"""Site defaults for campaigns: partition, account, qos, launcher, Spack view, kit Python.
 
 The Ansible site playbook writes them to ``/etc/pt2pt/site.yaml`` so that campaign files
 stay portable between clusters; a campaign's own values always win. ``PT2PT_SITE_CONFIG``
@@ -15,7 +15,7 @@ from kit.campaign.yamlmarks import load_located_file
 from kit.errors import CampaignError
 
 DEFAULT_SITE_FILE = Path("/etc/pt2pt/site.yaml")
-SITE_KEYS = ("partition", "account", "qos", "launcher", "spack_view")
+SITE_KEYS = ("partition", "account", "qos", "launcher", "spack_view", "python")
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class SiteDefaults:
     qos: str | None = None
     launcher: str | None = None
     spack_view: str | None = None
+    #: the installed kit's interpreter on the compute nodes (runs kit.campaign.jobrecord)
+    python: str | None = None
     source: str | None = None
 
 

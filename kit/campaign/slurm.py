@@ -24,30 +24,52 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def base_ids(ids: Sequence[str]) -> list[str]:
+    """Distinct job ids to ask Slurm about: ``123_4`` (array task) is asked as ``123``."""
+    return list(dict.fromkeys(i.split("_", 1)[0] for i in ids))
+
+
 def squeue_states(ids: Sequence[str], env: Mapping[str, str] | None = None
                   ) -> dict[str, dict[str, str]]:
-    """Slurm id -> {state, time, reason} for the jobs still known to squeue."""
+    """Slurm id (``ARRAY_TASK`` for array tasks) -> {state, time, reason} still in squeue."""
     if not ids:
         return {}
-    proc = run(["squeue", "-h", "-o", "%i|%T|%M|%R", "-j", ",".join(ids)], env)
+    # -r lists every array task on its own line (123_4), pending ones included
+    proc = run(["squeue", "-r", "-h", "-o", "%i|%T|%M|%R", "-j", ",".join(base_ids(ids))],
+               env)
     found: dict[str, dict[str, str]] = {}
     for line in proc.stdout.splitlines():
         parts = line.strip().split("|", 3)
         if len(parts) == 4:
-            found[parts[0]] = {"state": parts[1], "time": parts[2], "reason": parts[3]}
+            found[parts[0]] = {"state": parts[1], "time": parts[2], "reason": parts[3],
+                               "source": "squeue"}
     return found
 
 
 def scontrol_state(job_id: str, env: Mapping[str, str] | None = None) -> dict[str, str] | None:
     """JobState/ExitCode from ``scontrol show job`` (kept for MinJobAge after the end)."""
-    proc = run(["scontrol", "-o", "show", "job", job_id], env)
-    if proc.returncode != 0:
-        return None
-    fields = dict(item.split("=", 1) for item in proc.stdout.split() if "=" in item)
-    if "JobState" not in fields:
-        return None
-    return {"state": fields["JobState"], "exit_code": fields.get("ExitCode", ""),
-            "time": fields.get("RunTime", ""), "reason": fields.get("Reason", "")}
+    return scontrol_states([job_id], env).get(job_id)
+
+
+def scontrol_states(ids: Sequence[str], env: Mapping[str, str] | None = None
+                    ) -> dict[str, dict[str, str]]:
+    """Slurm id -> JobState/ExitCode/RunTime/Reason; one call per array, not per task."""
+    found: dict[str, dict[str, str]] = {}
+    for base in base_ids(ids):
+        proc = run(["scontrol", "-o", "show", "job", base], env)
+        if proc.returncode != 0:
+            continue
+        for line in proc.stdout.splitlines():
+            fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+            if "JobState" not in fields:
+                continue
+            task = fields.get("ArrayTaskId")
+            key = (f"{fields['ArrayJobId']}_{task}" if task and "ArrayJobId" in fields
+                   and task.isdigit() else fields.get("JobId", base))
+            found[key] = {"state": fields["JobState"], "exit_code": fields.get("ExitCode", ""),
+                          "time": fields.get("RunTime", ""), "reason": fields.get("Reason", ""),
+                          "source": "scontrol"}
+    return found
 
 
 def accounting_enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -64,11 +86,12 @@ def sacct_states(ids: Sequence[str], env: Mapping[str, str] | None = None
     if not ids:
         return {}
     proc = run(["sacct", "-n", "-P", "-X", "-o", "JobID,State,ExitCode,Elapsed",
-                "-j", ",".join(ids)], env)
+                "-j", ",".join(base_ids(ids))], env)
     found: dict[str, dict[str, str]] = {}
     for line in proc.stdout.splitlines():
         parts = line.split("|")
         if len(parts) == 4:
             found[parts[0]] = {"state": parts[1].split()[0] if parts[1] else "",
-                               "exit_code": parts[2], "time": parts[3], "reason": ""}
+                               "exit_code": parts[2], "time": parts[3], "reason": "",
+                               "source": "sacct"}
     return found

@@ -1,9 +1,10 @@
 """``pt2pt status``: one table row per planned job, from every source that knows something.
 
-Slurm's view comes from ``squeue`` (queued/running), then ``scontrol show job`` (ended
-jobs, for MinJobAge seconds), then ``sacct`` when the cluster keeps accounting (the local
-cluster runs ``accounting_storage/none``, where sacct knows nothing). The job's own
-``job.json`` says what actually happened (completed, skipped and why, check result).
+Slurm's view comes from ``squeue`` (queued/running), then ``sacct`` for ended jobs when the
+cluster keeps accounting (the local cluster can: ``local_slurm_accounting``), then
+``scontrol show job`` (ended jobs, for MinJobAge seconds) for what sacct does not know. The
+job's own ``job.json`` says what actually happened (completed, skipped and why, check result).
+Array tasks are ``ARRAY_TASK`` everywhere (squeue -r, scontrol per array, sacct's JobID).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ class JobStatus:
     result: str
     exit_status: str
     note: str
+    host_pair: str = ""
+    #: which Slurm command knew the state: squeue, sacct or scontrol
+    slurm_source: str = ""
 
 
 def job_statuses(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
@@ -41,14 +45,15 @@ def job_statuses(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
     queue = slurm.squeue_states(ids, env) if use_slurm else {}
     ended: dict[str, dict[str, str]] = {}
     if use_slurm:
-        for sid in ids:
-            if sid not in queue:
-                info = slurm.scontrol_state(sid, env)
-                if info is not None:
-                    ended[sid] = info
-        missing = [sid for sid in ids if sid not in queue and sid not in ended]
-        if missing and slurm.accounting_enabled(env):
-            ended.update(slurm.sacct_states(missing, env))
+        gone = [sid for sid in ids if sid not in queue]
+        # sacct is the record that outlives MinJobAge; scontrol covers clusters without it
+        if gone and slurm.accounting_enabled(env):
+            ended.update({k: v for k, v in slurm.sacct_states(gone, env).items()
+                          if k in gone})
+        rest = [sid for sid in gone if sid not in ended]
+        if rest:
+            known = slurm.scontrol_states(rest, env)
+            ended.update({sid: known[sid] for sid in rest if sid in known})
     rows = []
     for job in manifest["jobs"]:
         sid = submitted.get(job["id"], "")
@@ -77,7 +82,9 @@ def job_statuses(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
             transport=job["transport"], placement=job["placement"],
             repetition=int(job["repetition"]), slurm_id=sid,
             slurm_state=info.get("state", "") if info else "", result=result,
-            exit_status=exit_status, note=note if note not in ("None", "(null)") else ""))
+            exit_status=exit_status, note=note if note not in ("None", "(null)") else "",
+            host_pair=",".join(job.get("host_pair") or []),
+            slurm_source=info.get("source", "") if info else ""))
     return rows
 
 
@@ -87,9 +94,9 @@ def render_table(rows: list[JobStatus], title: str) -> object:
 
     table = Table(title=title, show_lines=False)
     for col in ("job", "tool", "transport", "placement", "slurm id", "slurm state", "result",
-                "exit", "note"):
+                "exit", "note", "pair"):
         table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(r.job, r.tool, r.transport, r.placement, r.slurm_id, r.slurm_state,
-                      r.result, r.exit_status, r.note)
+                      r.result, r.exit_status, r.note, r.host_pair)
     return table

@@ -71,7 +71,16 @@ def _convert(node: yaml.Node, path: PathKey, out: Located) -> Any:
         return [_convert(item, (*path, i), out) for i, item in enumerate(node.value)]
     # Scalars: let the safe constructor resolve ints/bools/nulls as usual.
     out.raw[path] = str(node.value)
-    return _SCALARS.construct_object(node)
+    try:
+        return _SCALARS.construct_object(node)
+    except (yaml.YAMLError, ValueError, TypeError, AttributeError, OverflowError) as exc:
+        # '!!python/object...' (refused by the safe constructor, never run), '!!timestamp x'
+        # (PyYAML fails inside its own constructor): the line, not a traceback.
+        problem = getattr(exc, "problem", None) or f"cannot read {node.value!r} as {node.tag}"
+        raise CampaignError(f"not valid campaign YAML: {problem}",
+                            where=f"{out.source}:{node.start_mark.line + 1}",
+                            hint="remove the '!!' tag: campaign values are plain text, "
+                                 "numbers and lists") from None
 
 
 def load_located(text: str, source: str = "<string>") -> Located:

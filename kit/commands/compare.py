@@ -21,6 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="tolerance in percent of the best median (default 5)")
     p.add_argument("--op", help="operation (default: pingpong when there are several)")
     p.add_argument("--campaign", help="only this campaign")
+    p.add_argument("--series", metavar="KEY=VALUE,...",
+                   help="only the series matching these keys (e.g. placement=inter-node)")
+    p.add_argument("--per", choices=tuple(COMPARE_BY), metavar="KEY",
+                   help="repeat the comparison for each value of a second dimension "
+                   "(e.g. --by transport --per placement)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the share intervals' bootstrap")
     p.add_argument("--bins-per-decade", type=int, default=10, metavar="N",
                    help="size bins per factor 10 (default 10)")
     p.add_argument("-o", "--output", type=Path, metavar="DIR",
@@ -29,12 +35,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.compare import compare, load_frame, summary_lines
+    from kit.compare import compare, compare_per, load_frame, summary_lines
+    from kit.dataset import parse_selector, require_ingested
 
-    frame = load_frame(args.dataset, by=args.by, op=args.op, campaign=args.campaign)
-    result = compare(frame, by=args.by, within=args.within, bins_per_decade=args.bins_per_decade)
-    print("\n".join(summary_lines(result)))
-    if args.output:
-        for path in result.write(args.output):
-            print(f"wrote {path}")
+    require_ingested(args.dataset)
+    frame = load_frame(args.dataset, by=args.by, op=args.op, campaign=args.campaign,
+                       per=args.per, series=parse_selector(args.series, "option --series"))
+    opts = {"within": args.within, "bins_per_decade": args.bins_per_decade, "seed": args.seed}
+    results = (compare_per(frame, by=args.by, per=args.per, **opts) if args.per
+               else [compare(frame, by=args.by, **opts)])
+    for result in results:
+        print("\n".join(summary_lines(result)))
+        if args.output:
+            for path in result.write(args.output):
+                print(f"wrote {path}")
     return 0

@@ -6,11 +6,12 @@ import argparse
 import math
 from pathlib import Path
 
+import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from kit.dataset import RUNS_FILE, series_table
-from kit.errors import UserError
+from kit.bandwidth import TOP_OCTAVE_DEFINITION, TOP_OCTAVE_LABEL
+from kit.dataset import require_ingested, runs, series_table
 from kit.schema import SERIES_KEYS
 
 
@@ -18,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "datasets",
         help="list the series of a dataset (counts, size range, small time, large bandwidth)",
-        description="One line per series (campaign, tool, transport, op, stat): samples "
+        description="One line per series (campaign, tool, transport, placement, host pair, op, "
+        "stat): samples "
         "outside warm-up, size range, median time of messages <= 64 B, and the median "
         "bandwidth over the top octave of sizes.",
     )
@@ -43,25 +45,46 @@ def _bandwidth(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # A folder without a runs table holds no ingested run: an empty listing would hide
+    # a wrong path (e.g. the campaign folder instead of its dataset).
+    require_ingested(args.dataset)
     table = series_table(args.dataset)
-    if not (Path(args.dataset) / RUNS_FILE).is_file():
-        # A folder without a runs table holds no ingested run: an empty listing would hide
-        # a wrong path (e.g. the campaign folder instead of its dataset).
-        raise UserError("no pt2pt-kit dataset here: nothing has been ingested into this folder",
-                        where=str(args.dataset),
-                        hint="give the folder passed to 'pt2pt ingest --dataset' or "
-                        "'pt2pt collect --dataset'")
     if args.csv:
         print(table.write_csv(), end="")
         return 0
-    out = Table(title=f"{args.dataset}: {table.height} series")
+    out = Table(title=f"{args.dataset}: {table.height} series",
+                caption=f"small median = median one-way time of sizes <= 64 B; "
+                f"{TOP_OCTAVE_DEFINITION}")
     for key in SERIES_KEYS:
         out.add_column(key)
-    for name in ("samples", "size min", "size max", "small median", "large bw"):
+    for name in ("samples", "size min", "size max", "small median", TOP_OCTAVE_LABEL):
         out.add_column(name, justify="right")
     for row in table.iter_rows(named=True):
         out.add_row(*(str(row[k]) for k in SERIES_KEYS), str(row["n_samples"]),
                     str(row["size_min"]), str(row["size_max"]),
                     _seconds(row["small_median_s"]), _bandwidth(row["large_bw_Bps"]))
-    Console(width=160).print(out)
+    console = Console(width=160)
+    console.print(out)
+    for line in placement_notes(runs(args.dataset)):
+        console.print(line, highlight=False)
     return 0
+
+
+def placement_notes(run_table: pl.DataFrame) -> list[str]:
+    """Say where a run's placement is not confirmed by both the campaign and the hosts."""
+    counts = dict(run_table.group_by("placement_source").len().iter_rows())
+    notes = []
+    if counts.get("hosts"):
+        notes.append(f"placement: {counts['hosts']} run(s) from their hosts alone (no campaign "
+                     "record; two ranks on one host count as intra-node)")
+    if counts.get("campaign"):
+        notes.append(f"placement: {counts['campaign']} run(s) as the campaign planned it (the "
+                     "tool recorded no hosts to check it against)")
+    if counts.get("hosts-override"):
+        notes.append(f"placement: {counts['hosts-override']} run(s) where the hosts contradicted "
+                     "the campaign's placement; the hosts were used")
+    if counts.get("unknown"):
+        notes.append(f"placement: {counts['unknown']} run(s) unknown (no hosts, no campaign "
+                     "placement); ingest their files into a new dataset with --placement "
+                     "to set it")
+    return notes

@@ -30,18 +30,36 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fewer samples and one repetition (about a minute)")
     p.add_argument("--rerun", action="store_true", help="measure again even if jobs finished")
     p.add_argument("--no-tui", action="store_true", help="do not open the TUI at the end")
+    p.add_argument("--wait-idle", nargs="?", type=float, const=10.0, default=0.0,
+                   metavar="MINUTES",
+                   help="when the load average says the machine is busy, wait up to MINUTES "
+                   "(default 10) for it to drop before measuring; without it the demo measures "
+                   "at once and warns")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kit.demo import crosscheck_table, run_demo, summary_table, tui_command
+    from kit.demo import (
+        baseline_table,
+        crosscheck_table,
+        run_demo,
+        summary_table,
+        tui_command,
+        warnings_text,
+    )
 
     err = Console(stderr=True)
     result = run_demo(Path(args.output), campaign=Path(args.campaign), quick=args.quick,
-                      rerun=args.rerun, console=err)
+                      rerun=args.rerun, console=err, wait_idle_s=60.0 * args.wait_idle)
     # A log (CI, a pipe) gets the full table width instead of 80 columns.
     out = Console() if sys.stdout.isatty() else Console(width=120)
     out.print(summary_table(result.series))
+    for line in warnings_text(result.series):
+        out.print(f"WARNING run quality: {line}", soft_wrap=True, markup=False,
+                  highlight=False)
+    baselines = baseline_table(result.series)
+    if baselines is not None:
+        out.print(baselines)
     others = crosscheck_table(result.dataset, result.series)
     if others is not None:
         out.print(others)
@@ -51,6 +69,8 @@ def _run(args: argparse.Namespace) -> int:
         out.print(f"simgrid:  {cfg}")
     if result.report:
         out.print(f"report:   {result.report}")
+    for note in result.notes:  # after the tables: the last thing read before the TUI opens
+        out.print(f"note:     {note}", soft_wrap=False, markup=False, highlight=False)
     failed = [r for r in result.series if r.error]
     tui_cmd = tui_command(result)  # with the fitted models: the TUI shows them, no refit
     if not args.no_tui and sys.stdin.isatty() and sys.stdout.isatty():

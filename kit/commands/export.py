@@ -32,9 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write SMPI configuration for a ping-pong model (one-way time): "
         "network/latency-factor and network/bandwidth-factor strings relative to the "
         "nominal latency and bandwidth of your platform's route, smpi/os and smpi/or from "
-        "send/recv models when given, and a JSON of per-regime noise for SimGrid's "
-        "network-factor callbacks. Files: smpi-config.txt (--cfg= arguments for smpirun), "
-        "smpi-config.xml (<config> block for the platform file), simgrid-noise.json.")
+        "send/recv models when given, and the per-regime noise for the kit's SimGrid noise "
+        "plugin. Files: smpi-config.txt (--cfg= arguments for smpirun), smpi-config.xml "
+        "(<config> block), platform.xml (the measured pair with that block), hostfile, "
+        "simgrid-noise.json and simgrid-noise.tsv (read by libpt2pt_noise, see "
+        "'pt2pt simulate --noise'). A model that needs non-physical factors is refused.")
     p.add_argument("model", type=Path, metavar="MODEL", help="ping-pong model JSON")
     p.add_argument("--simgrid", action="store_true", required=True,
                    help="export for SimGrid/SMPI (the only format so far)")
@@ -48,25 +50,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "regime's asymptotic bandwidth)")
     p.add_argument("--send", type=Path, metavar="MODEL", help="MPI_Send duration model -> smpi/os")
     p.add_argument("--recv", type=Path, metavar="MODEL", help="MPI_Recv duration model -> smpi/or")
+    p.add_argument("--isend", type=Path, metavar="MODEL",
+                   help="MPI_Isend duration model -> smpi/ois")
+    p.add_argument("--simgrid-version", metavar="X.Y",
+                   help="write the option names this SimGrid reads (default: the installed "
+                   "one, from smpirun --version; 3.32 uses smpi/lat-factor, 3.34+ "
+                   "network/latency-factor)")
+    p.add_argument("--no-subtract-overheads", dest="subtract", action="store_false",
+                   help="keep the whole ping-pong time in the network factors even with "
+                   "--send/--recv (SMPI then adds smpi/os and smpi/or on top); by default "
+                   "they are taken out of the network time of eager messages")
+    p.add_argument("--center", choices=("median", "curve"), default="median",
+                   help="line the factors follow: the model's median (pt2pt predict, "
+                   "default) or its regimes' central curves")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.export.simgrid import export_simgrid
-    from kit.model.io import load_model
+    from kit.export.simgrid import detect_version, export_simgrid
+    from kit.model.io import load_model, read_model
 
     latency = parse_quantity(args.latency, _TIME_UNITS, "--latency") if args.latency else None
     bandwidth = (parse_quantity(args.bandwidth, _BW_UNITS, "--bandwidth")
                  if args.bandwidth else None)
-    model = load_model(args.model)
+    fitted = read_model(args.model)
+    model = fitted.model
     send = load_model(args.send) if args.send else None
     recv = load_model(args.recv) if args.recv else None
+    isend = load_model(args.isend) if args.isend else None
     result = export_simgrid(model, latency=latency, bandwidth=bandwidth, send_model=send,
-                            recv_model=recv)
+                            recv_model=recv, isend_model=isend, version=args.simgrid_version,
+                            center=args.center, subtract_overheads=args.subtract,
+                            provenance=fitted.provenance)
     out = args.output or args.model.with_name(args.model.stem + "-simgrid")
     for path in result.write(out):
         print(f"wrote {path}")
-    print(f"platform route: latency {result.latency:.6g} s, bandwidth {result.bandwidth:.6g} B/s")
+    if args.simgrid_version is None and detect_version() is None:
+        print("note: no SimGrid found (smpirun, pkg-config): wrote the newest syntax; name "
+              "yours with --simgrid-version (3.32 and older read smpi/lat-factor)")
+    print(f"SimGrid {result.version[0]}.{result.version[1]} option names; platform route: "
+          f"latency {result.latency:.6g} s, bandwidth {result.bandwidth:.6g} B/s")
+    print(f"run: smpirun -platform {out / 'platform.xml'} -hostfile {out / 'hostfile'} -np 2 APP")
     for arg in result.cfg_args():
         print(arg)
     return 0

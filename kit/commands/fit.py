@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
+from typing import Any
 
-from kit.errors import UserError
-from kit.fitting import fit_dataset, parse_selector
+from kit.errors import ModelError, UserError
+from kit.fitting import parse_selector
 
 
 def _sizes_list(text: str, where: str) -> list[float]:
@@ -26,7 +28,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "write the model as JSON. With a single series in the dataset no --series is needed.")
     parser.add_argument("dataset", type=Path, metavar="DATASET", help="dataset folder")
     parser.add_argument("--series", metavar="KEY=V,...",
-                        help="select one series: campaign=..,tool=..,transport=..,op=..")
+                        help="select one series: campaign=..,tool=..,transport=..,"
+                        "placement=..,host_pair=..,op=..,stat=..")
+    parser.add_argument("--aggregates", action="store_true",
+                        help="allow a series of a tool's statistics (OSU mean/percentiles, "
+                        "SkaMPI averages, logp): the model then describes that statistic, "
+                        "its noise is unknown, and the model file says so")
     parser.add_argument("--breakpoints", metavar="B1,B2,..",
                         help="fix the regime boundaries (bytes) instead of searching them")
     parser.add_argument("--max-regimes", type=int, default=6, metavar="N",
@@ -36,24 +43,181 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-overlap", action="store_true", help="sharp boundaries only")
     parser.add_argument("--no-mixture", action="store_true", help="no two-band regimes")
     parser.add_argument("--seed", type=int, default=0, help="random state for subsampling/EM")
+    parser.add_argument("--keep-disturbed", action="store_true",
+                        help="fit disturbed windows and runs too (default: run quality "
+                        "excludes them; see docs/architecture.md 'Run quality')")
+    parser.add_argument("--no-intervals", action="store_true",
+                        help="skip the bootstrap intervals on breakpoints, parameters and noise")
+    parser.add_argument("--no-validate", action="store_true",
+                        help="skip the held-out comparison with the honest baselines")
+    parser.add_argument("--max-samples", type=int, default=None, metavar="N",
+                        help="fit a series of more than N raw rows on a uniform, "
+                        "deterministic subsample of about N rows, read while streaming, so "
+                        "memory stays bounded (default 4000000; 0: every row)")
+    parser.add_argument("--all", action="store_true",
+                        help="fit every series of the dataset (those matching --series, if "
+                        "given) in parallel, one model per series into the folder -o names; "
+                        "one series' failure is reported and the others' models are kept")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="with --all: processes fitting at once (default: all cores)")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="MODEL.json",
-                        help="where to write the model")
+                        help="where to write the model (with --all: a folder, one "
+                        "CAMPAIGN__TOOL__...__STAT.json per series)")
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from kit.model.io import save_model
+def _options(args: argparse.Namespace) -> Any:
+    from kit.fitall import MAX_FIT_SAMPLES, FitOptions
 
     if args.max_regimes < 1:
         raise UserError("must be at least 1", where="--max-regimes")
+    if args.max_samples is not None and 0 < args.max_samples < 1000:
+        raise UserError("must be 0 (every row) or at least 1000", where="--max-samples")
     bps = _sizes_list(args.breakpoints, "--breakpoints") if args.breakpoints else None
-    model = fit_dataset(args.dataset, parse_selector(args.series), breakpoints=bps,
-                        max_regimes=args.max_regimes, min_support=args.min_support,
-                        overlap=not args.no_overlap, mixture=not args.no_mixture,
-                        random_state=args.seed)
-    save_model(model, args.output)
+    return FitOptions(aggregates=args.aggregates, breakpoints=bps, max_regimes=args.max_regimes,
+                      min_support=args.min_support, overlap=not args.no_overlap,
+                      mixture=not args.no_mixture, seed=args.seed,
+                      keep_disturbed=args.keep_disturbed, intervals=not args.no_intervals,
+                      validate=not args.no_validate,
+                      max_samples=MAX_FIT_SAMPLES if args.max_samples is None
+                      else args.max_samples)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kit.dataset import require_ingested
+    from kit.fitall import fit_series
+    from kit.model.io import write_model
+    from kit.progress import bar
+
+    opts = _options(args)
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError("must be at least 1", where="--jobs")
+    require_ingested(args.dataset)
+    if args.all:
+        return run_all(args, opts)
+    if args.jobs is not None:
+        raise UserError("--jobs applies to --all only", where="--jobs",
+                        hint="add --all to fit every series in parallel")
+    chosen = _resolve(args.dataset, parse_selector(args.series), args.aggregates)
+    notes: list[str] = []
+    # No count to show inside a fit: a pulsing bar with the elapsed time says it is working.
+    with bar("fit", description=f"{args.dataset}: regimes, families and noise"):
+        fitted, quality = fit_series(args.dataset, chosen, opts, notes)
+    for note in notes:
+        print(note, file=sys.stderr)
+    model = fitted.model
+    write_model(fitted, args.output)
     regimes = ", ".join(f"[{r.size_min:.0f}, {r.size_max:.0f}) {r.family}"
                         + (" 2-band" if r.is_mixture else "") for r in model.regimes_)
     print(f"{args.output}: {len(model.regimes_)} regime(s): {regimes}; "
           f"{model.n_outliers_} outlier(s) of {model.n_samples_} samples", file=sys.stderr)
+    prov = fitted.provenance
+    if prov.get("quantity"):
+        print(f"{args.output}: time here is the {prov['quantity']}", file=sys.stderr)
+    if fitted.aggregate:
+        print(f"{args.output}: fitted to aggregates ({prov.get('statistic')} per size), not "
+              f"to single messages: noise {prov.get('noise') or 'unknown'}", file=sys.stderr)
+    per_size = getattr(model, "per_size_", None)
+    if per_size is not None:  # the per-size variance components, in words
+        for line in per_size.describe():
+            print(f"  {line}", file=sys.stderr)
+    for line in _summary(fitted, quality):
+        print(line, file=sys.stderr)
     return 0
+
+
+def _summary(fitted: Any, quality: Any) -> list[str]:
+    """What the fit found beyond the regimes: run quality, baselines, intervals."""
+    from kit.baselines import LABELS
+
+    lines: list[str] = []
+    found = quality.lines() if quality is not None else []
+    if quality is None:
+        lines.append("run quality: not assessed (aggregates carry no measurement order)")
+    elif found:
+        what = ("kept (--keep-disturbed)" if not quality.excluded
+                else "excluded from the fit")
+        lines.append(f"run quality: {quality.n_disturbed} of {len(quality.disturbed)} samples "
+                     f"disturbed, {what}:")
+        lines += [f"  {line}" for line in found]
+    else:
+        lines.append(f"run quality: {len(quality.runs)} run(s), no disturbed window found")
+    validation = fitted.validation
+    if validation.get("summary"):
+        from kit.validate import validation_table
+
+        lines.append("held-out scores (CRPS / floor: 1 = as good as the data allow; "
+                     "relative median and p95 errors; best baseline first):")
+        for row in validation_table(validation).iter_rows(named=True):
+            if row["model"] == "floor":
+                continue
+            label = LABELS.get(str(row["model"]), "regime model")
+            lines.append(f"  {row['model']:<15} CRPS/floor {_num(row['crps_over_floor'])}  "
+                         f"median err {_pct(row['median_err'])}  p95 err "
+                         f"{_pct(row['p95_err'])}  ({label})")
+    intervals = fitted.intervals
+    if intervals:
+        from kit.model.uncertainty import summary_lines
+
+        lines += summary_lines(intervals)
+    return lines
+
+
+def _num(v: Any) -> str:
+    return "-" if v is None or not math.isfinite(float(v)) else f"{float(v):.3g}"
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None or not math.isfinite(float(v)) else f"{100 * float(v):.3g} %"
+
+
+def _resolve(dataset: Path, selector: dict[str, str], aggregates: bool) -> dict[str, str]:
+    """The one series the selector names, without reading its rows (a series may hold 10^8:
+    kit.fitall reads what the fit needs); kit.dataset.select_series words the errors."""
+    from kit.dataset import matching_series
+    from kit.fitting import select_series
+
+    found = matching_series(dataset, selector, aggregates=aggregates)
+    if found.height == 1:
+        return {k: str(v) for k, v in found.row(0, named=True).items() if k != "n"}
+    chosen, _, _ = select_series(dataset, selector, aggregates=aggregates)  # raises
+    return chosen
+
+
+def run_all(args: argparse.Namespace, opts: Any) -> int:
+    """``fit --all``: every matching series, in parallel; exit 1 when any series failed."""
+    from kit.dataset import describe, matching_series
+    from kit.fitall import SeriesFit, fit_all
+    from kit.progress import bar
+
+    if args.output.exists() and not args.output.is_dir():
+        raise UserError(f"{args.output} exists and is not a folder", where="-o/--output",
+                        hint="with --all, -o names a folder that receives one model per series")
+    found = matching_series(args.dataset, parse_selector(args.series), aggregates=args.aggregates)
+    if found.height == 0:
+        raise ModelError("no series to fit" + (f" match {args.series}" if args.series else ""),
+                         where=str(args.dataset),
+                         hint="list the series with 'pt2pt datasets'; series of aggregates "
+                         "only are fitted with --aggregates")
+    # Largest first: the long fits start at once and the short ones fill the gaps.
+    rows = sorted(found.iter_rows(named=True), key=lambda r: -int(r["n"]))
+    series = [{k: str(v) for k, v in r.items() if k != "n"} for r in rows]
+    with bar("fit --all", total=len(series), description=str(args.dataset)) as shown:
+        def on_done(done: int, total: int, res: SeriesFit) -> None:
+            shown.update(completed=done)
+            what = (f"{res.path} ({res.n_rows} samples, {res.cpu_s:.1f} CPU-s)" if res.ok
+                    else f"FAILED: {res.error}")
+            line = f"[{done}/{total}] {describe(res.series)}: {what}"
+            if res.ok:
+                shown.print(line)
+                for note in res.notes:
+                    shown.print(f"  {note}")
+            else:  # errors are printed even with --quiet
+                print(line, file=sys.stderr, flush=True)
+
+        results = fit_all(args.dataset, series, args.output, opts, jobs=args.jobs,
+                          on_done=on_done)
+    failed = [r for r in results if not r.ok]
+    print(f"{args.output}: {len(results) - len(failed)} of {len(results)} series fitted"
+          + (f", {len(failed)} failed (listed above)" if failed else ""), file=sys.stderr)
+    return 1 if failed else 0

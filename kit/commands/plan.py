@@ -29,8 +29,14 @@ def run(args: argparse.Namespace) -> int:
     path = plan_campaign(args.campaign, args.output, force=args.force)
     manifest = read_manifest(path.parent)
     jobs = manifest["jobs"]
+    arrays = manifest.get("arrays", {})
     print(f"planned {len(jobs)} job(s) of campaign {manifest['campaign']['name']} "
-          f"in {path.parent}")
+          f"in {path.parent}: {len(arrays)} Slurm job array(s), one per tool, transport "
+          "and placement")
+    if manifest["campaign"].get("pairs"):
+        pairs = manifest["campaign"]["pairs"]
+        print(f"  node pairs ({len(pairs)}): " + ", ".join("-".join(p) for p in pairs[:8])
+              + (", ..." if len(pairs) > 8 else ""))
     for item in manifest["not_planned"]:
         print(f"  not planned: {item['tool']} {item['what']} (line {item['line']}): "
               f"{item['reason']}")

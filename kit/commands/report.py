@@ -28,11 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kit.dataset import require_ingested
     from kit.fitting import parse_selector
     from kit.report.build import report_dataset, report_model_file
     from kit.schema import SERIES_KEYS
 
     if args.target.is_dir():
+        require_ingested(args.target)
         path = report_dataset(args.target, args.output,
                               series=parse_selector(args.series, "option --series", SERIES_KEYS),
                               validate=not args.no_validate, random_state=args.seed)

@@ -25,6 +25,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dataset", type=Path, metavar="D",
                         help="collect the outputs into this dataset afterwards")
     parser.add_argument("--rerun", action="store_true", help="run finished jobs again")
+    parser.add_argument("--wait-idle", nargs="?", type=float, const=10.0, default=0.0,
+                        metavar="MINUTES",
+                        help="when the load average says the machine is busy, wait up to "
+                        "MINUTES (default 10) for it to drop before measuring; without it the "
+                        "jobs run at once and a warning says the timings include the load")
     parser.set_defaults(func=run)
 
 
@@ -46,11 +51,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise UserError("no such file or directory", where=str(target),
                         hint="give a campaign YAML file or a directory made by 'pt2pt plan'")
+    from rich.console import Console
+
+    from kit.campaign.manifest import pending_jobs
+    from kit.machine import check_machine
+
+    busy = None
+    if pending_jobs(campaign_dir, args.rerun):
+        busy = check_machine(Console(stderr=True), 60.0 * args.wait_idle,
+                             again=f"pt2pt run-local {campaign_dir} --rerun --wait-idle")
     results = run_local_with_progress(campaign_dir, rerun=args.rerun)
     counts: dict[str, int] = {}
     for r in results:
         counts[r.state] = counts.get(r.state, 0) + 1
     print("run-local: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    if busy:
+        print("run-local: measured on a busy machine (see the warning above)")
     rc = 0 if all(r.state in ("completed", "skipped") for r in results) else 1
     if args.dataset is not None:
         report = collect(campaign_dir, args.dataset)

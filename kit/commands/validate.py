@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
-from kit.errors import ModelError, UserError
+from kit.errors import ModelError
+from kit.model import RegimeModel
+from kit.model.contract import ModelFile
 from kit.validate import SPLIT_METHODS, validate_into, validation_table
 
 
@@ -31,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", type=Path, metavar="DIR",
                    help="dataset of the model's series (default: the model's provenance)")
     p.add_argument("--series", metavar="KEY=VALUE,...",
-                   help="series selector for a dataset (campaign, tool, transport, op, stat)")
+                   help="series selector for a dataset (campaign, tool, transport, placement, "
+                   "host_pair, op, stat)")
     p.add_argument("--split", choices=SPLIT_METHODS, default="repetition",
                    help="held-out samples: a share of every size's repetitions (default), a "
                    "random share of all samples, or whole runs")
@@ -45,54 +47,53 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _load(args: argparse.Namespace) -> tuple[Any, pl.DataFrame, dict[str, Any]]:
-    """The model (fitted or to fit), the series' samples and the provenance to save."""
-    from kit.fitting import parse_selector
-    from kit.model import RegimeModel
-    from kit.model.io import load_model
+def _load(args: argparse.Namespace) -> tuple[ModelFile, pl.DataFrame]:
+    """The model (fitted, or to fit) with its provenance, and the series' samples.
+
+    Both paths select rows with kit.dataset's selector, as fit and the report do.
+    """
+    from kit import dataset as ds
+    from kit.model.io import read_model
     from kit.report.build import series_frame
-    from kit.schema import SERIES_KEYS
 
-    series = parse_selector(args.series, "option --series", SERIES_KEYS)
+    series = ds.parse_selector(args.series, "option --series")
     if args.target.is_dir():
-        from kit import dataset as ds
+        from kit.fitting import provenance
 
-        table = ds.series_table(args.target)
-        for k, v in series.items():
-            table = table.filter(pl.col(k) == v)
-        if table.height != 1:
-            listing = "; ".join(",".join(f"{k}={r[k]}" for k in ("campaign", "tool", "transport",
-                                                                   "op", "stat"))
-                                for r in table.iter_rows(named=True))
-            raise UserError(f"{table.height} series match in {args.target}"
-                            + (f": {listing}" if listing else ""), where="option --series",
-                            hint="select exactly one with --series KEY=VALUE,...")
-        sel = {k: table[k][0] for k in ("campaign", "tool", "transport", "op", "stat")}
-        model = RegimeModel(random_state=args.seed)
-        return model, series_frame(args.target, sel), {"dataset": str(args.target),
-                                                       "series": sel}
-    model = load_model(args.target)
-    prov = dict(getattr(model, "provenance_", {}) or {})
-    dataset = args.dataset or (Path(prov["dataset"]) if prov.get("dataset") else None)
+        data = ds.select_series(ds.require_ingested(args.target), series, aggregates=True,
+                                where="option --series")
+        frame = pl.DataFrame({"size": data.size, "time": data.time, "run_id": data.run_id})
+        return (ModelFile(_unfitted(data.keys, args.seed),
+                          provenance=provenance(args.target, data.keys, len(data))), frame)
+    fitted = read_model(args.target)
+    dataset = args.dataset or fitted.dataset
     if dataset is None:
         raise ModelError("the model does not say which dataset it was fitted on",
                          where=str(args.target), hint="give --dataset DIR")
-    sel = series or (prov.get("series") if isinstance(prov.get("series"), dict) else {})
-    return model, series_frame(dataset, sel), prov
+    sel = series or fitted.series or {}
+    return fitted, series_frame(dataset, sel)
+
+
+def _unfitted(keys: dict[str, str], seed: int) -> RegimeModel:
+    """The estimator ``pt2pt fit`` would use for this series (aggregates: no noise search)."""
+    if keys.get("stat", "raw") != "raw":
+        return RegimeModel(random_state=seed, noise=False, mixture=False)
+    return RegimeModel(random_state=seed)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.model.io import save_model
+    from kit.model.io import write_model
 
-    model, frame, prov = _load(args)
+    fitted, frame = _load(args)
     size = frame["size"].to_numpy().astype(float)
     time = frame["time"].to_numpy().astype(float)
     groups = frame["run_id"].to_numpy() if args.split == "group" else None
     if args.target.is_dir():
-        model.fit(size, time)
-    result = validate_into(model, size, time, method=args.split,
+        fitted.model.fit(size, time)
+    result = validate_into(fitted.model, size, time, method=args.split,
                            test_fraction=args.test_fraction, random_state=args.seed,
                            groups=groups)
+    fitted.validation = result
     with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
                    tbl_width_chars=120, float_precision=4):
         print(validation_table(result))
@@ -101,8 +102,11 @@ def run(args: argparse.Namespace) -> int:
                  if name != "floor" and name in r]
         print(f"sizes {r['size_min']:>10.0f} .. {r['size_max']:<10.0f} floor {r['floor']:.4f}  "
               + "  ".join(parts))
+    if fitted.aggregate:
+        print("note: fitted to aggregates (the tool's per-size statistic): these scores are "
+              "for that statistic, not for single messages")
     out = args.output or (None if args.target.is_dir() else args.target)
     if out is not None and not args.no_save:
-        save_model(model, out, provenance=prov)
+        write_model(fitted, out)
         print(f"validation written to {out}")
     return 0

@@ -56,6 +56,30 @@ class ParsedRun:
     complete: bool | None = True
     transport_hint: str | None = None
     warnings: list[str] = field(default_factory=list)
+    #: Why ``complete`` is False, for runs.parquet's ``incomplete_reason`` ("; "-joined).
+    incomplete_reason: str | None = None
+
+    def mark_incomplete(self, reason: str, warning: str | None = None) -> None:
+        """Record that the run stopped early, why (runs.parquet), and warn the user."""
+        self.complete = False
+        self.incomplete_reason = (reason if not self.incomplete_reason
+                                  else f"{self.incomplete_reason}; {reason}")
+        if warning is not None:
+            self.warnings.append(warning)
+    #: The placement the campaign planned (job.json), checked against ``hosts`` at ingest.
+    placement: str | None = None
+    #: CPU and socket (physical package) of each rank, rank order, when the tool recorded them.
+    cpus: list[int] = field(default_factory=list)
+    sockets: list[int] = field(default_factory=list)
+
+
+class Companion(Exception):
+    """The file is read together with ``primary`` and contributes nothing on its own."""
+
+    def __init__(self, primary: Path, reason: str) -> None:
+        self.primary = primary
+        self.reason = reason
+        super().__init__(reason)
 
 
 class Rows:

@@ -14,25 +14,29 @@ dataset; ingest into a fresh dataset for that.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 import polars as pl
 
 from kit import dataset as ds
+from kit import tools
 from kit.errors import IngestError, UserError
-from kit.ingest import calibration, logp, netgauge, osu, plaincsv, probe, reprompi, skampi, sniff
+from kit.ingest import sniff
 from kit.ingest.common import ParsedRun, fail, safe_name, transport_from_name
-from kit.schema import RUNS_SCHEMA
-
-_PARSERS: dict[str, Callable[[Path], ParsedRun]] = {
-    "probe": probe.parse, "osu": osu.parse, "skampi": skampi.parse, "logp": logp.parse,
-    "reprompi": reprompi.parse, "calibration": calibration.parse, "netgauge": netgauge.parse,
-}
+from kit.placement import resolve as resolve_placement
+from kit.schema import OPTIONAL_SAMPLE_DEFAULTS, PLACEMENTS, RUNS_SCHEMA
 
 
 @dataclass
@@ -56,6 +60,117 @@ class IngestReport:
                 f"{self.rows_added} row(s) added; {len(self.files_skipped)} skipped; "
                 f"{len(self.files_failed)} failed")
         return text + "."
+
+
+class DatasetWriteError(UserError):
+    """The dataset cannot be written (disk full, read-only, permission denied): nothing of
+    this ingest was committed. Not an IngestError: it is no input file's fault, and the
+    whole ingest stops instead of failing file after file."""
+
+
+_STORAGE_ERRNOS = {
+    errno.ENOSPC: ("no space left on the device", "free some space, or give --dataset a folder "
+                   "on another file system, and run the same command again"),
+    errno.EDQUOT: ("the disk quota is exceeded", "free some space within your quota and run "
+                   "the same command again"),
+    errno.EROFS: ("the file system is read-only", "ingest into a dataset on a writable file "
+                  "system (copy the dataset first if you want to extend it)"),
+    errno.EACCES: ("permission denied", "check the dataset folder's owner and permissions, "
+                   "or ingest into a dataset you can write"),
+    errno.EPERM: ("operation not permitted", "check the dataset folder's owner and "
+                  "permissions, or ingest into a dataset you can write"),
+}
+_OS_ERROR_IN_TEXT = re.compile(r"os error (\d+)")
+
+
+def storage_error(exc: BaseException, dataset: Path) -> DatasetWriteError | None:
+    """The one-paragraph error for a failed write into ``dataset``, if it is a storage error.
+
+    Polars reports a failed write as a ComputeError whose text ends in ``(os error 28)``,
+    not as an OSError; both forms are recognised.
+    """
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code is None and isinstance(exc, pl.exceptions.PolarsError):
+        found = _OS_ERROR_IN_TEXT.search(str(exc))
+        code = int(found.group(1)) if found else None
+    if code not in _STORAGE_ERRNOS:
+        return None
+    what, hint = _STORAGE_ERRNOS[code]
+    return DatasetWriteError(f"cannot write to the dataset: {what} ({errno.errorcode[code]}); "
+                             "nothing of this ingest was committed and the dataset is as it "
+                             "was before", where=str(dataset), hint=hint, exit_code=1)
+
+
+class Interrupted(BaseException):
+    """SIGTERM/SIGINT during an ingest (a BaseException, like KeyboardInterrupt, so that no
+    ``except Exception`` swallows it). ``report`` says what was read; ``committed`` whether
+    this ingest's runs were committed before it stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.report: IngestReport | None = None
+        self.committed = False
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+_commit_state: dict[str, int | bool | None] = {"in_commit": False, "pending": None}
+
+
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    if _commit_state["in_commit"]:  # finish the commit first: all of this ingest or none
+        _commit_state["pending"] = signum
+        return
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """While active (main thread only: the CLI), SIGTERM and SIGINT raise :class:`Interrupted`
+    at a clean point: temp parts are removed, and a signal inside the commit is held until
+    the commit is complete."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _commit_window() -> Iterator[None]:
+    _commit_state["in_commit"], _commit_state["pending"] = True, None
+    failed = False
+    try:
+        _test_pause()
+        yield
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        _commit_state["in_commit"] = False
+        pending = _commit_state["pending"]
+        _commit_state["pending"] = None
+        if pending is not None and not failed:
+            exc = Interrupted(int(pending))
+            exc.committed = True
+            raise exc
+
+
+def _test_pause() -> None:
+    """Test hook: ``PT2PT_TEST_COMMIT_PAUSE=FILE:SECONDS`` creates FILE on entering the commit
+    window and waits there, so a test can send a signal inside it."""
+    spec = os.environ.get("PT2PT_TEST_COMMIT_PAUSE")
+    if spec:
+        marker, _, seconds = spec.rpartition(":")
+        Path(marker).touch()
+        time.sleep(float(seconds))
 
 
 def _option_name(value: str | None, option: str) -> str | None:
@@ -100,13 +215,8 @@ def _sha256(path: Path) -> str:
 
 
 def _companions(fmt: str, path: Path) -> list[Path]:
-    if fmt == "probe":
-        meta = probe.meta_path(path)
-        return [meta] if meta.is_file() else []
-    if fmt == "skampi":
-        log = skampi.debug_log_for(path)
-        return [log] if log.is_file() else []
-    return []
+    """Files its tool reads with ``path`` (a probe's meta.json, SkaMPI's debug log)."""
+    return tools.get(fmt).companions(path)
 
 
 def parse_file(path: Path, tool: str | None = None, op: str | None = None) -> ParsedRun:
@@ -115,7 +225,7 @@ def parse_file(path: Path, tool: str | None = None, op: str | None = None) -> Pa
     Raises IngestError, or sniff.Companion for files read with another one.
     """
     fmt = sniff.check_forced(tool) if tool else sniff.detect(path)
-    return plaincsv.parse(path, op or "pingpong") if fmt == "csv" else _PARSERS[fmt](path)
+    return tools.get(fmt).parse(path, op)
 
 
 def _default_campaign(path: Path) -> str:
@@ -124,17 +234,24 @@ def _default_campaign(path: Path) -> str:
 
 def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | None = None,
            transport: str | None = None, tool: str | None = None, op: str | None = None,
-           ) -> IngestReport:
+           placement: str | None = None,
+           on_file: Callable[[int, int, Path], None] | None = None) -> IngestReport:
     """Ingest tool outputs (files or folders) into ``dataset``; see the module docstring.
 
     campaign: default = the name of the folder holding each file.
     transport: default = inferred (probe meta env, then words of the file/folder names such as
     ``tcp``, ``vader``, ``eth``, ``loopback``), else ``unknown``.
     tool: force the format instead of detecting it. op: the op of ``csv`` files (pingpong).
+    placement: what the campaign planned (intra-socket/intra-node/inter-node); default = the
+    job record's, if any. Checked against the hosts the run recorded (kit.placement).
+    on_file(index, n_files, path): called before each file is read (progress bars).
     """
     campaign = _option_name(campaign, "--campaign")
     transport = _option_name(transport, "--transport")
     op = _option_name(op, "--op")
+    if placement is not None and placement not in PLACEMENTS:
+        raise UserError(f"'{placement}' is not a placement", where="option --placement",
+                        hint=f"use one of {', '.join(PLACEMENTS)}")
     forced = sniff.check_forced(tool) if tool is not None else None
     dataset = Path(dataset)
     if dataset.exists() and not dataset.is_dir():
@@ -142,31 +259,69 @@ def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | 
                         hint="give a folder (it is created if missing)")
     report = IngestReport()
     files = _expand(paths, report)
+    try:
+        _ingest_locked(dataset, files, report, forced=forced, campaign=campaign,
+                       transport=transport, op=op, placement=placement, on_file=on_file)
+    except Interrupted as exc:
+        exc.report = report
+        raise
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        err = storage_error(exc, dataset)
+        if err is None:
+            raise
+        raise err from None
+    return report
+
+
+def _ingest_locked(dataset: Path, files: list[tuple[Path, bool]], report: IngestReport, *,
+                   forced: str | None, campaign: str | None, transport: str | None,
+                   op: str | None, placement: str | None,
+                   on_file: Callable[[int, int, Path], None] | None = None) -> None:
     dataset.mkdir(parents=True, exist_ok=True)
     with ds.locked(dataset):
         existing = ds.runs(dataset)
         ds.remove_leftovers(dataset, existing)
         batch = _Batch(dataset, report, set(existing["run_id"].to_list()), forced=forced,
-                       campaign=campaign, transport=transport, op=op)
+                       campaign=campaign, transport=transport, op=op, placement=placement)
         try:
-            for path, walked in files:
+            for index, (path, walked) in enumerate(files):
+                if on_file is not None:
+                    on_file(index, len(files), path)
                 batch.add(path, walked)
-            ds.commit(dataset, batch.parts, pl.DataFrame(batch.new_runs, schema=RUNS_SCHEMA))
-        except BaseException:
-            for tmp, _final in batch.parts:
-                tmp.unlink(missing_ok=True)
+            with _commit_window():
+                ds.commit(dataset, batch.parts,
+                          pl.DataFrame(batch.new_runs, schema=RUNS_SCHEMA))
+        except Interrupted as exc:
+            if not exc.committed:
+                _discard(dataset, batch)
+            else:
+                report.runs_added = len(batch.new_runs)
             raise
+        except BaseException:
+            _discard(dataset, batch)
+            raise
+        report.runs_added = len(batch.new_runs)
         # After the commit, not inside it: the summary is a cache stamped with what it was
         # computed from, so a kill here leaves a stale one that readers detect and ignore.
         # Large datasets are left to their first reader (memory; see SUMMARY_REFRESH_MAX_ROWS).
         try:
             ds.refresh_summary(dataset, max_rows=ds.SUMMARY_REFRESH_MAX_ROWS)
+        except Interrupted as exc:
+            exc.committed = True  # the stale summary is ignored by readers
+            raise
         except (OSError, pl.exceptions.PolarsError, UserError) as exc:
             report.warnings.append(f"{dataset}: could not update {ds.SUMMARY_FILE} ({exc}); "
                                    "the dataset is complete, its series table is recomputed "
                                    "when opened")
-    report.runs_added = len(batch.new_runs)
-    return report
+
+
+def _discard(dataset: Path, batch: _Batch) -> None:
+    """Remove what a failed or interrupted ingest wrote: temp parts, parts renamed into
+    place but not committed (runs.parquet was not replaced), a temp runs table."""
+    for tmp, _final in batch.parts:
+        tmp.unlink(missing_ok=True)
+    with contextlib.suppress(OSError, UserError):
+        ds.remove_leftovers(dataset, ds.runs(dataset))
 
 
 @dataclass
@@ -180,6 +335,7 @@ class _Batch:
     campaign: str | None = None
     transport: str | None = None
     op: str | None = None
+    placement: str | None = None
     parts: list[tuple[Path, Path]] = field(default_factory=list)
     new_runs: list[dict[str, object]] = field(default_factory=list)
 
@@ -202,8 +358,15 @@ class _Batch:
             transport = safe_name(self.transport or run.transport_hint or transport_from_name(
                 path.name, path.resolve().parent.name) or "unknown")
             final = ds.part_path(self.dataset, campaign, run.tool, run_id)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            n_rows, tmps = write_part(run, run_id, transport, final)
+            try:
+                final.parent.mkdir(parents=True, exist_ok=True)
+                n_rows, tmps = write_part(run, run_id, transport, final)
+            except (OSError, pl.exceptions.PolarsError) as exc:
+                # Writing into the dataset failed: no other file would fare better.
+                storage = storage_error(exc, self.dataset)
+                if storage is None:
+                    raise
+                raise storage from None
         except sniff.Companion as comp:
             report.files_skipped.append((path, comp.reason))
             return
@@ -211,13 +374,17 @@ class _Batch:
             report.files_failed.append((path, err.paragraph()))
             return
         except OSError as exc:
-            err = fail(path, None, f"cannot read or write ({exc})")
-            report.files_failed.append((path, err.paragraph()))
+            failure = fail(path, None, f"cannot read or write ({exc})")
+            report.files_failed.append((path, failure.paragraph()))
             return
         self.known.add(run_id)
         self.parts.extend(zip(tmps, _final_names(final, len(tmps)), strict=True))
         listed = [{"path": str(p.resolve()), "sha256": hashes.get(p) or _sha256(p)}
                   for p in run.sources]
+        where = resolve_placement(run.hosts, self.placement or run.placement,
+                                  run.sockets or None, where=str(path))
+        if where.warning:
+            report.warnings.append(where.warning)
         self.new_runs.append({
             "run_id": run_id, "campaign": campaign, "tool": run.tool, "transport": transport,
             "mpi_version": run.mpi_version, "hosts": ",".join(run.hosts) or None,
@@ -225,6 +392,10 @@ class _Batch:
             "job_id": run.job_id, "start": run.start, "end": run.end,
             "sources": json.dumps(listed), "complete": run.complete, "n_samples": n_rows,
             "tool_version": run.tool_version,
+            "incomplete_reason": run.incomplete_reason if run.complete is False else None,
+            "placement": where.placement, "placement_source": where.source,
+            "host_pair": where.host_pair,
+            "cpus": ",".join(str(c) for c in run.cpus) or None,
         })
         report.files_ok += 1
         report.rows_added += n_rows
@@ -242,8 +413,11 @@ def write_part(run: ParsedRun, run_id: str, transport: str, final: Path) -> tupl
     n_rows = 0
     try:
         for index, frame in enumerate(frames):
-            out = frame.with_columns(run_id=pl.lit(run_id), transport=pl.lit(transport)).select(
-                ds.PART_COLUMNS).cast(ds.PART_DTYPES)
+            defaults = {c: pl.lit(v) for c, v in OPTIONAL_SAMPLE_DEFAULTS.items()
+                        if c not in frame.columns}
+            out = frame.with_columns(run_id=pl.lit(run_id), transport=pl.lit(transport),
+                                     **defaults).select(ds.PART_COLUMNS).cast(
+                                         pl.Schema(ds.PART_DTYPES))
             if out.null_count().sum_horizontal().item():
                 raise fail(run.sources[0], None, "internal: a parser produced empty values",
                            "report this as a bug with the file attached")

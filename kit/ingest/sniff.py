@@ -12,27 +12,29 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kit import tools
 from kit.errors import IngestError
-from kit.ingest import calibration, logp, netgauge, osu, plaincsv, probe, reprompi, skampi
-from kit.ingest.common import fail
+from kit.ingest.common import Companion, fail
+from kit.tools.base import HELP_CHECK_ORDER
 
-#: Parsers selectable with ``--tool`` (the dataset's tool column takes the same names).
-FORMATS = ("probe", "osu", "skampi", "logp", "reprompi", "calibration", "csv", "netgauge")
+__all__ = ["FORMATS", "Companion", "check_forced", "detect", "formats", "head_lines",
+           "is_auxiliary"]
+
+
+def formats() -> tuple[str, ...]:
+    """Parsers selectable with ``--tool`` (the dataset's tool column takes the same names):
+    every tool of the registry (kit.tools)."""
+    return tools.names()
+
+
+#: The tools known at import; :func:`formats` also sees tools registered later.
+FORMATS = formats()
 
 _HEAD_BYTES = 16384
 _HELP = re.compile(r"^\s*(usage|USAGE|Usage)\s*:", re.MULTILINE)
 _ERRORS = ("MPI_ABORT was invoked", "mpirun detected that one or more processes",
            "mpirun noticed that process", "ERROR:", "Segmentation fault", "Abort(",
            "There are not enough slots available")
-
-
-class Companion(Exception):
-    """The file is read together with ``primary`` and contributes nothing on its own."""
-
-    def __init__(self, primary: Path, reason: str) -> None:
-        self.primary = primary
-        self.reason = reason
-        super().__init__(reason)
 
 
 def head_lines(path: Path) -> list[str]:
@@ -55,45 +57,23 @@ def head_lines(path: Path) -> list[str]:
 
 
 def detect(path: Path) -> str:
-    """The parser for ``path`` (one of FORMATS), or Companion / IngestError."""
+    """The parser for ``path`` (one of formats()), or Companion / IngestError.
+
+    Each tool's sniffers run in their order (kit.tools.sniffers); the check for help texts
+    and error captures runs at HELP_CHECK_ORDER, after the formats that cannot be mistaken
+    for one (probe, CSV, calibration)."""
     lines = head_lines(path)
-    first = lines[0] if lines else ""
-    if probe.looks_like(first):
-        return "probe"
-    if plaincsv.looks_like(lines):
-        return "csv"
-    if calibration.looks_like(lines):
-        return "calibration"
-    _reject_help_or_error(path, lines)
-    if osu.looks_like(lines):
-        return "osu"
-    if skampi.looks_like(lines):
-        return "skampi"
-    if skampi.looks_like_console(lines):
-        raise fail(path, None, "this is SkaMPI's console output (process list only)",
-                   "ingest the .sko result file of the same run")
-    if skampi.looks_like_debug_log(lines):
-        return _skampi_log(path)
-    if logp.looks_like(lines):
-        return "logp"
-    if logp.looks_like_verbose_log(lines):
-        raise fail(path, None, "this is logp_test's -verbose console log; it repeats the "
-                   "parameter file", "ingest the parameter file logp_test.out.* instead")
-    if netgauge.looks_like(lines):
-        return "netgauge"
-    if netgauge.looks_like_console_log(lines):
-        raise fail(path, None, "this is netgauge's console log",
-                   "ingest the ng.out result file it wrote instead")
-    if reprompi.looks_like(lines):
-        return "reprompi"
-    if first.lstrip().startswith("{") and path.name.endswith(probe.META_SUFFIX):
-        samples = probe.samples_path(path)
-        if samples.is_file():
-            raise Companion(samples, f"read with {samples.name}")
-        raise fail(path, None, f"probe metadata without its samples file {samples.name}",
-                   "ingest the PREFIX.samples.csv; its meta.json is read with it")
+    checked = False
+    for order, name, test in tools.sniffers():
+        if not checked and order >= HELP_CHECK_ORDER:
+            _reject_help_or_error(path, lines)
+            checked = True
+        if test(path, lines):
+            return name
+    if not checked:
+        _reject_help_or_error(path, lines)
     raise fail(path, 1, "unknown format: not the output of a supported tool "
-               f"({', '.join(FORMATS)})",
+               f"({', '.join(formats())})",
                "check the file, or force the format with --tool (see docs/ingest-formats.md)")
 
 
@@ -109,16 +89,6 @@ def _reject_help_or_error(path: Path, lines: list[str]) -> None:
                            "not a measurement", "fix the failed run and ingest its new output")
 
 
-def _skampi_log(path: Path) -> str:
-    match = re.match(r"(.*)_proc\d{4}\.log$", path.name)
-    if match:
-        sko = path.with_name(match.group(1) + ".sko")
-        if sko.is_file():
-            raise Companion(sko, f"SkaMPI debug log, read with {sko.name}")
-    raise fail(path, None, "SkaMPI debug log without its .sko result file",
-               "ingest the .sko of the same run; its _proc0000.log is read with it")
-
-
 def is_auxiliary(path: Path) -> bool:
     """Files that sit in tool output folders but hold no measurement (skipped in folders)."""
     name = path.name.lower()
@@ -132,7 +102,7 @@ def is_auxiliary(path: Path) -> bool:
 
 
 def check_forced(tool: str) -> str:
-    if tool not in FORMATS:
+    if tool not in formats():
         raise IngestError(f"unknown tool '{tool}'", where="option --tool",
-                          hint=f"choose one of {', '.join(FORMATS)}")
+                          hint=f"choose one of {', '.join(formats())}")
     return tool

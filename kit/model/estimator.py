@@ -22,19 +22,31 @@ from kit.errors import ModelError
 from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, evaluate, fit_family
 from kit.model.mixture import assign_bands, detect_bands
 from kit.model.noise import NOISE_FAMILIES, Noise, fit_noise
-from kit.model.outliers import flag_outliers
+from kit.model.outliers import flag_outliers, stable_argsort
 from kit.model.overlap import fit_overlap
+from kit.model.persize import SHAPE_LEVELS, PerSize, estimate_shape
+from kit.model.persize import estimate as estimate_per_size
 from kit.model.predictive import cdf as _cdf
 from kit.model.predictive import quantiles as _quantiles
 from kit.model.predictive import sample as _sample
 from kit.model.predictive import terms as _terms
 from kit.model.regime import Component, Overlap, Regime
-from kit.model.segmentation import choose_segmentation, make_bins, refine_boundary
+from kit.model.segmentation import (
+    Bins,
+    choose_segmentation,
+    design_weights,
+    intra_size_correlation,
+    make_bins,
+    refine_boundary,
+    reweight,
+)
 
 #: Fewest samples a model can be fitted to.
 MIN_SAMPLES = 5
 #: Extra regimes the DP may propose beyond max_regimes (the merge pass removes them).
 SEARCH_EXTRA = 4
+#: Regimes the DP proposes beyond its own choice (the raw-sample merge pass decides).
+PROPOSE_EXTRA = 1
 #: Refit rounds alternating sample ownership in overlap windows and the overlap EM.
 OVERLAP_ROUNDS = 3
 #: How far (factor in size) a found boundary may move when refined on raw samples.
@@ -66,6 +78,14 @@ def _as_sizes(size: ArrayLike, what: str = "size") -> NDArray:
     return s
 
 
+def default_min_support(n: int) -> int:
+    """Fewest samples per regime when ``min_support=None``: max(20, 1 % of ``n``).
+
+    Public so that callers fitting a subsample (the TUI's preview) apply the same rule.
+    """
+    return max(20, int(np.ceil(0.01 * n)))
+
+
 class RegimeModel(BaseEstimator):
     """Piecewise (per-regime) model of point-to-point time vs message size, with noise.
 
@@ -74,11 +94,14 @@ class RegimeModel(BaseEstimator):
     lognormal noise only (faster); ``mixture=False`` never makes two-band regimes.
     """
 
+    #: Training rows flagged as outliers (fit order); None for a model read from a file.
+    outlier_mask_: NDArray[np.bool_] | None
+
     def __init__(self, breakpoints: Sequence[float] | None = None,
                  families: Sequence[str | None] | None = None, max_regimes: int = 6,
                  min_support: int | None = None, overlap: bool = True, noise: bool = True,
                  random_state: int | None = 0, mixture: bool = True,
-                 outlier_k: float = 6.0) -> None:
+                 outlier_k: float = 6.0, per_size: bool = True) -> None:
         self.breakpoints = breakpoints
         self.families = families
         self.max_regimes = max_regimes
@@ -88,6 +111,7 @@ class RegimeModel(BaseEstimator):
         self.random_state = random_state
         self.mixture = mixture
         self.outlier_k = outlier_k
+        self.per_size = per_size
 
     # ------------------------------------------------------------------ fitting
     def _check_params(self, n: int) -> int:
@@ -99,7 +123,7 @@ class RegimeModel(BaseEstimator):
         if int(self.max_regimes) < 1:
             raise ModelError("max_regimes must be >= 1", where="max_regimes")
         ms = self.min_support
-        return max(20, int(np.ceil(0.01 * n))) if ms is None else max(1, int(ms))
+        return default_min_support(n) if ms is None else max(1, int(ms))
 
     def fit(self, size: ArrayLike, time: ArrayLike) -> RegimeModel:
         s = np.asarray(size, dtype=np.float64).reshape(-1)
@@ -119,7 +143,7 @@ class RegimeModel(BaseEstimator):
         min_support = self._check_params(len(s))
         rng = np.random.default_rng(self.random_state)
 
-        order = np.argsort(s, kind="stable")
+        order = stable_argsort(s)
         ss, ts = s[order], t[order]
         out_sorted = flag_outliers(ss, np.log(ts), k=float(self.outlier_k))
         inl = ~out_sorted
@@ -127,9 +151,20 @@ class RegimeModel(BaseEstimator):
         if len(si) < MIN_SAMPLES:
             raise ModelError("too few samples left after outlier flagging", where="fit(size, time)")
 
-        breakpoints = self._breakpoints(si, ti, min_support)
+        bins_all = make_bins(si, ti)
+        # Samples of one size share that size's effect: with intra-size correlation rho a
+        # size seen n times carries the information of
+        # n / (1 + (n-1)·rho) independent samples (Kish's design effect). Every
+        # likelihood-based decision below (merging regimes, two bands or one) weighs
+        # samples by that, so that repeating the same sizes cannot buy regimes or bands.
+        breakpoints = self._breakpoints(si, ti, min_support, bins_all)
+        cuts = np.searchsorted(bins_all.first, breakpoints).tolist()
+        self._bins = bins_all
+        self._rho = intra_size_correlation(bins_all, cuts)
+        weights = design_weights(si, bins_all, self._rho)
         edges = np.r_[-np.inf, breakpoints, np.inf]
-        fam_list = list(self.families) if self.families is not None else [None] * (len(edges) - 1)
+        fam_list: list[str | None] = (list(self.families) if self.families is not None
+                                      else [None] * (len(edges) - 1))
         if len(fam_list) != len(edges) - 1:
             raise ModelError(f"{len(fam_list)} families given for {len(edges) - 1} regimes",
                              where="families", hint="give one family (or None) per regime")
@@ -149,6 +184,12 @@ class RegimeModel(BaseEstimator):
             reg.n_outliers = int(out_sorted[olo:ohi].sum())
             return reg
 
+        # Whether max_regimes decided anything (the selection wanted more regimes): the cap
+        # is a safety net, and a fit that hits it says so.
+        k_dp: int | None = getattr(self, "_k_chosen", None)
+        report: dict[str, bool] = {"cap": bool(
+            self.breakpoints is None and self.families is None and k_dp is not None
+            and k_dp >= int(self.max_regimes) + SEARCH_EXTRA)}
         if self.breakpoints is None and self.families is None and len(edges) > 2:
             # Merge decisions compare many candidate regimes: use the two most flexible noise
             # families there, then refit the survivors with every family.
@@ -156,7 +197,8 @@ class RegimeModel(BaseEstimator):
                        for k in range(len(edges) - 1)]
             regimes, breakpoints = self._merge_pass(regimes, list(edges), si, ti,
                                                     lambda a, b: fit_between(a, b, None, True), rng,
-                                                    int(self.max_regimes))
+                                                    int(self.max_regimes), weights,
+                                                    getattr(self, "_k_chosen", None), report)
             breakpoints = self._refine(regimes, breakpoints, si, ti, min_support)
             edges = np.r_[-np.inf, breakpoints, np.inf]
             fam_list = [None] * (len(edges) - 1)
@@ -164,15 +206,27 @@ class RegimeModel(BaseEstimator):
         if self.overlap:
             self._fit_overlaps(regimes, breakpoints, si, ti, fam_list, min_support, rng)
 
-        mask = np.zeros(len(s), dtype=bool)
-        mask[order] = out_sorted
         self.regimes_ = regimes
         self.breakpoints_ = [float(b) for b in breakpoints]
+        self.cap_reached_ = report["cap"]
+        self.per_size_: PerSize | None = None
+        if self.per_size:
+            if not self.noise:
+                fams: tuple[str, ...] = ("lognormal",)
+            else:
+                fams = NOISE_FAMILIES
+            self.per_size_ = estimate_per_size(
+                regimes, self.breakpoints_, si, ti,
+                lambda z: _quantiles(_terms(regimes, self.breakpoints_, z), len(z),
+                                     np.array([0.5]))[:, 0], rng, fams)
+            ps = self.per_size_
+            estimate_shape(ps, regimes, si, ti, lambda z, q: np.log(_quantiles(
+                _terms(regimes, self.breakpoints_, z, ps), len(z), np.asarray(q))))
+        mask = np.zeros(len(s), dtype=bool)
+        mask[order] = out_sorted
         self.outlier_mask_ = mask
         self.n_outliers_ = int(mask.sum())
         self.n_samples_ = len(s)
-        self.validation_: dict[str, Any] = {}
-        self.provenance_: dict[str, Any] = {}  # fit_dataset fills it; a refit forgets it
         return self
 
     def _fit_overlaps(self, regimes: list[Regime], breakpoints: list[float], si: NDArray,
@@ -216,7 +270,9 @@ class RegimeModel(BaseEstimator):
 
     @staticmethod
     def _merge_pass(regimes: list[Regime], edges: list[float], si: NDArray, ti: NDArray,
-                    fit_between: Any, rng: np.random.Generator, max_regimes: int
+                    fit_between: Any, rng: np.random.Generator, max_regimes: int,
+                    weights: NDArray | None = None,
+                    k_chosen: int | None = None, report: dict[str, bool] | None = None
                     ) -> tuple[list[Regime], list[float]]:
         """Merge neighbours while one regime (with bands) explains their raw samples better.
 
@@ -225,8 +281,13 @@ class RegimeModel(BaseEstimator):
         the full densities (curve × noise, bands) are compared on the raw samples by BIC,
         which sees that one two-band regime describes the pieces at once. While more than
         ``max_regimes`` remain, the pair whose merge costs least is merged even if BIC
-        prefers them apart.
+        prefers them apart. ``weights`` (per sample, design effect) make the unit of the
+        likelihood the size rather than the repetition. ``k_chosen``: the number of regimes
+        the summaries' selection chose; regimes proposed beyond it are there for band
+        structure the summaries cannot see, so while more remain, a boundary between two
+        one-band regimes (merging into one band) is merged even if BIC keeps it.
         """
+        wts = np.ones(len(si)) if weights is None else weights
         cache: dict[tuple[float, float], tuple[Regime, float]] = {}
         # One fixed subsample of all samples: both sides of a comparison must be scored on
         # the same samples, or subsampling noise decides the merge.
@@ -234,19 +295,20 @@ class RegimeModel(BaseEstimator):
         if len(si) > MAX_MERGE_SAMPLES * 4:
             keep = rng.random(len(si)) < MAX_MERGE_SAMPLES * 4 / len(si)
 
-        def score(lo_e: float, hi_e: float, parts: list[Regime]) -> float:
+        def score(lo_e: float, hi_e: float, parts: list[Regime], per_sample: bool) -> float:
             lo, hi = np.searchsorted(si, [lo_e, hi_e], side="left")
             idx = lo + np.flatnonzero(keep[lo:hi])
             s, t = si[idx], ti[idx]
             bounds = [p.size_min for p in parts[1:]]
             which = np.searchsorted(bounds, s, side="right")
+            w = np.ones(len(idx)) if per_sample else wts[idx]
             ll = 0.0
             for k, p in enumerate(parts):
                 m = which == k
                 if m.any():
-                    ll += float(np.sum(np.maximum(p.logpdf(s[m], t[m]), -1e3)))
+                    ll += float(np.sum(w[m] * np.maximum(p.logpdf(s[m], t[m]), -1e3)))
             k_par = sum(_regime_params(p) for p in parts) + len(parts) - 1
-            return -2 * ll + k_par * float(np.log(len(idx)))
+            return -2 * ll + k_par * float(np.log(max(float(w.sum()), 2.0)))
 
         while len(regimes) > 1:
             best: tuple[float, int, Regime] | None = None
@@ -257,14 +319,24 @@ class RegimeModel(BaseEstimator):
                         merged = fit_between(edges[k], edges[k + 2])
                     except ModelError:
                         continue
-                    cache[key] = (merged, score(*key, [merged]))
-                merged, merged_bic = cache[key]
-                delta = merged_bic - score(*key, regimes[k:k + 2])
-                if (delta < 0 or len(regimes) > max_regimes) and (best is None or delta < best[0]):
+                    cache[key] = (merged, 0.0)
+                merged, _ = cache[key]
+                # Two bands are seen within each size (every repetition is evidence of the
+                # bimodality), so comparisons involving a two-band regime count samples;
+                # otherwise the size is the unit (design-effect weights).
+                per_sample = merged.is_mixture or any(r.is_mixture for r in regimes[k:k + 2])
+                delta = (score(*key, [merged], per_sample)
+                         - score(*key, regimes[k:k + 2], per_sample))
+                spare = (k_chosen is not None and len(regimes) > k_chosen and not per_sample)
+                if ((delta < 0 or spare or len(regimes) > max_regimes)
+                        and (best is None or delta < best[0])):
                     best = (delta, k, merged)
             if best is None:
                 break
-            _, k, merged = best
+            delta, k, merged = best
+            if report is not None and delta >= 0 and len(regimes) > max_regimes and not (
+                    k_chosen is not None and len(regimes) > k_chosen):
+                report["cap"] = True  # merged only because of max_regimes
             regimes[k:k + 2] = [merged]
             del edges[k + 1]
         return regimes, [float(e) for e in edges[1:-1]]
@@ -313,20 +385,30 @@ class RegimeModel(BaseEstimator):
                     out = trial
         return out
 
-    def _breakpoints(self, si: NDArray, ti: NDArray, min_support: int) -> list[float]:
+    def _breakpoints(self, si: NDArray, ti: NDArray, min_support: int,
+                     bins: Bins | None = None) -> list[float]:
         if self.breakpoints is not None:
             bps = sorted(float(b) for b in self.breakpoints)
             if any(not np.isfinite(b) or b <= 0 for b in bps) or len(set(bps)) != len(bps):
                 raise ModelError("breakpoints must be distinct sizes > 0 bytes",
                                  where="breakpoints", hint="e.g. --breakpoints 1420,65536")
             return bps
-        bins = make_bins(si, ti)
+        bins = make_bins(si, ti) if bins is None else bins
         fams = list(self.families) if self.families is not None else None
         # The DP may use SEARCH_EXTRA more regimes than asked: it allocates regimes by the
         # summaries' fit, and spends some on small features the raw-sample merge pass then
         # removes; the pass merges down to max_regimes.
         k_max = int(self.max_regimes) + (SEARCH_EXTRA if fams is None else 0)
+        self._k_chosen = None
         cuts = choose_segmentation(bins, k_max, min_support, fams)
+        if fams is None and cuts:
+            # Second pass on weights from the scatter around the first pass's curves; it
+            # proposes PROPOSE_EXTRA more regimes than it chooses, for the merge pass.
+            chosen: list[int] = []
+            cuts = choose_segmentation(reweight(bins, cuts), k_max, min_support, fams,
+                                       extra=PROPOSE_EXTRA if bins.per_size else 0,
+                                       chosen=chosen)
+            self._k_chosen = chosen[0] if chosen else None
         if cuts is None:
             raise ModelError(f"cannot split {len(si)} samples into {len(fams or [])} regimes of at "
                              f"least {min_support} samples", where="families",
@@ -335,9 +417,14 @@ class RegimeModel(BaseEstimator):
 
     def _fit_regime(self, s: NDArray, t: NDArray, family: str | None,
                     rng: np.random.Generator, quick: bool = False) -> Regime:
-        bins = make_bins(s, t)
+        # One regime's family: its own overall between-size variance is enough (the local
+        # one matters for placing boundaries, which is done).
+        bins = make_bins(s, t, local=False)
         nb = len(bins.size)
-        cands = [family] if family else [f for f in FAMILIES if nb > N_PARAMS[f] or nb == 1]
+        # One size identifies a level only: constant (the others would fit it exactly too,
+        # and round-off would pick among them).
+        cands = [family] if family else [f for f in FAMILIES if nb > N_PARAMS[f] or (nb == 1
+                                         and f == "constant")]
         fits: dict[str, tuple[float, dict[str, float]]] = {}
         for fam in cands:
             params, rss = fit_family(fam, bins.size, bins.median, bins.weight)
@@ -356,12 +443,14 @@ class RegimeModel(BaseEstimator):
         reg = Regime(0.0, 0.0, best, params, noise, n_samples=len(s),
                      aic={f: v[0] for f, v in fits.items()})
         if self.mixture and len(s) >= MIN_MIXTURE_SAMPLES and nb >= 3:
-            self._add_bands(reg, s, t, rng, noise_fams)
+            deff = (len(s) / float(design_weights(s, self._bins, self._rho).sum())
+                    if hasattr(self, "_rho") else 1.0)
+            self._add_bands(reg, s, t, rng, noise_fams, deff)
         return reg
 
     @staticmethod
     def _add_bands(reg: Regime, s: NDArray, t: NDArray, rng: np.random.Generator,
-                   noise_fams: tuple[str, ...]) -> None:
+                   noise_fams: tuple[str, ...], deff: float = 1.0) -> None:
         """Turn ``reg`` into a two-band regime if its raw samples hold two bands."""
         x, y = np.log(np.maximum(s, 1.0)), np.log(t)
 
@@ -371,7 +460,7 @@ class RegimeModel(BaseEstimator):
             ll = float(np.sum(reg.noise.logpdf(np.exp(yb) / curve) - np.log(curve) + yb))
             return ll, N_PARAMS[reg.family] + _noise_params(reg.noise)
 
-        bands = detect_bands(x, y, rng, baseline)
+        bands = detect_bands(x, y, rng, baseline, deff)
         if bands is None:
             return
         owner = assign_bands(bands, x, y)
@@ -392,7 +481,22 @@ class RegimeModel(BaseEstimator):
     def _terms(self, size: ArrayLike) -> tuple[NDArray, list]:
         self._check_fitted()
         s = _as_sizes(size)
-        return s, _terms(self.regimes_, self.breakpoints_, s)
+        return s, _terms(self.regimes_, self.breakpoints_, s, getattr(self, "per_size_", None))
+
+    def _shape_rows(self, s: NDArray, tl: list
+                    ) -> tuple[PerSize, NDArray, NDArray, NDArray, list] | None:
+        """(per-size layer, rows, stored index, base ln quantiles at SHAPE_LEVELS, their
+        terms) of the sizes with a per-size shape, or None when there are none."""
+        ps = getattr(self, "per_size_", None)
+        if ps is None or not ps.has_shape():
+            return None
+        idx = ps.lookup(s)
+        at = np.flatnonzero(idx >= 0)
+        if not len(at):
+            return None
+        sub = [(w[at], sc[at], nz) for w, sc, nz in tl]
+        knots = np.log(_quantiles(sub, len(at), SHAPE_LEVELS))
+        return ps, at, idx[at], knots, sub
 
     def regime_index(self, size: ArrayLike) -> NDArray:
         """Index of the regime each size falls in (by breakpoints, overlaps ignored)."""
@@ -415,7 +519,36 @@ class RegimeModel(BaseEstimator):
         qq = np.asarray(q, dtype=float).reshape(-1)
         if np.any((qq <= 0) | (qq >= 1)):
             raise ModelError("quantiles must lie strictly between 0 and 1", where="q")
-        return _quantiles(tl, len(s), qq)
+        out = _quantiles(tl, len(s), qq)
+        warp = self._shape_rows(s, tl)
+        if warp is not None:
+            ps, at, idx, knots, _ = warp
+            out[at] = np.exp(ps.warp_map(idx, knots, np.log(out[at])))
+        # A quantile function never decreases; scipy's ppf of near-degenerate fits (e.g.
+        # inverse Gaussian with mu ~ 1e-10) can wobble by 1e-5 relative: flatten that.
+        order = np.argsort(qq, kind="stable")
+        out[:, order] = np.maximum.accumulate(out[:, order], axis=1)
+        return out
+
+    def population(self) -> RegimeModel:
+        """A view of the fitted model without the per-size adjustments of stored sizes.
+
+        Consumers that cannot carry a per-size effect (a simulator's smooth factor curves)
+        need the population distribution at every size, with the spread between sizes
+        folded in, not the adjustments of the sizes that happened to be measured.
+        """
+        import copy
+        import dataclasses
+
+        self._check_fitted()
+        view = copy.copy(self)
+        ps = getattr(self, "per_size_", None)
+        if ps is not None and ps.estimated and len(ps.sizes):
+            empty = np.zeros(0)
+            view.per_size_ = dataclasses.replace(
+                ps, sizes=empty, n=np.zeros(0, dtype=np.int64), loc=empty, share=empty,
+                loc_slow=empty, shape=np.zeros((0, ps.shape.shape[1])))
+        return view
 
     def predict(self, size: ArrayLike) -> NDArray:
         """Median time (s) of the predictive distribution at each size."""
@@ -423,12 +556,24 @@ class RegimeModel(BaseEstimator):
 
     def cdf(self, size: ArrayLike, time: ArrayLike) -> NDArray:
         """Predictive CDF at ``time`` ((n,) or (n, m)) for each of the n sizes."""
-        _, tl = self._terms(size)
-        return _cdf(tl, np.asarray(time, dtype=float))
+        s, tl = self._terms(size)
+        t = np.asarray(time, dtype=float)
+        out = _cdf(tl, t)
+        warp = self._shape_rows(s, tl)
+        if warp is not None:  # stored sizes: F(t) = F_base(map⁻¹(t))
+            ps, at, idx, knots, sub = warp
+            lt = np.log(np.maximum(t[at], 1e-300))
+            out[at] = _cdf(sub, np.exp(ps.warp_map(idx, knots, lt, inverse=True)))
+        return out
 
     def sample(self, size: ArrayLike, n: int = 1,
                random_state: int | np.random.Generator | None = None) -> NDArray:
         """(len(size), n) times drawn from the predictive distribution."""
         s, tl = self._terms(size)
         rng = np.random.default_rng(random_state)
-        return _sample(tl, len(s), int(n), rng)
+        out = _sample(tl, len(s), int(n), rng)
+        warp = self._shape_rows(s, tl)
+        if warp is not None:  # stored sizes: base draws through the size's monotone map
+            ps, at, idx, knots, _ = warp
+            out[at] = np.exp(ps.warp_map(idx, knots, np.log(out[at])))
+        return out

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,16 @@ import numpy as np
 
 from kit import __version__
 from kit.errors import ModelError
+from kit.model.contract import ModelFile
 from kit.model.estimator import RegimeModel
+from kit.model.persize import PerSize
 from kit.model.regime import Regime
+from kit.model.schema import (
+    MAX_FILE_BYTES,
+    check_model_dict,
+    check_physical,
+    parse_model_bytes,
+)
 
 FORMAT = "pt2pt-model"
 FORMAT_VERSION = 1
@@ -43,10 +52,15 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def model_to_dict(model: RegimeModel, provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+def model_to_dict(model: RegimeModel, provenance: Mapping[str, Any] | None = None,
+                  validation: Mapping[str, Any] | None = None,
+                  about: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The file's JSON object. ``provenance`` and ``validation`` are kept beside the model
+    (kit.model.contract.ModelFile), never read off it. ``about`` holds further top-level
+    keys about the fit (``intervals``, ``run_quality``), written only when non-empty."""
     model._check_fitted()
-    prov = dict(getattr(model, "provenance_", {}) or {})
-    prov.update(provenance or {})
+    per_size = getattr(model, "per_size_", None)
+    prov = dict(provenance or {})
     prov.setdefault("kit_version", __version__)
     return _clean({
         "format": FORMAT,
@@ -59,24 +73,52 @@ def model_to_dict(model: RegimeModel, provenance: dict[str, Any] | None = None) 
                      "by_regime": [r.n_outliers for r in model.regimes_]},
         "n_samples": getattr(model, "n_samples_", sum(r.n_samples for r in model.regimes_)),
         "provenance": prov,
-        "validation": getattr(model, "validation_", {}) or {},
+        "validation": dict(validation or {}),
+        # Per-size effects (kit.model.persize): adjusted sizes and variance components;
+        # null when the model was fitted with per_size=False.
+        "per_size": per_size.to_dict() if per_size is not None else None,
+        **{k: v for k, v in (about or {}).items() if v},
     })
 
 
-def dumps(model: RegimeModel, provenance: dict[str, Any] | None = None) -> str:
-    return json.dumps(model_to_dict(model, provenance), indent=1, allow_nan=False) + "\n"
+def dumps(model: RegimeModel, provenance: Mapping[str, Any] | None = None,
+          validation: Mapping[str, Any] | None = None,
+          about: Mapping[str, Any] | None = None) -> str:
+    return json.dumps(model_to_dict(model, provenance, validation, about), indent=1,
+                      allow_nan=False) + "\n"
+
+
+def _umask() -> int:
+    """The process umask (there is no getter: set and restore it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_model(fitted: ModelFile, path: str | Path | None = None) -> Path:
+    """Write a :class:`ModelFile` (to ``path``, default its own ``path``)."""
+    target = path if path is not None else fitted.path
+    if target is None:
+        raise ModelError("no path to write the model to", where="write_model",
+                         hint="pass path= or set ModelFile.path")
+    return save_model(fitted.model, target, provenance=fitted.provenance,
+                      validation=fitted.validation,
+                      about={"intervals": fitted.intervals, "run_quality": fitted.run_quality})
 
 
 def save_model(model: RegimeModel, path: str | Path,
-               provenance: dict[str, Any] | None = None) -> Path:
+               provenance: Mapping[str, Any] | None = None,
+               validation: Mapping[str, Any] | None = None,
+               about: Mapping[str, Any] | None = None) -> Path:
     """Write the model atomically (temp file + rename) so a crash never leaves half a file."""
     path = Path(path)
-    text = dumps(model, provenance)
+    text = dumps(model, provenance, validation, about)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a model is shared like any file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -84,43 +126,79 @@ def save_model(model: RegimeModel, path: str | Path,
     return path
 
 
+_OVERLAP_KEYS = ("size_lo", "size_hi", "center", "slope", "share_left", "share_right",
+                 "n_samples")
+
+
+def _known_overlap(regime: dict[str, Any]) -> dict[str, Any]:
+    """The regime with its overlap's unknown keys dropped (Overlap takes its fields only)."""
+    ov = regime.get("overlap")
+    if not isinstance(ov, dict) or set(ov) <= set(_OVERLAP_KEYS):
+        return regime
+    return {**regime, "overlap": {k: ov[k] for k in _OVERLAP_KEYS if k in ov}}
+
+
 def model_from_dict(d: dict[str, Any], where: str = "model") -> RegimeModel:
-    if d.get("format") != FORMAT:
-        raise ModelError('not a pt2pt model file (no "format": "pt2pt-model")', where=where,
-                         hint="give a file written by 'pt2pt fit'")
-    if int(d.get("format_version", 0)) > FORMAT_VERSION:
-        raise ModelError(f"model format version {d.get('format_version')} is newer than this kit "
-                         f"reads ({FORMAT_VERSION})", where=where, hint="upgrade pt2pt-kit")
+    """A model from a parsed file: schema-checked (kit.model.schema), built, physics-checked."""
+    check_model_dict(d, where, FORMAT_VERSION)
     try:
-        est = dict(d.get("estimator", {}))
+        # Unknown estimator keys (from a newer writer) are ignored, like unknown file keys.
+        est = {k: v for k, v in dict(d.get("estimator") or {}).items()
+               if k in RegimeModel._get_param_names()}
         model = RegimeModel(**est)
-        model.regimes_ = [Regime.from_dict(r) for r in d["regimes"]]
+        model.regimes_ = [Regime.from_dict(_known_overlap(r)) for r in d["regimes"]]
         model.breakpoints_ = [float(b) for b in d["breakpoints"]]
         model.n_outliers_ = int(d["outliers"]["count"])
         model.n_samples_ = int(d["n_samples"])
-    except (KeyError, TypeError, ValueError) as exc:
+        ps = d.get("per_size")
+        model.per_size_ = PerSize.from_dict(ps) if isinstance(ps, dict) else None
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise ModelError(f"malformed model file ({type(exc).__name__}: {exc})", where=where,
                          hint="re-create it with 'pt2pt fit'") from None
-    if not model.regimes_:
-        raise ModelError("model file has no regimes", where=where)
     model.outlier_mask_ = None
-    model.validation_ = d.get("validation") or {}
-    model.provenance_ = d.get("provenance") or {}
+    check_physical(model, where)
     return model
 
 
-def load_model(path: str | Path) -> RegimeModel:
+def model_file_from_dict(d: dict[str, Any], where: str = "model",
+                         path: Path | None = None) -> ModelFile:
+    """:func:`model_from_dict` plus the file's provenance and validation, kept beside it."""
+    model = model_from_dict(d, where)
+    prov = d.get("provenance")
+    validation = d.get("validation")
+    intervals, quality = d.get("intervals"), d.get("run_quality")
+    return ModelFile(model, provenance=dict(prov) if isinstance(prov, dict) else {},
+                     validation=dict(validation) if isinstance(validation, dict) else {},
+                     path=path, intervals=dict(intervals) if isinstance(intervals, dict) else {},
+                     run_quality=dict(quality) if isinstance(quality, dict) else {})
+
+
+def read_model(path: str | Path) -> ModelFile:
+    """The one way to read a model file: every reader (CLI, report, export, TUI) calls this
+    (or :func:`load_model` for the estimator alone).
+
+    Size cap, UTF-8, JSON, schema with JSON paths, then the physical check; anything wrong
+    is a ModelError naming the file (see kit.model.schema).
+    """
     path = Path(path)
+    return model_file_from_dict(_read_dict(path), where=str(path), path=path)
+
+
+def load_model(path: str | Path) -> RegimeModel:
+    """The estimator of a model file (:func:`read_model` without provenance/validation)."""
+    return read_model(path).model
+
+
+def _read_dict(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
+        hint = "give a model JSON written by 'pt2pt fit'"
+        if path.is_dir():  # a dataset or a models folder given where one model is expected
+            hint = (f"{path} is a folder; fit a model first with 'pt2pt fit {path} -o "
+                    "MODEL.json' and give MODEL.json" if (path / "runs.parquet").is_file()
+                    else f"{path} is a folder; give one of its *.json model files")
         raise ModelError(f"cannot read model file ({exc.strerror})", where=str(path),
-                         hint="give a model JSON written by 'pt2pt fit'") from None
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ModelError(f"invalid JSON at line {exc.lineno}: {exc.msg}", where=str(path),
-                         hint="give a file written by 'pt2pt fit'") from None
-    if not isinstance(d, dict):
-        raise ModelError("not a pt2pt model file", where=str(path))
-    return model_from_dict(d, where=str(path))
+                         hint=hint) from None
+    return parse_model_bytes(raw, str(path))

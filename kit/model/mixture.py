@@ -38,23 +38,43 @@ class BandFit:
 
 
 def _wline(x: NDArray, y: NDArray, w: NDArray) -> NDArray:
+    # Weighted sums as dot products: one pass each and no temporaries (EM calls this twice
+    # per iteration on up to MAX_EM_SAMPLES samples).
     sw = w.sum()
     if sw <= 0 or np.ptp(x) == 0:
-        return np.array([float(np.sum(w * y) / max(sw, 1e-300)), 0.0])
-    mx, my = np.sum(w * x) / sw, np.sum(w * y) / sw
-    vxx = np.sum(w * (x - mx) ** 2)
-    b = np.sum(w * (x - mx) * (y - my)) / vxx if vxx > 1e-12 else 0.0
+        return np.array([float(np.dot(w, y) / max(sw, 1e-300)), 0.0])
+    mx, my = np.dot(w, x) / sw, np.dot(w, y) / sw
+    dx = x - mx
+    wdx = w * dx
+    vxx = np.dot(wdx, dx)
+    b = np.dot(wdx, y - my) / vxx if vxx > 1e-12 else 0.0
     return np.array([my - b * mx, b])
 
 
 def logistic_step(x: NDArray, r: NDArray, c: NDArray, steps: int = 3) -> NDArray:
-    """Newton steps of logistic regression on soft targets r (tiny ridge keeps it finite)."""
-    X = np.stack([np.ones_like(x), x], axis=1)
+    """Newton steps of logistic regression on soft targets r (tiny ridge keeps it finite).
+
+    The 2x2 gradient and Hessian are formed from dot products and solved in closed form:
+    the same Newton step as ``np.linalg.solve`` on the stacked design matrix, without
+    building it (this runs three times per EM iteration).
+    """
+    c = np.asarray(c, dtype=float)
+    x2 = x * x
     for _ in range(steps):
-        p = expit(X @ c)
-        g = X.T @ (p - r) + 1e-6 * c
-        H = (X * (p * (1 - p))[:, None]).T @ X + 1e-6 * np.eye(2)
-        c = c - np.linalg.solve(H, g)
+        p = expit(c[0] + c[1] * x)
+        e = p - r
+        v = p * (1 - p)
+        g0 = float(e.sum()) + 1e-6 * c[0]
+        g1 = float(np.dot(x, e)) + 1e-6 * c[1]
+        h00 = float(v.sum()) + 1e-6
+        h01 = float(np.dot(v, x))
+        h11 = float(np.dot(v, x2)) + 1e-6
+        det = h00 * h11 - h01 * h01
+        if not (np.isfinite(det) and det > 0):  # let numpy say what is wrong
+            step = np.linalg.solve(np.array([[h00, h01], [h01, h11]]), np.array([g0, g1]))
+        else:
+            step = np.array([(h11 * g0 - h01 * g1) / det, (h00 * g1 - h01 * g0) / det])
+        c = c - step
     return c
 
 
@@ -113,19 +133,45 @@ def assign_bands(fit: BandFit, x: NDArray, y: NDArray) -> NDArray:
 Baseline = Callable[[NDArray, NDArray], tuple[float, int]]
 
 
+def _share_design_effect(x: NDArray, resp: NDArray) -> float:
+    """Design effect of repeated sizes for the *band share*: 1 + (n̄ − 1)·rho with rho the
+    share of the band-membership variance that is between sizes (beyond binomial noise).
+
+    Which band a sample falls in is seen sample by sample, so what repetitions of a size
+    share is only the size's own share; a location effect (which dominates the regime
+    decisions' design effect) says nothing about that.
+    """
+    _, inv, counts = np.unique(x, return_inverse=True, return_counts=True)
+    if len(counts) < 5 or counts.max() < 2:
+        return 1.0
+    p = np.bincount(inv, resp) / counts
+    pbar = float(np.mean(resp))
+    within = pbar * (1 - pbar)
+    if within <= 0:
+        return 1.0
+    tau2 = max(0.0, float(np.var(p)) - float(np.mean(within / counts)))
+    rho = tau2 / (tau2 + within)
+    return 1.0 + (float(np.mean(counts)) - 1.0) * rho
+
+
 def detect_bands(x: NDArray, y: NDArray, rng: np.random.Generator,
-                 baseline: Baseline) -> BandFit | None:
-    """A :class:`BandFit` if the samples hold two genuine bands, else None."""
+                 baseline: Baseline, deff: float = 1.0) -> BandFit | None:
+    """A :class:`BandFit` if the samples hold two genuine bands, else None.
+
+    ``deff`` (>= 1, the design effect of repeated sizes) divides the log-likelihoods and
+    the sample count of the BIC: n samples of few sizes are worth n / deff independent ones.
+    """
     if len(x) > MAX_EM_SAMPLES:
         idx = rng.choice(len(x), MAX_EM_SAMPLES, replace=False)
         x, y = x[idx], y[idx]
     fit = fit_bands(x, y, rng)
     if fit is None:
         return None
-    n = len(x)
+    deff = min(max(float(deff), 1.0), _share_design_effect(x, fit.resp))
+    n = max(len(x) / deff, 2.0)
     ll1, k1 = baseline(x, y)
-    bic1 = -2 * ll1 + k1 * np.log(n)
-    bic2 = -2 * fit.loglik + 8 * np.log(n)
+    bic1 = -2 * ll1 / deff + k1 * np.log(n)
+    bic2 = -2 * fit.loglik / deff + 8 * np.log(n)
     xm = float(np.median(x))
     mu = fit.lines[:, 0] + fit.lines[:, 1] * xm
     sep = float(mu[1] - mu[0])
@@ -135,6 +181,7 @@ def detect_bands(x: NDArray, y: NDArray, rng: np.random.Generator,
     # between two regimes (the segmentation's job), not two bands.
     w1 = expit(fit.weight[0] + fit.weight[1] * x)
     coexist = float(np.mean((w1 > 0.1) & (w1 < 0.9)))
-    ok = (bic2 < bic1 - 10 and sep >= MIN_SEPARATION and ashman > MIN_ASHMAN_D
+    # The margin (10 in per-sample units) is kept on that scale: 10 / deff in size units.
+    ok = (bic2 < bic1 - 10 / deff and sep >= MIN_SEPARATION and ashman > MIN_ASHMAN_D
           and MIN_BAND_SHARE <= share1 <= 1 - MIN_BAND_SHARE and coexist >= MIN_COEXIST)
     return fit if ok else None

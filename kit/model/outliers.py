@@ -49,18 +49,50 @@ def _group_order(group: NDArray, values: NDArray) -> NDArray:
     """
     lo, hi = float(values.min()), float(values.max())
     scaled = (values - lo) / ((hi - lo) * 2.0 or 1.0)
-    return np.argsort(group.astype(np.float64) + scaled, kind="stable")
+    # Not stable: equal keys hold equal values, so their order changes no quantile, and
+    # numpy's SIMD quicksort is 2-4x faster than its merge sort here.
+    return np.argsort(group.astype(np.float64) + scaled)
 
 
-def group_quantiles(group: NDArray, values: NDArray, qs: tuple[float, ...]) -> NDArray:
-    """Per-group quantiles (lower order statistic) without a Python loop: (n_groups, len(qs))."""
+def stable_argsort(x: NDArray) -> NDArray:
+    """``np.argsort(x, kind="stable")``, faster for integer-valued sizes.
+
+    The stable order is the order of the unique keys ``x * n + index``; for integer sizes
+    that fit, sorting those int64 keys with numpy's SIMD quicksort is ~3x faster than its
+    merge sort on the floats (the two sorts of a fit took most of its time at 1-10 M).
+    """
+    n = len(x)
+    if n < 2:
+        return np.arange(n)
+    lo, hi = float(x.min()), float(x.max())
+    if lo >= 0 and hi * n < 2.0**62 and np.array_equal(x, np.floor(x)):
+        keys = x.astype(np.int64) * n + np.arange(n, dtype=np.int64)
+        return np.argsort(keys)
+    return np.argsort(x, kind="stable")
+
+
+def group_quantiles(group: NDArray, values: NDArray, qs: tuple[float, ...],
+                    interpolate: bool = False) -> NDArray:
+    """Per-group quantiles without a Python loop: (n_groups, len(qs)).
+
+    The lower order statistic by default; ``interpolate`` gives numpy's linear
+    interpolation, which matters for small groups (the lower statistic of 2-5 samples is
+    biased low, and groups that shrink with size would tilt every curve fitted to them).
+    """
     order = _group_order(group, values)
     g, v = group[order], values[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     counts = np.diff(np.r_[starts, len(g)])
     out = np.empty((len(starts), len(qs)))
     for k, q in enumerate(qs):
-        out[:, k] = v[starts + np.floor(q * (counts - 1)).astype(np.int64)]
+        pos = q * (counts - 1)
+        lo = np.floor(pos).astype(np.int64)
+        if interpolate:
+            hi = np.minimum(lo + 1, counts - 1)
+            frac = pos - lo
+            out[:, k] = v[starts + lo] * (1 - frac) + v[starts + hi] * frac
+        else:
+            out[:, k] = v[starts + lo]
     return out
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from kit.model.families import evaluate
 from kit.model.noise import Noise
+from kit.model.persize import PerSize, adjusted_shares, gauss_hermite
 from kit.model.regime import Regime
 
 Term = tuple[NDArray, NDArray, Noise]
@@ -36,14 +38,52 @@ def regime_weights(regimes: list[Regime], breakpoints: list[float], size: NDArra
     return W
 
 
-def terms(regimes: list[Regime], breakpoints: list[float], size: NDArray) -> list[Term]:
+def terms(regimes: list[Regime], breakpoints: list[float], size: NDArray,
+          per_size: PerSize | None = None) -> list[Term]:
+    """Terms at each size; with ``per_size``, a stored size gets its own location shift and
+    band share, any other size the regime's location effect integrated out (N(0, tau²))."""
     W = regime_weights(regimes, breakpoints, size)
-    out: list[Term] = []
+    if per_size is None or not per_size.estimated:
+        out: list[Term] = []
+        for k, reg in enumerate(regimes):
+            if not W[:, k].any():
+                continue
+            for w, scale, noise in reg.terms(size):
+                out.append((W[:, k] * w, scale, noise))
+        return [t for t in out if t[0].any()]
+    idx = per_size.lookup(size)
+    stored = idx >= 0
+
+    def at(values: NDArray, default: float) -> NDArray:
+        if len(values) == 0:
+            return np.full(len(size), default)
+        return np.where(stored, values[np.maximum(idx, 0)], default)
+
+    locs = [at(per_size.loc, 0.0), np.nan_to_num(at(per_size.loc_slow, 0.0))]
+    share = at(per_size.share, np.nan)
+    nodes, qw = gauss_hermite()
+    centre = int(np.argmax(qw))
+    out = []
+    pop_base = {c["regime"] for c in per_size.components if c.get("shape_base") == "population"}
     for k, reg in enumerate(regimes):
         if not W[:, k].any():
             continue
-        for w, scale, noise in reg.terms(size):
-            out.append((W[:, k] * w, scale, noise))
+        shares = adjusted_shares(reg, size, share)
+        if reg.is_mixture:
+            base = [(shares[:, j], evaluate(c.family, c.params, size), c.noise, j)
+                    for j, c in enumerate(reg.components)]
+        else:
+            base = [(np.ones(len(size)), reg.curve(size), reg.noise, 0)]
+        unseen = [per_size.unseen(k, b, size) if not stored.all()
+                  else (np.zeros(len(size)), 0.0) for b in (0, 1)]
+        taus = (unseen[0][1], unseen[1][1])
+        integrate = max(taus) > 0 and not stored.all()
+        for j in range(len(nodes)) if integrate else [centre]:
+            qwt = np.where(stored, float(j == centre), qw[j]) if integrate else 1.0
+            for w, scale, noise, band in base:
+                own = 0.0 if k in pop_base else locs[band]
+                sh = np.where(stored, own, unseen[band][0] + nodes[j] * taus[band])
+                out.append((W[:, k] * w * qwt, scale * np.exp(sh), noise))
     return [t for t in out if t[0].any()]
 
 

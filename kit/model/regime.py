@@ -63,7 +63,9 @@ class Overlap:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Overlap:
-        return cls(**{k: (int(v) if k == "n_samples" else float(v)) for k, v in d.items()})
+        fields: dict[str, Any] = {k: (int(v) if k == "n_samples" else float(v))
+                                  for k, v in d.items()}
+        return cls(**fields)
 
 
 @dataclass

@@ -9,38 +9,38 @@
 /* pingpong: Send then Recv of the same size; time = full round trip. */
 static void pingpong(const struct op_ctx *c, int n, struct sample *s)
 {
-    if (c->rank == 0) {
+    if (c->role == 0) {
         double t0 = c->now();
-        MPI_Send(c->sbuf, n, MPI_BYTE, 1, TAG_DATA, c->comm);
-        MPI_Recv(c->rbuf, n, MPI_BYTE, 1, TAG_DATA, c->comm, MPI_STATUS_IGNORE);
+        MPI_Send(c->sbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm);
+        MPI_Recv(c->rbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, MPI_STATUS_IGNORE);
         s->time = c->now() - t0;
     } else {
-        MPI_Recv(c->rbuf, n, MPI_BYTE, 0, TAG_DATA, c->comm, MPI_STATUS_IGNORE);
+        MPI_Recv(c->rbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, MPI_STATUS_IGNORE);
         if (c->inject_delay_us)
             busy_wait_us(c->inject_delay_us);
-        MPI_Send(c->sbuf, n, MPI_BYTE, 0, TAG_DATA, c->comm);
+        MPI_Send(c->sbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm);
     }
 }
 
 /* send/isend: rank 1 pre-posts the receive and says so; rank 0 times its send. */
 static void send_side(const struct op_ctx *c, int n, int nonblocking, struct sample *s)
 {
-    if (c->rank == 0) {
+    if (c->role == 0) {
         MPI_Request req;
-        MPI_Recv(NULL, 0, MPI_BYTE, 1, TAG_CTRL, c->comm, MPI_STATUS_IGNORE);
+        MPI_Recv(NULL, 0, MPI_BYTE, c->peer, TAG_CTRL, c->comm, MPI_STATUS_IGNORE);
         double t0 = c->now();
         if (nonblocking) {
-            MPI_Isend(c->sbuf, n, MPI_BYTE, 1, TAG_DATA, c->comm, &req);
+            MPI_Isend(c->sbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, &req);
             s->call = c->now() - t0;
             MPI_Wait(&req, MPI_STATUS_IGNORE);
         } else {
-            MPI_Send(c->sbuf, n, MPI_BYTE, 1, TAG_DATA, c->comm);
+            MPI_Send(c->sbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm);
         }
         s->time = c->now() - t0;
     } else {
         MPI_Request req;
-        MPI_Irecv(c->rbuf, n, MPI_BYTE, 0, TAG_DATA, c->comm, &req);
-        MPI_Send(NULL, 0, MPI_BYTE, 0, TAG_CTRL, c->comm);
+        MPI_Irecv(c->rbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, &req);
+        MPI_Send(NULL, 0, MPI_BYTE, c->peer, TAG_CTRL, c->comm);
         MPI_Wait(&req, MPI_STATUS_IGNORE);
     }
 }
@@ -49,22 +49,22 @@ static void send_side(const struct op_ctx *c, int n, int nonblocking, struct sam
  * its receive; an ack keeps rank 1 from sending the next message during the timed receive. */
 static void recv_side(const struct op_ctx *c, int n, int nonblocking, struct sample *s)
 {
-    if (c->rank == 0) {
+    if (c->role == 0) {
         MPI_Request req;
-        MPI_Probe(1, TAG_DATA, c->comm, MPI_STATUS_IGNORE);
+        MPI_Probe(c->peer, TAG_DATA, c->comm, MPI_STATUS_IGNORE);
         double t0 = c->now();
         if (nonblocking) {
-            MPI_Irecv(c->rbuf, n, MPI_BYTE, 1, TAG_DATA, c->comm, &req);
+            MPI_Irecv(c->rbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, &req);
             s->call = c->now() - t0;
             MPI_Wait(&req, MPI_STATUS_IGNORE);
         } else {
-            MPI_Recv(c->rbuf, n, MPI_BYTE, 1, TAG_DATA, c->comm, MPI_STATUS_IGNORE);
+            MPI_Recv(c->rbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, MPI_STATUS_IGNORE);
         }
         s->time = c->now() - t0;
-        MPI_Send(NULL, 0, MPI_BYTE, 1, TAG_CTRL, c->comm);
+        MPI_Send(NULL, 0, MPI_BYTE, c->peer, TAG_CTRL, c->comm);
     } else {
-        MPI_Send(c->sbuf, n, MPI_BYTE, 0, TAG_DATA, c->comm);
-        MPI_Recv(NULL, 0, MPI_BYTE, 0, TAG_CTRL, c->comm, MPI_STATUS_IGNORE);
+        MPI_Send(c->sbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm);
+        MPI_Recv(NULL, 0, MPI_BYTE, c->peer, TAG_CTRL, c->comm, MPI_STATUS_IGNORE);
     }
 }
 
@@ -72,19 +72,36 @@ static void recv_side(const struct op_ctx *c, int n, int nonblocking, struct sam
  * Rank 1 receives the whole window into one buffer, as osu_bw does: contents do not matter. */
 static void stream(const struct op_ctx *c, int n, struct sample *s)
 {
-    if (c->rank == 0) {
+    if (c->role == 0) {
         double t0 = c->now();
         for (int k = 0; k < c->window; k++)
-            MPI_Isend(c->sbuf, n, MPI_BYTE, 1, TAG_DATA, c->comm, &c->reqs[k]);
+            MPI_Isend(c->sbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, &c->reqs[k]);
         MPI_Waitall(c->window, c->reqs, MPI_STATUSES_IGNORE);
-        MPI_Recv(NULL, 0, MPI_BYTE, 1, TAG_CTRL, c->comm, MPI_STATUS_IGNORE);
+        MPI_Recv(NULL, 0, MPI_BYTE, c->peer, TAG_CTRL, c->comm, MPI_STATUS_IGNORE);
         s->time = c->now() - t0;
     } else {
         for (int k = 0; k < c->window; k++)
-            MPI_Irecv(c->rbuf, n, MPI_BYTE, 0, TAG_DATA, c->comm, &c->reqs[k]);
+            MPI_Irecv(c->rbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, &c->reqs[k]);
         MPI_Waitall(c->window, c->reqs, MPI_STATUSES_IGNORE);
-        MPI_Send(NULL, 0, MPI_BYTE, 0, TAG_CTRL, c->comm);
+        MPI_Send(NULL, 0, MPI_BYTE, c->peer, TAG_CTRL, c->comm);
     }
+}
+
+/* bidirectional stream (osu_bibw's pattern): both ranks post a window of receives and a window
+ * of sends at once, then exchange a zero-byte ack; the initiator times the whole exchange.
+ * reqs holds 2 * window requests. */
+static void stream_bidir(const struct op_ctx *c, int n, struct sample *s)
+{
+    double t0 = c->now();
+    for (int k = 0; k < c->window; k++)
+        MPI_Irecv(c->rbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, &c->reqs[k]);
+    for (int k = 0; k < c->window; k++)
+        MPI_Isend(c->sbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, &c->reqs[c->window + k]);
+    MPI_Waitall(2 * c->window, c->reqs, MPI_STATUSES_IGNORE);
+    MPI_Sendrecv(NULL, 0, MPI_BYTE, c->peer, TAG_CTRL, NULL, 0, MPI_BYTE, c->peer, TAG_CTRL,
+                 c->comm, MPI_STATUS_IGNORE);
+    if (c->role == 0)
+        s->time = c->now() - t0;
 }
 
 void op_run(const struct op_ctx *c, const struct plan_entry *e, struct sample *out)
@@ -103,7 +120,10 @@ void op_run(const struct op_ctx *c, const struct plan_entry *e, struct sample *o
     case OP_IRECV: recv_side(c, n, 1, out); break;
     case OP_STREAM:
         out->count = (uint32_t)c->window;
-        stream(c, n, out);
+        if (c->bidirectional)
+            stream_bidir(c, n, out);
+        else
+            stream(c, n, out);
         break;
     }
 }

@@ -12,6 +12,7 @@ struct sample {
     uint64_t seq;
     uint64_t size;
     uint32_t count;  /* messages the sample stands for: 1, or the stream window */
+    uint32_t pair;   /* contention mode: index of the pair that took it */
     uint8_t op;
     uint8_t warmup;
     double time;     /* seconds */
@@ -19,16 +20,18 @@ struct sample {
 };
 
 struct op_ctx {
-    int rank;
+    int role;                    /* 0: the initiator, which times; 1: its peer */
+    int peer;                    /* rank of the other side of this rank's pair */
     MPI_Comm comm;
     char *sbuf, *rbuf;           /* allocated once, sized for the largest message, touched */
-    MPI_Request *reqs;           /* window requests for stream */
+    MPI_Request *reqs;           /* window requests for stream (2 * window) */
     int window;
+    int bidirectional;           /* stream: both sides send a window at once */
     unsigned long inject_delay_us;
     timer_fn now;
 };
 
-/* Run one plan entry on this rank; rank 0 fills *out, rank 1 only serves. */
+/* Run one plan entry on this rank; the initiator fills *out, its peer only serves. */
 void op_run(const struct op_ctx *c, const struct plan_entry *e, struct sample *out);
 
 #endif

@@ -16,6 +16,11 @@ const char *op_name(enum op_kind op)
     return OP_NAMES[op];
 }
 
+const char *order_name(enum order_kind order)
+{
+    return order == ORDER_BLOCKED ? "blocked" : "shuffled";
+}
+
 void options_usage(void)
 {
     printf(
@@ -39,6 +44,15 @@ void options_usage(void)
         "  --window N           messages per stream window (default 64)\n"
         "  --inject-delay-us N  rank 1 busy-waits N us before each pingpong reply: a known\n"
         "                       constant latency for checking the analysis (default 0)\n"
+        "  --order shuffled|blocked  measured entries shuffled (default), or blocked: per op,\n"
+        "                       sizes ascending, repetitions of a size back to back (as OSU)\n"
+        "  --repeat-fraction F  measure a random share F (0..1) of the planned entries again,\n"
+        "                       interleaved in the plan (per-size variance) (default 0)\n"
+        "  --repeat-count R     extra measurements of each repeated entry (default 1)\n"
+        "  --pairs K|LIST       K concurrent pairs (2K ranks; rank i times against rank i+K), or\n"
+        "                       LIST of initiator:peer rank pairs like 0:2,1:3; every sample is\n"
+        "                       one round, all pairs start together after a barrier (default 1)\n"
+        "  --bidirectional      stream: both ranks of a pair send a window to each other at once\n"
         "  --help, --version\n"
         "\n"
         "Exit codes: 0 done (or stopped by --max-seconds), 2 bad input, 1 I/O or MPI failure,\n"
@@ -209,6 +223,63 @@ static int parse_ops(const char *text, struct options *o, char *err)
     return 0;
 }
 
+/* --pairs K (rank i with i+K) or initiator:peer,... ; rank counts are checked after MPI_Init. */
+static int parse_pairs(const char *text, struct options *o, char *err)
+{
+    uint64_t k;
+    o->contention = 1;
+    if (!strchr(text, ':')) {
+        if (parse_count(text, &k) || k < 1 || k > MAX_PAIRS) {
+            set_err(err, "--pairs '%s': give a number of pairs between 1 and %d, or a list of "
+                    "initiator:peer ranks like 0:2,1:3", text, MAX_PAIRS);
+            return -1;
+        }
+        o->n_pairs = (int)k;
+        o->explicit_pairs = 0;
+        for (int i = 0; i < o->n_pairs; i++) {
+            o->pair_a[i] = i;
+            o->pair_b[i] = i + o->n_pairs;
+        }
+        return 0;
+    }
+    static char copy[8 * MAX_PAIRS * 2 + 64];
+    char *items[MAX_PAIRS + 1];
+    if (strlen(text) >= sizeof copy) {
+        set_err(err, "--pairs: the list is too long");
+        return -1;
+    }
+    strcpy(copy, text);
+    int n = split(copy, ',', items, MAX_PAIRS);
+    if (n > MAX_PAIRS) {
+        set_err(err, "--pairs: more than %d pairs", MAX_PAIRS);
+        return -1;
+    }
+    int used[2 * MAX_PAIRS];
+    memset(used, 0, sizeof used);
+    for (int i = 0; i < n; i++) {
+        char *colon = strchr(items[i], ':');
+        uint64_t a, b;
+        if (!colon) {
+            set_err(err, "--pairs '%s': '%s' is not initiator:peer; write pairs like 0:2,1:3",
+                    text, items[i]);
+            return -1;
+        }
+        *colon = '\0';
+        if (parse_count(items[i], &a) || parse_count(colon + 1, &b) || a >= 2 * MAX_PAIRS ||
+            b >= 2 * MAX_PAIRS || a == b || used[a] || used[b]) {
+            set_err(err, "--pairs '%s': pair %d must name two different ranks, each rank in at "
+                    "most one pair", text, i);
+            return -1;
+        }
+        used[a] = used[b] = 1;
+        o->pair_a[i] = (int)a;
+        o->pair_b[i] = (int)b;
+    }
+    o->n_pairs = n;
+    o->explicit_pairs = 1;
+    return 0;
+}
+
 uint64_t physical_memory(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -242,8 +313,16 @@ static int validate(struct options *o, char *err)
         set_err(err, "--flush-every must be between 1 and 1000000 samples");
         return -1;
     }
+    if (o->bidirectional && !(o->n_ops == 1 && o->ops[0] == OP_STREAM)) {
+        set_err(err, "--bidirectional applies to the stream op only; give --op stream");
+        return -1;
+    }
     if (o->window < 1) {
         set_err(err, "--window must be between 1 and 1000000 messages");
+        return -1;
+    }
+    if (o->repeat_count < 1 || o->repeat_count > 1000) {
+        set_err(err, "--repeat-count must be between 1 and 1000");
         return -1;
     }
     if (o->inject_delay_us > 10000000UL) {
@@ -264,6 +343,11 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
     o->flush_every = 4096;
     o->fsync_interval = 1.0;
     o->window = 64;
+    o->order = ORDER_SHUFFLED;
+    o->repeat_count = 1;
+    o->n_pairs = 1;
+    o->pair_a[0] = 0;
+    o->pair_b[0] = 1;
     const char *sizes = "loguniform:0:4M";
 
     for (int i = 1; i < argc; i++) {
@@ -275,6 +359,10 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
         if (strcmp(arg, "--version") == 0) {
             o->version = 1;
             return PARSE_EXIT_OK;
+        }
+        if (strcmp(arg, "--bidirectional") == 0) {
+            o->bidirectional = 1;
+            continue;
         }
         if (strncmp(arg, "--", 2) != 0) {
             set_err(err, "unexpected argument '%s'; options start with --", arg);
@@ -294,7 +382,8 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
         static const char *const known[] = {"--op", "--sizes", "--samples", "--seed", "--warmup",
                                             "--timer", "--output", "--max-seconds",
                                             "--flush-every", "--fsync-interval", "--window",
-                                            "--inject-delay-us"};
+                                            "--inject-delay-us", "--order",
+                                            "--repeat-fraction", "--repeat-count", "--pairs"};
         int is_known = 0;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             is_known |= strcmp(name, known[k]) == 0;
@@ -326,6 +415,27 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
                 set_err(err, "--timer '%s': choose mpi or monotonic", value);
                 return PARSE_ERROR;
             }
+        } else if (strcmp(name, "--order") == 0) {
+            if (strcmp(value, "shuffled") == 0) {
+                o->order = ORDER_SHUFFLED;
+            } else if (strcmp(value, "blocked") == 0) {
+                o->order = ORDER_BLOCKED;
+            } else {
+                set_err(err, "--order '%s': choose shuffled or blocked", value);
+                return PARSE_ERROR;
+            }
+        } else if (strcmp(name, "--repeat-fraction") == 0) {
+            char *end;
+            errno = 0;
+            o->repeat_fraction = strtod(value, &end);
+            if (errno || *end != '\0' || !(o->repeat_fraction >= 0 && o->repeat_fraction <= 1)) {
+                set_err(err, "--repeat-fraction '%s': give a share between 0 and 1, e.g. 0.1",
+                        value);
+                return PARSE_ERROR;
+            }
+        } else if (strcmp(name, "--pairs") == 0) {
+            if (parse_pairs(value, o, err))
+                return PARSE_ERROR;
         } else if (strcmp(name, "--output") == 0) {
             if (value[0] == '\0') {
                 set_err(err, "--output needs a non-empty PREFIX");
@@ -362,6 +472,8 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
                 o->warmup = u;
             } else if (strcmp(name, "--flush-every") == 0) {
                 o->flush_every = u;
+            } else if (strcmp(name, "--repeat-count") == 0) {
+                o->repeat_count = u;
             } else if (strcmp(name, "--window") == 0) {
                 o->window = u > 1000000 ? 0 : (int)u;
             } else {

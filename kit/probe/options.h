@@ -16,6 +16,12 @@ enum op_kind { OP_PINGPONG, OP_SEND, OP_RECV, OP_ISEND, OP_IRECV, OP_STREAM };
 
 enum sizes_kind { SIZES_LOGUNIFORM, SIZES_GRID, SIZES_LIST };
 
+/* Order of the measured entries: shuffled (default) or blocked (per op, sizes ascending, every
+ * repetition of a size back to back, as osu_latency and most benchmarks sweep). */
+enum order_kind { ORDER_SHUFFLED, ORDER_BLOCKED };
+
+#define MAX_PAIRS 4096
+
 struct size_spec {
     enum sizes_kind kind;
     const char *text;          /* the --sizes argument as given */
@@ -39,12 +45,21 @@ struct options {
     double fsync_interval;     /* seconds between fsyncs of the CSV; 0: after every block */
     int window;                /* stream op: messages per window */
     unsigned long inject_delay_us;
+    enum order_kind order;
+    double repeat_fraction;    /* share of measured entries measured again (0: none) */
+    uint64_t repeat_count;     /* extra measurements of each repeated entry */
+    int n_pairs;               /* concurrent pairs (1: the classic two-rank probe) */
+    int pair_a[MAX_PAIRS], pair_b[MAX_PAIRS]; /* initiator and peer rank of each pair */
+    int explicit_pairs;        /* --pairs gave a list of rank pairs, not a count */
+    int contention;            /* --pairs given: barrier per round, pair/round CSV columns */
+    int bidirectional;         /* stream: both ranks of a pair send a window at once */
     int help, version;
 };
 
 enum parse_result { PARSE_OK, PARSE_EXIT_OK, PARSE_ERROR };
 
 const char *op_name(enum op_kind op);
+const char *order_name(enum order_kind order);
 /* Fill *o from argv; on PARSE_ERROR, err holds one sentence naming the option and the fix. */
 enum parse_result options_parse(int argc, char **argv, struct options *o, char *err);
 void options_usage(void);

@@ -13,6 +13,7 @@
 
 #define ROW_MAX 128
 #define CSV_HEADER "seq,op,size,count,time,call,warmup\n"
+#define CSV_HEADER_EXT "seq,op,size,count,time,call,warmup,pair,round\n"
 
 extern char **environ;
 
@@ -46,7 +47,8 @@ int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, double 
         return -1;
     }
     c->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (c->fd < 0 || write_all(c->fd, CSV_HEADER, strlen(CSV_HEADER)) || fsync(c->fd)) {
+    const char *header = c->extended ? CSV_HEADER_EXT : CSV_HEADER;
+    if (c->fd < 0 || write_all(c->fd, header, strlen(header)) || fsync(c->fd)) {
         snprintf(err, ERRMSG_LEN, "--output: cannot write '%s': %s; choose a writable PREFIX",
                  path, strerror(errno));
         return -1;
@@ -54,17 +56,29 @@ int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, double 
     return 0;
 }
 
+static const char DIGIT_PAIRS[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* Decimal digits of v, two at a time from the end (a row has three of these). */
 static char *format_u64(char *p, uint64_t v)
 {
     char tmp[20];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
+    int n = 20;
+    while (v >= 100) {
+        n -= 2;
+        memcpy(tmp + n, DIGIT_PAIRS + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10) {
+        n -= 2;
+        memcpy(tmp + n, DIGIT_PAIRS + 2 * v, 2);
+    } else {
+        tmp[--n] = (char)('0' + v);
+    }
+    memcpy(p, tmp + n, (size_t)(20 - n));
+    return p + (20 - n);
 }
 
 /* Exact powers of ten 10^0 .. 10^22 (every one is a double without rounding). */
@@ -83,9 +97,19 @@ char *format_e9(char *p, double x)
         while (e < 8 && x >= POW10[e + 1])
             e++;
     } else {
-        do
+        /* e = the largest e <= -1 with x * 10^-e >= 1. Start from the binary exponent
+         * (x = f * 2^b, f in [0.5, 1): e is about (b - 1) * log10(2)) instead of counting
+         * down from -1, then settle with the same test (monotone in e). */
+        uint64_t bits;
+        memcpy(&bits, &x, sizeof bits);
+        int b = (int)((bits >> 52) & 0x7FF) - 1022;
+        e = (b - 1) * 30103 / 100000;
+        if (e > -1)
+            e = -1;
+        while (e < -1 && x * POW10[-(e + 1)] >= 1.0)
+            e++;
+        while (x * POW10[-e] < 1.0)
             e--;
-        while (x * POW10[-e] < 1.0);
     }
     double scaled = x * POW10[9 - e];
     if (scaled + 0.5 < 1e9) { /* x sat just below a power of ten */
@@ -99,10 +123,14 @@ char *format_e9(char *p, double x)
         m /= 10;
         e++;
     }
+    /* ten digits as two halves of five, two digits at a time */
     char digits[10];
-    for (int i = 9; i >= 0; i--) {
-        digits[i] = (char)('0' + m % 10);
-        m /= 10;
+    uint32_t half[2] = {(uint32_t)(m / 100000), (uint32_t)(m % 100000)};
+    for (int h = 0; h < 2; h++) {
+        uint32_t v = half[h], r = v % 10000;
+        digits[5 * h] = (char)('0' + v / 10000);
+        memcpy(digits + 5 * h + 1, DIGIT_PAIRS + 2 * (r / 100), 2);
+        memcpy(digits + 5 * h + 3, DIGIT_PAIRS + 2 * (r % 100), 2);
     }
     *p++ = digits[0];
     *p++ = '.';
@@ -122,7 +150,7 @@ int csv_flush(struct csv_out *c, const struct sample *s, uint64_t n, int force, 
     for (uint64_t i = 0; i < n; i++) {
         const char *op = op_name((enum op_kind)s[i].op);
         size_t len = strlen(op);
-        p = format_u64(p, s[i].seq);
+        p = format_u64(p, c->extended ? c->rows + i : s[i].seq);
         *p++ = ',';
         memcpy(p, op, len);
         p += len;
@@ -137,6 +165,12 @@ int csv_flush(struct csv_out *c, const struct sample *s, uint64_t n, int force, 
             p = format_e9(p, s[i].call);
         *p++ = ',';
         *p++ = s[i].warmup ? '1' : '0';
+        if (c->extended) {
+            *p++ = ',';
+            p = format_u64(p, s[i].pair);
+            *p++ = ',';
+            p = format_u64(p, s[i].seq);
+        }
         *p++ = '\n';
     }
     if (write_all(c->fd, c->buf, (size_t)(p - c->buf))) {
@@ -261,6 +295,14 @@ static void sb_env(struct sb *b)
     sb_printf(b, "}");
 }
 
+static void sb_int_or_null(struct sb *b, int v)
+{
+    if (v >= 0)
+        sb_printf(b, "%d", v);
+    else
+        sb_printf(b, "null");
+}
+
 static void sb_meta(struct sb *b, const struct meta *m)
 {
     const struct options *o = m->opt;
@@ -272,10 +314,39 @@ static void sb_meta(struct sb *b, const struct meta *m)
     sb_printf(b, "],\n  \"mpi_version\": ");
     sb_str(b, m->mpi_version);
     sb_printf(b, ",\n  \"hosts\": [");
-    sb_str(b, m->hosts[0]);
-    sb_printf(b, ", ");
-    sb_str(b, m->hosts[1]);
-    sb_printf(b, "],\n  \"timer\": {\"name\": \"%s\", \"resolution_s\": %.9e, "
+    for (int r = 0; r < m->nranks; r++) {
+        sb_printf(b, r ? ", " : "");
+        sb_str(b, m->hosts[r]);
+    }
+    /* cpus / sockets: flat lists in rank order, read by kit.placement (null: unknown) */
+    for (int key = 0; key < 2; key++) {
+        sb_printf(b, "],\n  \"%s\": [", key ? "sockets" : "cpus");
+        for (int r = 0; r < m->nranks; r++) {
+            sb_printf(b, r ? ", " : "");
+            sb_int_or_null(b, m->places[4 * r + key]);
+        }
+    }
+    sb_printf(b, "],\n  \"ranks\": [");
+    for (int r = 0; r < m->nranks; r++) {
+        const int *pl = m->places + 4 * r;
+        sb_printf(b, "%s\n    {\"rank\": %d, \"host\": ", r ? "," : "", r);
+        sb_str(b, m->hosts[r]);
+        sb_printf(b, ", \"cpu\": ");
+        sb_int_or_null(b, pl[0]);
+        sb_printf(b, ", \"socket\": ");
+        sb_int_or_null(b, pl[1]);
+        sb_printf(b, ", \"core\": ");
+        sb_int_or_null(b, pl[2]);
+        sb_printf(b, ", \"cpu_end\": ");
+        sb_int_or_null(b, pl[3]);
+        sb_printf(b, "}");
+    }
+    sb_printf(b, "],\n  \"contention\": %s,\n  \"pairs\": %d,\n  \"pairing\": [",
+              o->contention ? "true" : "false", o->n_pairs);
+    for (int p = 0; p < o->n_pairs; p++)
+        sb_printf(b, "%s[%d, %d]", p ? ", " : "", o->pair_a[p], o->pair_b[p]);
+    sb_printf(b, "],\n  \"bidirectional\": %s", o->bidirectional ? "true" : "false");
+    sb_printf(b, ",\n  \"timer\": {\"name\": \"%s\", \"resolution_s\": %.9e, "
               "\"overhead_s\": %.9e},\n", timer_name(o->timer), m->timer_resolution,
               m->timer_overhead);
     sb_printf(b, "  \"seed\": %llu,\n  \"sizes\": {\"spec\": ", (unsigned long long)o->seed);
@@ -293,6 +364,10 @@ static void sb_meta(struct sb *b, const struct meta *m)
         sb_printf(b, "%g", o->max_seconds);
     else
         sb_printf(b, "null");
+    sb_printf(b, ",\n  \"order\": \"%s\",\n  \"repeat_fraction\": %.17g,\n"
+              "  \"repeat_count\": %llu,\n  \"samples_repeated\": %llu",
+              order_name(o->order), o->repeat_fraction, (unsigned long long)o->repeat_count,
+              (unsigned long long)m->plan->n_repeated);
     sb_printf(b, ",\n  \"plan_hash\": \"%016llx\",\n  \"samples_planned\": %llu,\n  \"env\": ",
               (unsigned long long)m->plan->hash, (unsigned long long)m->plan->n);
     sb_env(b);

@@ -2,6 +2,7 @@
 #ifndef PT2PT_OUTPUT_H
 #define PT2PT_OUTPUT_H
 
+#include <mpi.h>
 #include <stdint.h>
 
 #include "ops.h"
@@ -14,6 +15,7 @@ struct csv_out {
     uint64_t rows;        /* data rows written so far */
     double fsync_interval;
     double last_sync;     /* CLOCK_MONOTONIC seconds of the last fsync */
+    int extended;         /* contention mode: seq is the row number, plus pair and round */
 };
 
 int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, double fsync_interval,
@@ -31,7 +33,9 @@ struct meta {
     int argc;
     char **argv;
     const char *mpi_version;
-    const char *hosts[2];
+    int nranks;
+    const char (*hosts)[MPI_MAX_PROCESSOR_NAME]; /* processor name per rank */
+    const int *places;        /* per rank: cpu, socket, core, cpu at the end (-1 unknown) */
     double timer_resolution, timer_overhead;
     char start[40], end[40];  /* ISO 8601 UTC; end empty while running */
     uint64_t samples_written;

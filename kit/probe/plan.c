@@ -8,6 +8,8 @@
 
 /* Warm-up sizes come from their own stream so --warmup does not change the measured sequence. */
 #define WARMUP_STREAM UINT64_C(0x7761726D75702121) /* "warmup!!" */
+/* Repeated entries are chosen from their own stream, so --repeat-fraction 0 is today's plan. */
+#define REPEAT_STREAM UINT64_C(0x7265706561742121) /* "repeat!!" */
 #define MAX_GRID_POINTS 100000
 
 /* Log-uniform in (size + 1) so that 0 is a valid size; integer result in [min, max]. */
@@ -50,6 +52,17 @@ static uint64_t *grid_sizes(const struct size_spec *sp, uint64_t *n, char *err)
     return v;
 }
 
+static int g_op_rank[MAX_OPS]; /* position of each op in --op, for the blocked order */
+
+static int cmp_blocked(const void *pa, const void *pb)
+{
+    const struct plan_entry *a = pa, *b = pb;
+    int ra = g_op_rank[a->op], rb = g_op_rank[b->op];
+    if (ra != rb)
+        return ra < rb ? -1 : 1;
+    return a->size < b->size ? -1 : a->size > b->size;
+}
+
 static void fnv1a(uint64_t *h, uint64_t value, int bytes)
 {
     for (int i = 0; i < bytes; i++) {
@@ -73,7 +86,10 @@ int plan_build(const struct options *o, struct plan *p, char *err)
     }
 
     uint64_t per_op = sp->kind == SIZES_LOGUNIFORM ? 1 : n_fixed;
-    double total_d = (double)o->n_ops * (double)o->samples * (double)per_op + (double)o->warmup;
+    double base_d = (double)o->n_ops * (double)o->samples * (double)per_op;
+    /* floor(F * n + 0.5) distinct entries, each measured repeat_count more times */
+    double chosen_d = floor(o->repeat_fraction * base_d + 0.5);
+    double total_d = base_d + chosen_d * (double)o->repeat_count + (double)o->warmup;
     uint64_t mem = physical_memory();
     if (total_d > 4294967295.0 || (mem && total_d * sizeof(struct plan_entry) > (double)mem / 4)) {
         snprintf(err, ERRMSG_LEN, "--samples %llu: the plan would hold %.3g samples, more than "
@@ -84,6 +100,7 @@ int plan_build(const struct options *o, struct plan *p, char *err)
     }
     p->n = (uint64_t)total_d;
     p->n_warmup = o->warmup;
+    p->n_repeated = (uint64_t)chosen_d * o->repeat_count;
     p->e = malloc((p->n ? p->n : 1) * sizeof *p->e);
     if (!p->e) {
         snprintf(err, ERRMSG_LEN, "out of memory for a plan of %llu samples; lower --samples",
@@ -114,12 +131,47 @@ int plan_build(const struct options *o, struct plan *p, char *err)
             }
         }
     }
-    /* Fisher-Yates: ops and sizes interleaved so that drift in time cannot alias with size. */
-    for (uint64_t i = k; i > 1; i--) {
-        uint64_t j = rng_below(&main_rng, i);
-        struct plan_entry t = m[i - 1];
-        m[i - 1] = m[j];
-        m[j] = t;
+    /* Repeats: a partial Fisher-Yates over the entry indices on the repeat stream picks
+     * `chosen` distinct entries; their copies are appended (copy-major), then shuffled in. */
+    uint64_t chosen = (uint64_t)chosen_d;
+    if (chosen > 0) {
+        uint32_t *idx = malloc(k * sizeof *idx);
+        if (!idx) {
+            snprintf(err, ERRMSG_LEN, "out of memory choosing the repeated entries; lower "
+                     "--repeat-fraction or --samples");
+            plan_free(p);
+            free(grid);
+            return -1;
+        }
+        rng_t rep_rng;
+        rng_seed(&rep_rng, o->seed ^ REPEAT_STREAM);
+        for (uint64_t i = 0; i < k; i++)
+            idx[i] = (uint32_t)i;
+        for (uint64_t i = 0; i < chosen; i++) {
+            uint64_t j = i + rng_below(&rep_rng, k - i);
+            uint32_t t = idx[i];
+            idx[i] = idx[j];
+            idx[j] = t;
+        }
+        for (uint64_t c = 0; c < o->repeat_count; c++)
+            for (uint64_t i = 0; i < chosen; i++)
+                m[k++] = m[idx[i]];
+        free(idx);
+    }
+    if (o->order == ORDER_SHUFFLED) {
+        /* Fisher-Yates: ops and sizes interleaved so that drift in time cannot alias with size. */
+        for (uint64_t i = k; i > 1; i--) {
+            uint64_t j = rng_below(&main_rng, i);
+            struct plan_entry t = m[i - 1];
+            m[i - 1] = m[j];
+            m[j] = t;
+        }
+    } else {
+        /* Blocked: per op in the order given, sizes ascending, equal entries back to back.
+         * Equal (op, size) entries are identical, so an unstable sort gives the same plan. */
+        for (int r = 0; r < o->n_ops; r++)
+            g_op_rank[o->ops[r]] = r;
+        qsort(m, k, sizeof *m, cmp_blocked);
     }
 
     p->hash = UINT64_C(0xCBF29CE484222325);

@@ -16,6 +16,7 @@ struct plan {
     struct plan_entry *e;
     uint64_t n;          /* warm-up + measured samples */
     uint64_t n_warmup;
+    uint64_t n_repeated; /* extra entries from --repeat-fraction (part of the measured ones) */
     uint64_t hash;       /* FNV-1a 64 over the entries: both ranks compare it */
 };
 

@@ -16,6 +16,8 @@ from kit.errors import UserError
 OPS = ("pingpong", "send", "recv", "isend", "irecv", "stream")
 MASK64 = (1 << 64) - 1
 WARMUP_STREAM = 0x7761726D75702121  # "warmup!!"
+REPEAT_STREAM = 0x7265706561742121  # "repeat!!"
+ORDERS = ("shuffled", "blocked")
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 _SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -78,9 +80,19 @@ def grid_sizes(lo: int, hi: int, factor: float) -> list[int]:
         k += 1
 
 
-def build_plan(ops: list[str], sizes: str, samples: int, seed: int,
-               warmup: int) -> list[PlanEntry]:
-    """The probe's plan for these options: warm-up entries first, then the shuffled samples."""
+def build_plan(ops: list[str], sizes: str, samples: int, seed: int, warmup: int, *,
+               order: str = "shuffled", repeat_fraction: float = 0.0,
+               repeat_count: int = 1) -> list[PlanEntry]:
+    """The probe's plan for these options: warm-up entries first, then the measured samples.
+
+    ``order``, ``repeat_fraction`` and ``repeat_count`` are the probe's ``--order``,
+    ``--repeat-fraction`` and ``--repeat-count`` (meta.json keys ``order``,
+    ``repeat_fraction``, ``repeat_count``); their defaults give the plan of probes that
+    predate them.
+    """
+    if order not in ORDERS:
+        raise UserError(f"unknown order '{order}'", where="--order",
+                        hint="use shuffled or blocked")
     kind, _, rest = sizes.partition(":")
     fields = rest.split(":")
     fixed: list[int] = []
@@ -108,9 +120,22 @@ def build_plan(ops: list[str], sizes: str, samples: int, seed: int,
                 measured.append(PlanEntry(op, draw_loguniform(main, lo, hi), False))
             else:
                 measured.extend(PlanEntry(op, s, False) for s in fixed)
-    for i in range(len(measured), 1, -1):  # Fisher-Yates, same draws as the C loop
-        j = main.next() % i
-        measured[i - 1], measured[j] = measured[j], measured[i - 1]
+    # Repeats: partial Fisher-Yates over entry indices on their own stream, copies appended.
+    k = len(measured)
+    chosen = math.floor(repeat_fraction * k + 0.5)
+    if chosen:
+        rep = SplitMix64(seed ^ REPEAT_STREAM)
+        idx = list(range(k))
+        for i in range(chosen):
+            j = i + rep.next() % (k - i)
+            idx[i], idx[j] = idx[j], idx[i]
+        measured += [measured[idx[i]] for _ in range(repeat_count) for i in range(chosen)]
+    if order == "shuffled":
+        for i in range(len(measured), 1, -1):  # Fisher-Yates, same draws as the C loop
+            j = main.next() % i
+            measured[i - 1], measured[j] = measured[j], measured[i - 1]
+    else:  # blocked: per op in the order given, sizes ascending
+        measured.sort(key=lambda e: (ops.index(e.op), e.size))
     return plan + measured
 
 

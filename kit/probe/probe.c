@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cpu.h"
 #include "ops.h"
 #include "options.h"
 #include "output.h"
@@ -19,6 +21,7 @@
 
 #define EXIT_BAD_INPUT 2
 #define EXIT_FAILURE_IO 1
+#define TAG_COLLECT 3 /* blocks of samples sent to rank 0 (ops use tags 1 and 2) */
 
 static volatile sig_atomic_t g_signal = 0;
 
@@ -73,6 +76,44 @@ static int agree(int local, const char *own_err, const char *peer_err)
     return all;
 }
 
+/* Page-aligned buffer, as osu_latency allocates them. malloc's 16-byte offset from the page
+ * makes a 64 KiB message span 17 pages instead of 16, and over shared memory (vader's CMA
+ * single copy) that costs 3-8 % at 64 KiB; from the heap (MAX <= 128 KiB) it also sometimes
+ * put a whole run in a 4x slower mode. See README.md, "Fidelity against OSU". */
+static char *page_alloc(size_t bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    void *p = NULL;
+    if (posix_memalign(&p, page > 0 ? (size_t)page : 4096, bytes))
+        return NULL;
+    return p;
+}
+
+/* Contention mode, after each block: every initiator other than rank 0 sends its block of
+ * samples to rank 0, which writes them pair by pair (rank 0's own pair was written already).
+ * Outside every timed region; all initiators hold the same number of samples. */
+static void collect_pairs(const struct options *o, int rank, int role, const struct sample *rec,
+                          struct sample *rec_in, uint64_t k, struct csv_out *csv)
+{
+    char err[ERRMSG_LEN];
+    int bytes = (int)(k * sizeof *rec);
+    for (int p = 0; p < o->n_pairs; p++) {
+        int src = o->pair_a[p];
+        if (src == 0)
+            continue;
+        if (rank == src && role == 0) {
+            MPI_Send(rec, bytes, MPI_BYTE, 0, TAG_COLLECT, MPI_COMM_WORLD);
+        } else if (rank == 0) {
+            MPI_Recv(rec_in, bytes, MPI_BYTE, src, TAG_COLLECT, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+            if (csv_flush(csv, rec_in, k, 0, err)) {
+                error_msg(err);
+                MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE_IO);
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     static struct options o;
@@ -95,10 +136,21 @@ int main(int argc, char **argv)
     int rank, nranks;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (nranks != 2) {
+    int max_rank = 0;
+    for (int p = 0; p < o.n_pairs; p++) {
+        max_rank = o.pair_a[p] > max_rank ? o.pair_a[p] : max_rank;
+        max_rank = o.pair_b[p] > max_rank ? o.pair_b[p] : max_rank;
+    }
+    if (nranks != 2 * o.n_pairs || max_rank >= nranks) {
         if (rank == 0) {
-            snprintf(err, sizeof err, "needs exactly 2 MPI ranks, got %d; start it with "
-                     "'mpirun -np 2' or 'srun -n 2'", nranks);
+            if (!o.contention)
+                snprintf(err, sizeof err, "needs exactly 2 MPI ranks, got %d; start it with "
+                         "'mpirun -np 2' or 'srun -n 2' (or give --pairs K for 2K ranks)",
+                         nranks);
+            else
+                snprintf(err, sizeof err, "--pairs: %d pair(s) need exactly %d MPI ranks "
+                         "numbered 0..%d, got %d ranks; start 2K ranks for K pairs",
+                         o.n_pairs, 2 * o.n_pairs, 2 * o.n_pairs - 1, nranks);
             error_msg(err);
         }
         MPI_Finalize();
@@ -106,19 +158,31 @@ int main(int argc, char **argv)
     }
     install_handlers();
 
-    /* Plan and buffers on both ranks; any failure stops both with exit code 2. */
-    struct plan plan = {NULL, 0, 0, 0};
+    /* This rank's pair and role: every rank is in exactly one pair (checked above). */
+    int my_pair = 0, role = 0, peer = 0;
+    for (int p = 0; p < o.n_pairs; p++) {
+        if (o.pair_a[p] == rank || o.pair_b[p] == rank) {
+            my_pair = p;
+            role = o.pair_a[p] == rank ? 0 : 1;
+            peer = role == 0 ? o.pair_b[p] : o.pair_a[p];
+        }
+    }
+    struct cpu_place where = cpu_place_now();
+
+    /* Plan and buffers on every rank; any failure stops all with exit code 2. */
+    struct plan plan = {NULL, 0, 0, 0, 0};
     int st = plan_build(&o, &plan, err) ? 1 : 0;
     size_t bytes = o.sizes.max ? (size_t)o.sizes.max : 1;
-    struct op_ctx ctx = {rank, MPI_COMM_WORLD, NULL, NULL, NULL, o.window, o.inject_delay_us,
-                         timer_get(o.timer)};
-    struct sample *rec = NULL;
+    struct op_ctx ctx = {role, peer, MPI_COMM_WORLD, NULL, NULL, NULL, o.window,
+                         o.bidirectional, o.inject_delay_us, timer_get(o.timer)};
+    struct sample *rec = NULL, *rec_in = NULL;
     if (!st) {
-        ctx.sbuf = malloc(bytes);
-        ctx.rbuf = malloc(bytes);
-        ctx.reqs = malloc((size_t)o.window * sizeof *ctx.reqs);
+        ctx.sbuf = page_alloc(bytes);
+        ctx.rbuf = page_alloc(bytes);
+        ctx.reqs = malloc(2 * (size_t)o.window * sizeof *ctx.reqs);
         rec = malloc((size_t)o.flush_every * sizeof *rec);
-        if (!ctx.sbuf || !ctx.rbuf || !ctx.reqs || !rec) {
+        rec_in = rank == 0 && o.contention ? malloc((size_t)o.flush_every * sizeof *rec) : NULL;
+        if (!ctx.sbuf || !ctx.rbuf || !ctx.reqs || !rec || (rank == 0 && o.contention && !rec_in)) {
             snprintf(err, sizeof err, "--sizes '%s': cannot allocate 2 buffers of %zu B; lower "
                      "MAX", o.sizes.text, bytes);
             st = 1;
@@ -129,32 +193,43 @@ int main(int argc, char **argv)
             memset(rec, 0, (size_t)o.flush_every * sizeof *rec);
         }
     }
-    if (agree(st, err, "rank 1 could not build its plan or allocate its buffers "
+    if (agree(st, err, "another rank could not build its plan or allocate its buffers "
               "(see its limits); lower --sizes MAX or --samples")) {
         MPI_Finalize();
         return EXIT_BAD_INPUT;
     }
 
-    unsigned long long hashes[2] = {0, 0}, mine = plan.hash;
+    unsigned long long mine = plan.hash, *hashes = malloc((size_t)nranks * sizeof *hashes);
+    char (*names)[MPI_MAX_PROCESSOR_NAME] = malloc((size_t)nranks * sizeof *names);
+    int *places = malloc((size_t)nranks * 4 * sizeof *places);
+    if (!hashes || !names || !places) {
+        error_msg("out of memory for the per-rank tables");
+        MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE_IO);
+    }
     MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, hashes, 1, MPI_UNSIGNED_LONG_LONG,
                   MPI_COMM_WORLD);
-    if (hashes[0] != hashes[1]) {
-        if (rank == 0) {
-            snprintf(err, sizeof err, "plan mismatch: rank 0 has plan hash %016llx, rank 1 has "
-                     "%016llx; start both ranks with identical --op/--sizes/--samples/--seed/"
-                     "--warmup and the same probe build", hashes[0], hashes[1]);
-            error_msg(err);
+    for (int r = 1; r < nranks; r++) {
+        if (hashes[r] != hashes[0]) {
+            if (rank == 0) {
+                snprintf(err, sizeof err, "plan mismatch: rank 0 has plan hash %016llx, rank %d "
+                         "has %016llx; start every rank with identical --op/--sizes/--samples/"
+                         "--seed/--warmup/--order/--repeat-fraction and the same probe build",
+                         hashes[0], r, hashes[r]);
+                error_msg(err);
+            }
+            MPI_Finalize();
+            return EXIT_BAD_INPUT;
         }
-        MPI_Finalize();
-        return EXIT_BAD_INPUT;
     }
 
-    char names[2][MPI_MAX_PROCESSOR_NAME], me[MPI_MAX_PROCESSOR_NAME];
+    char me[MPI_MAX_PROCESSOR_NAME];
     int len = 0;
     memset(me, 0, sizeof me);
     MPI_Get_processor_name(me, &len);
     MPI_Gather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
                MPI_COMM_WORLD);
+    int place[4] = {where.cpu, where.socket, where.core, -1};
+    MPI_Gather(place, 4, MPI_INT, places, 4, MPI_INT, 0, MPI_COMM_WORLD);
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
     MPI_Get_library_version(version, &len);
 
@@ -165,10 +240,11 @@ int main(int argc, char **argv)
     meta.argc = argc;
     meta.argv = argv;
     meta.mpi_version = version;
-    meta.hosts[0] = names[0];
-    meta.hosts[1] = names[1];
+    meta.nranks = nranks;
+    meta.hosts = (const char(*)[MPI_MAX_PROCESSOR_NAME])names;
+    meta.places = places;
     meta.loop_seconds = -1;
-    struct csv_out csv = {-1, NULL, 0, 0.0, 0.0};
+    struct csv_out csv = {-1, NULL, 0, 0.0, 0.0, o.contention};
     st = 0;
     if (rank == 0) {
         meta.timer_resolution = timer_resolution(o.timer);
@@ -191,6 +267,11 @@ int main(int argc, char **argv)
      * and aborts the job so that rank 1 cannot hang. */
     MPI_Barrier(MPI_COMM_WORLD);
     double t_loop = mono_now();
+    int *cpu_end = malloc((size_t)nranks * sizeof *cpu_end);
+    if (!cpu_end) {
+        error_msg("out of memory for the per-rank tables");
+        MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE_IO);
+    }
     uint64_t i = 0;
     int stop = 0;
     while (i < plan.n) {
@@ -202,18 +283,24 @@ int main(int argc, char **argv)
         uint64_t n = plan.n - i < o.flush_every ? plan.n - i : o.flush_every, k = 0;
         int interrupted = 0;
         while (k < n) {
+            if (o.contention) /* one round: every pair starts together */
+                MPI_Barrier(MPI_COMM_WORLD);
             op_run(&ctx, &plan.e[i + k], &rec[k]);
             rec[k].seq = i + k;
+            rec[k].pair = (uint32_t)my_pair;
             if (rank == 0 && g_signal) {
                 interrupted = g_signal; /* the signal landed in this sample: drop it */
                 break;
             }
             k++;
         }
-        if (rank == 0 && csv_flush(&csv, rec, k, interrupted, err)) {
+        if (rank == 0 && csv_flush(&csv, role == 0 ? rec : NULL, role == 0 ? k : 0,
+                                   interrupted, err)) {
             error_msg(err);
             MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE_IO);
         }
+        if (o.contention && !interrupted)
+            collect_pairs(&o, rank, role, rec, rec_in, k, &csv);
         i += k;
         if (interrupted) {
             meta.loop_seconds = mono_now() - t_loop;
@@ -232,6 +319,10 @@ int main(int argc, char **argv)
     }
 
     int rc = 0;
+    struct cpu_place end_place = cpu_place_now();
+    MPI_Gather(&end_place.cpu, 1, MPI_INT, cpu_end, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    for (int r = 0; rank == 0 && r < nranks; r++)
+        places[4 * r + 3] = cpu_end[r];
     if (rank == 0) {
         meta.loop_seconds = mono_now() - t_loop;
         if (csv_flush(&csv, rec, 0, 1, err)) { /* the final fsync */
@@ -258,6 +349,11 @@ int main(int argc, char **argv)
     free(ctx.rbuf);
     free(ctx.reqs);
     free(rec);
+    free(rec_in);
+    free(hashes);
+    free(names);
+    free(places);
+    free(cpu_end);
     plan_free(&plan);
     MPI_Finalize();
     return rc;

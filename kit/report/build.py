@@ -25,6 +25,8 @@ from numpy.typing import NDArray
 from kit import __version__
 from kit.errors import ModelError, UserError
 from kit.paths import PACKAGE_DIR
+from kit.progress import track
+from kit.report.summary import TERMS, summarise
 
 TEMPLATE_DIR = PACKAGE_DIR / "templates" / "report"
 
@@ -44,6 +46,13 @@ class Section:
     ranges: list[dict[str, str]] = field(default_factory=list)
     range_models: list[str] = field(default_factory=list)
     split: str = ""
+    #: "How sure": one row per breakpoint / regime quantity (kit.model.uncertainty)
+    intervals: list[dict[str, str]] = field(default_factory=list)
+    intervals_note: str = ""
+    #: run quality findings (kit.runquality), one sentence each
+    quality: list[str] = field(default_factory=list)
+    #: The key numbers (kit.report.summary): the report's summary row and the series' card.
+    summary: Any = None
 
 
 def slugify(text: str) -> str:
@@ -62,9 +71,9 @@ def _size(v: float) -> str:
     return "∞" if not math.isfinite(v) else f"{v:,.0f}"
 
 
-def regime_rows(model: Any) -> list[dict[str, str]]:
-    validation = getattr(model, "validation_", None) or {}
-    per_regime = validation.get("regimes") or []
+def regime_rows(model: Any, validation: Mapping[str, Any] | None = None
+                ) -> list[dict[str, str]]:
+    per_regime = (validation or {}).get("regimes") or []
     rows = []
     for k, r in enumerate(model.regimes_, start=1):
         v = per_regime[k - 1] if k - 1 < len(per_regime) else {}
@@ -86,10 +95,19 @@ def regime_rows(model: Any) -> list[dict[str, str]]:
                      "noise": r.noise.family, "quantiles": quant or "–",
                      "n_samples": _g(getattr(r, "n_samples", None)),
                      "n_outliers": _g(getattr(r, "n_outliers", None)), "overlap": overlap,
-                     "score": (f"{_g(v.get('crps_over_floor'), 3)} "
-                               f"(Hockney {_g(v.get('hockney_crps_over_floor'), 3)})"
-                               if "crps_over_floor" in v else "–")})
+                     "score": _regime_score(v, (validation or {}).get("best_baseline"))})
     return rows
+
+
+def _regime_score(v: Mapping[str, Any], best: str | None) -> str:
+    """Held-out CRPS / floor of a regime, beside the best honest baseline's (named)."""
+    if "crps_over_floor" not in v:
+        return "–"
+    if best and "best_baseline_crps_over_floor" in v:
+        return (f"{_g(v.get('crps_over_floor'), 3)} "
+                f"({best} {_g(v.get('best_baseline_crps_over_floor'), 3)})")
+    return (f"{_g(v.get('crps_over_floor'), 3)} "
+            f"(Hockney {_g(v.get('hockney_crps_over_floor'), 3)})")
 
 
 def _validation_part(section: Section, validation: Mapping[str, Any]) -> None:
@@ -114,18 +132,29 @@ def _validation_part(section: Section, validation: Mapping[str, Any]) -> None:
 
 def series_section(out_dir: Path, model: Any, size: NDArray | None, time: NDArray | None, *,
                    title: str, provenance: Mapping[str, Any] | None = None,
-                   validation: Mapping[str, Any] | None = None) -> Section:
-    """Write the series' PNGs into ``out_dir`` and return its section."""
-    from kit.baselines import HockneyModel
+                   validation: Mapping[str, Any] | None = None,
+                   samples: pl.DataFrame | None = None,
+                   intervals: Mapping[str, Any] | None = None,
+                   run_quality: Mapping[str, Any] | None = None) -> Section:
+    """Write the series' PNGs into ``out_dir`` and return its section.
+
+    ``samples`` (``run_id``, ``seq``, ``size``, ``time`` of the raw rows) adds the
+    time-vs-sequence figure of run quality.
+    """
+    from kit.baselines import HockneyModel, RobustHockneyModel
     from kit.report import plots
 
     slug = slugify(title)
     section = Section(title=title, slug=slug,
                       provenance={str(k): str(v) for k, v in (provenance or {}).items()})
-    section.regimes = regime_rows(model)
+    section.regimes = regime_rows(model, validation)
+    section.summary = summarise(model, title=title, slug=slug, validation=validation,
+                                n_samples=int(size.size) if size is not None else
+                                getattr(model, "n_samples_", None))
     baselines = {}
     if size is not None and time is not None and size.size >= 2:
-        baselines["Hockney"] = HockneyModel().fit(size, time)
+        baselines["robust Hockney (per-size medians)"] = RobustHockneyModel().fit(size, time)
+        baselines["Hockney (per-size means)"] = HockneyModel().fit(size, time)
     else:
         section.notes.append("The samples of this series were not available: the plots show "
                              "the model alone.")
@@ -133,30 +162,116 @@ def series_section(out_dir: Path, model: Any, size: NDArray | None, time: NDArra
                                  baselines)
     section.images.append({"file": scatter.name, "caption": "Samples, regimes (shaded "
                            "alternately), fitted curves, model median and p05..p95 band, "
-                           "overlap windows, and the Hockney line."})
+                           "overlap windows, and the two Hockney lines (least squares on "
+                           "per-size means; relative least squares on per-size medians)."})
     if size is not None and time is not None and size.size >= 2:
         resid = plots.residual_plot(out_dir / f"{slug}-residuals.png", model, size, time,
                                     title)
         section.images.append({"file": resid.name, "caption": "Per regime: time / curve of "
-                               "the samples, the fitted noise density, and draws from the "
-                               "model."})
+                               "the samples on a log axis (share of samples per log bin), the "
+                               "fitted noise, and draws from the model."})
+        tails = plots.tail_plot(out_dir / f"{slug}-tails.png", model, size, time, title)
+        section.images.append({"file": tails.name, "caption": "Per regime: share of samples "
+                               "above each time / curve, samples beside the fitted noise "
+                               "(log-log): where p95 and p99 are missed, the lines part."})
     if validation:
         _validation_part(section, validation)
-        vplot = plots.validation_plot(out_dir / f"{slug}-validation.png", validation, title)
-        section.images.append({"file": vplot.name, "caption": "Distributional score per "
-                               "size on held-out samples: model, baselines and floor."})
+        vplot = plots.validation_plot(out_dir / f"{slug}-validation.png", validation, title,
+                                      breakpoints=list(model.breakpoints_))
+        section.images.append({"file": vplot.name, "caption": "How close each model's "
+                               "predicted distribution is to the held-out samples, as CRPS over "
+                               "the floor, pooled per half-decade of size: 1 is as good as the "
+                               "data allows; the baselines show what the regimes buy."})
     else:
         section.notes.append("No validation: the model file holds none and the samples were "
                              "not available to compute it.")
+    _intervals_part(section, intervals)
+    _quality_part(section, out_dir, slug, title, run_quality, samples)
     return section
 
 
-def render(out_dir: Path, sections: list[Section], title: str) -> Path:
-    """Write ``index.html`` (atomically) from the sections."""
+def _intervals_part(section: Section, intervals: Mapping[str, Any] | None) -> None:
+    """Rows "quantity: value [lo, hi]" from the model's bootstrap intervals."""
+    from kit.model.uncertainty import format_interval
+
+    if not intervals:
+        section.notes.append("No intervals: the model was fitted with --no-intervals (or "
+                             "before they existed); refit to see how sure each number is.")
+        return
+    section.intervals_note = (f"{int(float(intervals['level']) * 100)} % intervals, "
+                              f"{intervals['resample']} bootstrap, {intervals['n_boot']} "
+                              f"resamples of {intervals['n_units']} units")
+    rows = [{"what": f"breakpoint {k + 1} [B]",
+             "interval": format_interval(iv, "{:,.0f}".format)}
+            for k, iv in enumerate(intervals.get("breakpoints", []))]
+    for k, reg in enumerate(intervals.get("regimes", [])):
+        name = f"regime {k + 1} ({reg.get('family')})"
+        rows += [{"what": f"{name} {n}", "interval": format_interval(iv)}
+                 for n, iv in reg.get("params", {}).items()]
+        rows += [{"what": f"{name} noise {n}", "interval": format_interval(iv, "{:.3g}".format)}
+                 for n, iv in reg.get("noise", {}).items()]
+        rows += [{"what": f"{name} band {c + 1} share",
+                  "interval": format_interval(iv, "{:.2f}".format)}
+                 for c, iv in enumerate(reg.get("band_shares", []))]
+    section.intervals = rows
+
+
+def _quality_part(section: Section, out_dir: Path, slug: str, title: str,
+                  quality: Mapping[str, Any] | None, samples: pl.DataFrame | None) -> None:
+    """Run-quality sentences and the time-vs-sequence figure."""
+    from kit.report import plots
+    from kit.runquality import assess_frame
+
+    if samples is not None and samples.height >= 2 and "seq" in samples.columns:
+        found = assess_frame(samples)
+        if not quality:
+            quality = found.to_dict()
+        seqp = plots.sequence_plot(out_dir / f"{slug}-sequence.png",
+                                   samples["run_id"].to_numpy(), samples["seq"].to_numpy(),
+                                   samples["size"].to_numpy().astype(float),
+                                   samples["time"].to_numpy(), found.disturbed, title)
+        section.images.append({"file": seqp.name, "caption": "Time in measurement order, "
+                               "relative to each run's quiet level at the same sizes (25 % "
+                               "quantile per size bin); red: flagged as disturbed."})
+    if not quality:
+        return
+    lines = []
+    for w in quality.get("windows", []):
+        lines.append(f"run {w['run_id']}: samples seq {w['seq_start']}..{w['seq_end']} "
+                     f"({w['n_samples']}) are {w['slowdown']:.3g}x above the run's quiet level")
+    for r in quality.get("runs", []):
+        if r.get("verdict") in ("disturbed throughout", "differs", "not judged"):
+            lines.append(f"run {r['run_id']}: {r['verdict']}"
+                         + (f" ({r['note']})" if r.get("note") else ""))
+    n_bad = int(quality.get("n_disturbed", 0))
+    head = (f"{n_bad} of {quality.get('n_samples')} samples flagged as disturbed, "
+            + ("excluded from the fit" if quality.get("excluded") else "kept in the fit")
+            if n_bad else f"{len(quality.get('runs', []))} run(s), no disturbed window found")
+    section.quality = [head, *lines]
+
+
+def aggregate_note(stat: str, reported: Mapping[str, Any] | None = None) -> str:
+    """What a section fitted to a tool's statistic must say before any figure; the
+    messages' noise is what the tool reported (``provenance.reported_noise``), if it did."""
+    summary = reported.get("summary") if isinstance(reported, Mapping) else None
+    messages = f"that noise, {summary}." if isinstance(summary, str) and summary else \
+        "which is unknown."
+    return (f"Fitted to aggregates: each point is the tool's per-size {stat}, not one message. "
+            "The curve and regimes are those of that statistic; the noise shown is its "
+            f"spread across sizes and runs, not the messages' noise: {messages}")
+
+
+def render(out_dir: Path, sections: list[Section], title: str, *,
+           loggp: tuple[list[Any], list[str]] | None = None) -> Path:
+    """Write ``index.html`` (atomically) from the sections (and the LogGP part, if any:
+    :func:`kit.report.loggp.loggp_part`'s tables and notes)."""
     env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True)
+    blocks, loggp_notes = loggp if loggp is not None else ([], [])
     html = env.get_template("index.html.j2").render(
-        title=title, sections=sections, kit_version=__version__,
+        loggp_blocks=blocks, loggp_notes=loggp_notes,
+        title=title, sections=sections, kit_version=__version__, terms=TERMS,
+        summaries=[s.summary for s in sections if s.summary is not None],
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
     path = out_dir / "index.html"
     tmp = path.with_suffix(".html.tmp")
@@ -169,19 +284,29 @@ def render(out_dir: Path, sections: list[Section], title: str) -> Path:
 
 
 def series_frame(dataset: Path, series: Mapping[str, Any]) -> pl.DataFrame:
-    """``size``, ``time``, ``run_id`` of one series (non-warm-up rows, positive times)."""
-    from kit import dataset as ds
-    from kit.schema import SERIES_KEYS
+    """``size``, ``time``, ``run_id`` of the one series a model's provenance names.
 
-    lf = ds.scan(dataset).filter(~pl.col("warmup"))
-    for k in SERIES_KEYS:
-        if k in series and series[k] is not None:
-            lf = lf.filter(pl.col(k).cast(pl.String) == str(series[k]))
-    frame = lf.filter(pl.col("time") > 0).select("size", "time", "run_id").collect()
-    if frame.height == 0:
-        raise UserError(f"no samples for series {dict(series)}", where=str(dataset),
-                        hint="check the dataset path and the series selection")
-    return frame
+    kit.dataset's selector (aggregates allowed: the series' ``stat`` says which rows, raw
+    when absent), so validate and the report score exactly the rows fit used.
+    """
+    from kit import dataset as ds
+
+    data = ds.select_series(dataset, ds.model_selector(series), aggregates=True,
+                            where="series")
+    return pl.DataFrame({"size": data.size, "time": data.time, "run_id": data.run_id})
+
+
+def _raw_frame(dataset: Path | None, series: Mapping[str, Any]) -> pl.DataFrame | None:
+    """``run_id``, ``seq``, ``size``, ``time`` of the raw rows (for run quality), or None."""
+    from kit.runquality import read_frame
+
+    if dataset is None:
+        return None
+    try:
+        frame = read_frame(dataset, {k: str(v) for k, v in series.items() if v is not None})
+    except (UserError, OSError, pl.exceptions.PolarsError):
+        return None
+    return frame if frame.height else None
 
 
 def series_samples(dataset: Path, series: Mapping[str, Any]) -> tuple[NDArray, NDArray]:
@@ -192,18 +317,20 @@ def series_samples(dataset: Path, series: Mapping[str, Any]) -> tuple[NDArray, N
 
 
 def _series_title(series: Mapping[str, Any]) -> str:
-    return " / ".join(str(series[k]) for k in ("campaign", "tool", "transport", "op", "stat")
-                      if series.get(k) is not None)
+    from kit.schema import SERIES_KEYS, UNKNOWN
+
+    return " / ".join(str(series[k]) for k in SERIES_KEYS
+                      if series.get(k) is not None and series.get(k) != UNKNOWN)
 
 
 def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None = None) -> Path:
     """Report for one saved model; samples come from ``dataset`` or the model's provenance."""
-    from kit.model.io import load_model
+    from kit.model.io import read_model
 
-    model = load_model(model_path)
-    prov = dict(getattr(model, "provenance_", None) or {})
-    series = prov.get("series") if isinstance(prov.get("series"), dict) else {}
-    ds_path = dataset or (Path(prov["dataset"]) if prov.get("dataset") else None)
+    fitted = read_model(model_path)
+    model, prov = fitted.model, fitted.provenance
+    series = fitted.series or {}
+    ds_path = dataset or fitted.dataset
     size = time = None
     out_dir.mkdir(parents=True, exist_ok=True)
     notes = []
@@ -212,21 +339,46 @@ def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None =
             size, time = series_samples(ds_path, series or {})
         except UserError as err:
             notes.append(f"Samples not loaded: {err.paragraph()}")
-    validation = getattr(model, "validation_", None) or None
+    validation = fitted.validation or None
     title = _series_title(series or {}) or model_path.stem
-    section = series_section(out_dir, model, size, time, title=title,
-                             provenance={"model": model_path, **{k: v for k, v in prov.items()
-                                                                 if k != "series"}},
-                             validation=validation)
+    shown_prov = {"model": model_path, **{k: v for k, v in prov.items() if k != "series"}}
+    extra: dict[str, Any] = {
+        "samples": _raw_frame(ds_path, series or {}) if size is not None else None,
+        "intervals": fitted.intervals, "run_quality": fitted.run_quality}
+    try:
+        section = series_section(out_dir, model, size, time, title=title,
+                                 provenance=shown_prov, validation=validation, **extra)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+        # The file is untrusted and its stored validation is free-form JSON: a block that
+        # does not have the shape kit.validate writes is reported as such, not a traceback.
+        if validation is None:
+            raise
+        notes.append("The model file's stored validation is not in the form 'pt2pt validate' "
+                     "writes; it is not shown (re-run 'pt2pt validate' on the model).")
+        section = series_section(out_dir, model, size, time, title=title,
+                                 provenance=shown_prov, validation=None, **extra)
+    if fitted.aggregate:
+        notes.insert(0, aggregate_note(str(series.get("stat", "aggregate")),
+                                       prov.get("reported_noise")))
     section.notes[:0] = notes
-    return render(out_dir, [section], f"pt2pt report: {title}")
+    loggp = None
+    if ds_path is not None and series:
+        from kit.report.loggp import GROUP_KEYS, loggp_part
+
+        group = {k: str(series[k]) for k in GROUP_KEYS if series.get(k) is not None}
+        bps = None
+        if series.get("op") == "pingpong" and len(group) == 3:  # reuse the model's ranges
+            bps = {(group["campaign"], group["transport"], group["tool"]):
+                   list(model.breakpoints_)}
+        loggp = loggp_part(Path(ds_path), group, breakpoints=bps)
+    return render(out_dir, [section], f"pt2pt report: {title}", loggp=loggp)
 
 
 def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | None = None,
                    validate: bool = True, random_state: int = 0) -> Path:
     """Fit (and validate) every series of ``dataset`` matching ``series``; one section each."""
     from kit import dataset as ds
-    from kit.model import RegimeModel
+    from kit.fitting import fit_samples
     from kit.schema import SERIES_KEYS
     from kit.validate import validate_into
 
@@ -242,21 +394,38 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
                         "or check the dataset path")
     out_dir.mkdir(parents=True, exist_ok=True)
     sections = []
-    for row in table.iter_rows(named=True):
+    pingpong_breaks: dict[tuple[str, str, str], list[float]] = {}  # LogGP's size ranges
+    # A bar on a terminal: each series is fitted and validated here (minutes for many).
+    for row in track(table.iter_rows(named=True), "report", table.height,
+                     lambda r: _series_title({k: r[k] for k in SERIES_KEYS})):
         sel = {k: row[k] for k in SERIES_KEYS}
         title = _series_title(sel)
         size, time = series_samples(dataset, sel)
         try:
-            model = RegimeModel(random_state=random_state).fit(size, time)
+            fitted = fit_samples(dataset, sel, size, time, random_state=random_state)
+            model = fitted.model
             validation = None
             if validate:
                 validation = validate_into(model, size, time, random_state=random_state)
+            from kit.model.uncertainty import bootstrap_intervals
+
+            intervals = bootstrap_intervals(model, size, time, random_state=random_state)
         except ModelError as err:
             sections.append(Section(title=title, slug=slugify(title),
                                     notes=[f"Not fitted: {err.paragraph()}"]))
             continue
-        sections.append(series_section(out_dir, model, size, time, title=title,
-                                       provenance={"dataset": dataset,
-                                                   "samples": f"{size.size:,}"},
-                                       validation=validation))
-    return render(out_dir, sections, f"pt2pt report: {dataset.name}")
+        section = series_section(out_dir, model, size, time, title=title,
+                                 provenance={"dataset": dataset, "samples": f"{size.size:,}"},
+                                 validation=validation, samples=_raw_frame(dataset, sel),
+                                 intervals=intervals)
+        if sel.get("stat") != ds.RAW:
+            section.notes.insert(0, aggregate_note(str(sel.get("stat")),
+                                                   fitted.provenance.get("reported_noise")))
+        elif sel.get("op") == "pingpong":
+            pingpong_breaks.setdefault((str(sel["campaign"]), str(sel["transport"]),
+                                        str(sel["tool"])), list(model.breakpoints_))
+        sections.append(section)
+    from kit.report.loggp import loggp_part
+
+    loggp = loggp_part(dataset, series, breakpoints=pingpong_breaks, random_state=random_state)
+    return render(out_dir, sections, f"pt2pt report: {dataset.name}", loggp=loggp)

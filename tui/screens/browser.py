@@ -15,15 +15,25 @@ from textual.events import Key
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
+from kit.bandwidth import TOP_OCTAVE_DEFINITION
 from kit.errors import UserError
-from tui import data
+from tui import loading, modelfiles, serieskey
 from tui.background import in_background
-from tui.screens.common import HelpMixin, PathPrompt, notify_error
+from tui.screens.common import QUIT_GROUP, HelpMixin, PathPrompt, notify_error
 from tui.session import Session
 from tui.widgets.plot import format_bytes, format_seconds
 
-COLUMNS = ("", "campaign", "tool", "transport", "op", "MPI", "samples", "sizes",
-           "small lat.", "large BW", "fitted")
+COLUMNS = ("", "campaign", "tool", "transport", "placement", "op", "MPI", "samples", "sizes",
+           "small lat.", "eff. bw", "fitted")
+#: Shown only when some series knows where its ranks ran (placement or host pair).
+PLACEMENT_COLUMN = "placement"
+
+
+def columns(rows: Sequence[loading.SeriesRow]) -> tuple[str, ...]:
+    """The table's columns: the placement column is left out when no row knows one."""
+    if any(r.key.where for r in rows):
+        return COLUMNS
+    return tuple(c for c in COLUMNS if c != PLACEMENT_COLUMN)
 
 
 def _bandwidth(v: float | None) -> str:
@@ -35,33 +45,51 @@ def _bandwidth(v: float | None) -> str:
     return f"{v:.3g} B/s"
 
 
-def _op_cell(key: data.SeriesKey) -> str:
+def _op_cell(key: serieskey.SeriesKey) -> str:
     """The op, with the statistic for tools that print aggregates (OSU: ``pingpong [mean]``)."""
     stat = key.get("stat")
     return key.get("op") if stat in ("raw", "") else f"{key.get('op')} [{stat}]"
 
 
-def matches(row: data.SeriesRow, query: str) -> bool:
+def matches(row: loading.SeriesRow, query: str) -> bool:
     """Every whitespace-separated term of ``query`` occurs in some field (case-insensitive)."""
     hay = " ".join([*row.key.values, row.mpi]).lower()
     return all(term in hay for term in query.lower().split())
 
 
-class BrowserScreen(HelpMixin, Screen[None]):
-    """Series table. Printable keys go to the filter; Enter opens the highlighted series."""
+class SeriesTable(DataTable[Text | str]):
+    """The series list. Enter opens the highlighted series and the footer says so: DataTable's
+    own Enter binding is hidden, and while the table had the focus it hid the screen's "Open"
+    too, so the footer named the key only when the focus happened to be elsewhere."""
 
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "select_cursor", "Open")]
+
+
+class BrowserScreen(HelpMixin, Screen[None]):
+    """Series table. ``/`` (or a letter other than ``q``) starts the filter; Enter opens a series.
+
+    ``q`` quits as in every terminal pager, unless the filter has the focus: then it is a letter
+    of the query like any other. Escape clears the filter and gives the table the focus back.
+    """
+
+    help_title = "series list"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_series", "Open"),
-        Binding("space", "mark", "Mark for compare"),
+        Binding("slash", "focus_filter", "Filter"),
+        Binding("space", "mark", "Mark"),  # for compare (ctrl+g); short: the footer is full
         Binding("ctrl+g", "compare", "Compare marked"),
         Binding("ctrl+o", "open_dataset", "Open dataset"),
         Binding("escape", "clear_filter", "Clear filter"),
         Binding("question_mark", "help", "Help"),
-        Binding("ctrl+q", "app.quit", "Quit"),
+        Binding("q", "app.quit", "Quit", group=QUIT_GROUP),  # last: beside the app's ctrl+q
     ]
-    HELP: ClassVar[dict[str, str]] = {
-        "typing": "filters the table (all words must match campaign/tool/transport/op/MPI)",
+    KEY_HELP: ClassVar[dict[str, str]] = {
+        "/ or a letter": "filters the table (all words must match campaign/tool/transport/"
+                         "placement/hosts/op/MPI)",
         "up/down": "move in the table (also while typing in the filter)",
+        "space": "marks the highlighted series for compare; ctrl+g compares the marked ones",
+        "small lat.": "median one-way time of sizes <= 64 B",
+        "eff. bw": TOP_OCTAVE_DEFINITION,
     }
 
     def __init__(self, session: Session, dataset: Path | None = None,
@@ -70,20 +98,25 @@ class BrowserScreen(HelpMixin, Screen[None]):
         self.session = session
         self._start_dataset = dataset
         self._start_models = list(models)
-        self.marked: set[data.SeriesKey] = set()
-        self.shown: list[data.SeriesRow] = []
+        self.marked: set[serieskey.SeriesKey] = set()
+        self.shown: list[loading.SeriesRow] = []
+        self._columns: tuple[str, ...] = COLUMNS
 
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical(id="browser"):
-            yield Input(placeholder="type to filter series…", id="filter")
-            yield DataTable(id="series", cursor_type="row", zebra_stripes=True)
+            # No select-on-focus: a letter typed in the table focuses the filter and must not
+            # be replaced by the next one.
+            yield Input(placeholder="/ to filter series (esc clears) · q quits", id="filter",
+                        select_on_focus=False)
+            yield SeriesTable(id="series", cursor_type="row", zebra_stripes=True)
             yield Static("", id="browser-status")
         yield Footer()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns(*COLUMNS)
+        self._columns = columns([])
+        table.add_columns(*self._columns)
         table.focus()
         if self._start_models:
             self._status("Loading models …")
@@ -103,7 +136,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
     @work(exclusive=True, group="open-dataset")
     async def _load_rows(self, path: Path) -> None:
         try:
-            rows = await in_background(data.series_rows, path)
+            rows = await in_background(loading.series_rows, path)
         except UserError as err:
             self._load_failed(path, err)
             return
@@ -119,7 +152,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
         else:
             self._status(f"Still showing {self.session.dataset}.")
 
-    def _rows_loaded(self, path: Path, rows: list[data.SeriesRow]) -> None:
+    def _rows_loaded(self, path: Path, rows: list[loading.SeriesRow]) -> None:
         if self.session.dataset != path:
             self.session.series.clear()
             self.marked.clear()
@@ -129,7 +162,9 @@ class BrowserScreen(HelpMixin, Screen[None]):
             self.notify(message, title="Model", severity="warning", timeout=12)
         table = self.query_one(DataTable)
         table.loading = False
-        table.focus()  # the loading overlay took focus away
+        # The loading overlay took the focus away and is removed on the next refresh:
+        # focusing now can lose to it on a slow machine.
+        self.call_after_refresh(table.focus)
         self.refresh_table()
         self.sub_title = path.name  # the name only: full paths are long and machine-specific
         if len(rows) == 1:
@@ -142,13 +177,13 @@ class BrowserScreen(HelpMixin, Screen[None]):
         Loading first lets the rows be matched to their models the moment they appear. A bad
         file is a notification naming it; the other models and the dataset still open.
         """
-        loaded, errors = await in_background(data.load_models, paths)
+        loaded, errors = await in_background(modelfiles.load_models, paths)
         for err in errors:
             notify_error(self, err)
         self.session.model_files = loaded
         # `pt2pt tui --model M.json` alone: open the dataset the models were fitted on.
-        origin = next((d for d in map(data.model_dataset, (m.model for m in loaded))
-                       if d is not None), None)
+        origin = next((m.dataset for m in loaded
+                       if m.dataset is not None and m.dataset.is_dir()), None)
         target = self._start_dataset or origin
         if target is not None:
             self.open_dataset(target)
@@ -161,7 +196,13 @@ class BrowserScreen(HelpMixin, Screen[None]):
         table = self.query_one(DataTable)
         query = self.query_one("#filter", Input).value
         current = self._highlighted()
-        table.clear()
+        wanted = columns(self.session.rows)
+        if wanted != self._columns:
+            table.clear(columns=True)
+            table.add_columns(*wanted)
+            self._columns = wanted
+        else:
+            table.clear()
         self.shown = [r for r in self.session.rows if matches(r, query)]
         for row in self.shown:
             table.add_row(*self._cells(row), key="|".join(row.key.values))
@@ -173,13 +214,21 @@ class BrowserScreen(HelpMixin, Screen[None]):
                      + (f", {loaded} with a model from file" if loaded else "")
                      + (f", {len(self.marked)} marked" if self.marked else ""))
 
-    def _cells(self, row: data.SeriesRow) -> list[str | Text]:
+    def _cells(self, row: loading.SeriesRow) -> list[str | Text]:
+        cells = self._all_cells(row)
+        if PLACEMENT_COLUMN in self._columns:
+            return cells
+        del cells[COLUMNS.index(PLACEMENT_COLUMN)]
+        return cells
+
+    def _all_cells(self, row: loading.SeriesRow) -> list[str | Text]:
         fitted = self.session.fitted(row.key)
         return [
             Text("●", style="bold magenta") if row.key in self.marked else Text(" "),
             row.key.get("campaign"),
             row.key.get("tool"),
             row.key.get("transport"),
+            row.key.where or "–",
             _op_cell(row.key),
             row.mpi or "–",
             Text(f"{row.n_samples:,}", justify="right"),
@@ -190,7 +239,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
             Text("yes", style="green") if fitted else Text("no", style="dim"),
         ]
 
-    def _highlighted(self) -> data.SeriesKey | None:
+    def _highlighted(self) -> serieskey.SeriesKey | None:
         table = self.query_one(DataTable)
         if not self.shown or table.cursor_row is None:
             return None
@@ -228,9 +277,10 @@ class BrowserScreen(HelpMixin, Screen[None]):
             (table.action_cursor_up if event.key == "up" else table.action_cursor_down)()
             event.stop()
         elif (self.focused is table and event.is_printable and event.character
-              and event.character not in " ?"):
+              and event.character not in " ?q/"):
             flt.focus()
-            flt.insert_text_at_cursor(event.character)
+            flt.value += event.character
+            flt.cursor_position = len(flt.value)
             event.stop()
 
     def action_open_series(self) -> None:
@@ -240,7 +290,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
             return
         self._open(key)
 
-    def _open(self, key: data.SeriesKey) -> None:
+    def _open(self, key: serieskey.SeriesKey) -> None:
         from tui.screens.series import SeriesScreen
 
         self.app.push_screen(SeriesScreen(self.session, key))
@@ -270,6 +320,9 @@ class BrowserScreen(HelpMixin, Screen[None]):
 
         self.app.push_screen(PathPrompt("Open dataset directory",
                                         str(self.session.dataset or "")), chosen)
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#filter", Input).focus()
 
     def action_clear_filter(self) -> None:
         flt = self.query_one("#filter", Input)

@@ -28,13 +28,18 @@ def _key_name(binding: BindingType) -> tuple[str, str]:
     return key, rest[0] if rest else ""
 
 
-_PRETTY = {"question_mark": "?", "escape": "esc", "space": "space", "enter": "enter",
+_PRETTY = {"question_mark": "?", "slash": "/", "escape": "esc", "space": "space", "enter": "enter",
            "less_than_sign": "<", "greater_than_sign": ">", "plus": "+", "minus": "-",
            "left_square_bracket": "[", "right_square_bracket": "]"}
 
 
 def pretty_key(key: str) -> str:
     return ", ".join(_PRETTY.get(k.strip(), k.strip()) for k in key.split(","))
+
+
+#: Footer group of the quit keys: a screen's ``q`` sits beside the app's ``ctrl+q`` as
+#: "q ^q Quit" (the footer merges adjacent bindings of one group). Put ``q`` last in BINDINGS.
+QUIT_GROUP = Binding.Group("Quit")
 
 
 class HelpScreen(ModalScreen[None]):
@@ -64,13 +69,14 @@ class HelpScreen(ModalScreen[None]):
 class HelpMixin:
     """Adds ``action_help``: the help lists the bindings, so it can never miss a key."""
 
-    HELP: ClassVar[dict[str, str]] = {}
+    KEY_HELP: ClassVar[dict[str, str]] = {}
     BINDINGS: ClassVar[list[BindingType]]
 
     def action_help(self) -> None:
         rows = [(pretty_key(k), d) for k, d in (_key_name(b) for b in self.BINDINGS) if d]
-        rows += list(self.HELP.items())
-        title = f"Keys — {getattr(self, 'help_title', type(self).__name__)}"
+        rows += list(self.KEY_HELP.items())
+        rows.append(("ctrl+q", "quit the explorer (from any screen, even while typing)"))
+        title = f"Keys of the {getattr(self, 'help_title', 'explorer')}"
         self.app.push_screen(HelpScreen(title, rows))  # type: ignore[attr-defined]
 
 

@@ -12,8 +12,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from kit.diff import DiffResult
 from kit.errors import UserError
-from tui import data, figures
+from tui import comparing, figures, loading, serieskey
 from tui.background import in_background
 from tui.screens.common import HelpMixin, notify_error
 from tui.session import SeriesState, Session
@@ -29,18 +30,23 @@ class CompareScreen(HelpMixin, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("plus,equals_sign", "tolerance(1)", "Wider X %"),
         Binding("minus", "tolerance(-1)", "Narrower X %"),
+        Binding("d", "diff", "Diff B vs A"),
         Binding("question_mark", "help", "Help"),
         Binding("escape,q", "app.pop_screen", "Back"),
     ]
-    HELP: ClassVar[dict[str, str]] = {
-        "table": "per size range: the fastest series (median) and all within X % of it"}
+    KEY_HELP: ClassVar[dict[str, str]] = {
+        "table": "per size range: the fastest series (median) and all within X % of it",
+        "d": "with two series: did B change against A? per size band the change of p05/p50/"
+             "p95 with 95 % family-wise intervals (pt2pt diff); changed bands highlighted; "
+             "d again goes back to the best-within table"}
 
-    def __init__(self, session: Session, keys: list[data.SeriesKey]) -> None:
+    def __init__(self, session: Session, keys: list[serieskey.SeriesKey]) -> None:
         super().__init__()
         self.session = session
         self.keys = keys
         self.tol_index = 2
         self.states: list[SeriesState] = []
+        self.showing_diff = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -70,9 +76,9 @@ class CompareScreen(HelpMixin, Screen[None]):
             return
         self._loaded(states)
 
-    def _read(self, key: data.SeriesKey) -> SeriesState:
-        samples = data.load_samples(self.session.dataset, key,  # type: ignore[arg-type]
-                                    [r.key for r in self.session.rows])
+    def _read(self, key: serieskey.SeriesKey) -> SeriesState:
+        samples = loading.load_samples(self.session.dataset, key,  # type: ignore[arg-type]
+                                       [r.key for r in self.session.rows])
         return SeriesState.of(samples)
 
     def _failed(self, err: UserError) -> None:
@@ -90,7 +96,7 @@ class CompareScreen(HelpMixin, Screen[None]):
         self.query_one(Plot).spec = figures.compare_spec([s.binned for s in states])
         self._table()
 
-    def _legend(self, shares: list[data.Share], tol: float) -> None:
+    def _legend(self, shares: list[comparing.Share], tol: float) -> None:
         by_index = {s.index: s for s in shares}
         legend = Text()
         for i, key in enumerate(self.keys):
@@ -109,7 +115,7 @@ class CompareScreen(HelpMixin, Screen[None]):
         table.clear(columns=True)
         table.add_columns("sizes", "best", "median", f"within {tol:g} %")
         try:
-            rows, shares = data.best_within([s.samples for s in self.states], tol)
+            rows, shares = comparing.best_within([s.samples for s in self.states], tol)
         except UserError as err:
             notify_error(self, err)
             return
@@ -121,5 +127,54 @@ class CompareScreen(HelpMixin, Screen[None]):
 
     def action_tolerance(self, step: int) -> None:
         self.tol_index = min(max(self.tol_index + step, 0), len(TOLERANCES) - 1)
-        if self.states:
+        if self.states and not self.showing_diff:
             self._table()
+
+    def action_diff(self) -> None:
+        if not self.states:
+            return
+        if self.showing_diff:
+            self.showing_diff = False
+            self._table()
+            return
+        if len(self.states) != 2:
+            self.notify("diff compares exactly two series: mark two in the list (space)",
+                        severity="warning")
+            return
+        self.query_one("#compare-body").loading = True
+        self._run_diff()
+
+    @work(exclusive=True, group="diff")
+    async def _run_diff(self) -> None:
+        from tui.diffing import diff_series
+
+        a, b = (s.samples for s in self.states)
+        try:
+            result = await in_background(diff_series, a, b)
+        except UserError as err:
+            self.query_one("#compare-body").loading = False
+            notify_error(self, err)
+            return
+        self._show_diff(result)
+
+    def _show_diff(self, result: DiffResult) -> None:
+        from tui.diffing import rows
+
+        if not self.is_attached:
+            return
+        self.query_one("#compare-body").loading = False
+        self.showing_diff = True
+        legend = Text()
+        legend.append("B against A: ", "bold").append(result.verdict,
+                                                       "bold red" if result.changed else "green")
+        legend.append(f"\n95 % family-wise intervals over {result.settings['tests']} tests; "
+                      "* = between two positions of a moved break", "dim")
+        self.query_one("#legend", Static).update(legend)
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        table.add_columns("sizes", "stat", "change", "95 % interval", "")
+        for row in rows(result):
+            style = ("bold red" if row.slower else "bold green") if row.changed else ""
+            table.add_row(row.sizes, row.stat, Text(row.change, style),
+                          Text(row.interval, style), Text("changed" if row.changed else "",
+                                                          style))

@@ -13,21 +13,44 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label
 
 from kit.errors import UserError
-from tui import data
+from tui import modelfiles, serieskey
 from tui.screens.common import Confirm, notify_error
 from tui.session import Session
 
 
-def default_stem(key: data.SeriesKey) -> str:
-    return "-".join(v for v in key.values if v and v != "raw").replace("/", "_")
+class Tick(Checkbox, inherit_bindings=False):
+    """A checkbox whose state shows in the glyph (``✔`` / blank), not only in the colour.
+
+    Only space and a click toggle it: Enter belongs to the dialog (save), so pressing Enter
+    on a focused box never silently flips what gets written.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("space", "toggle_button", "Toggle", show=False)]
+    ON, OFF = "✔", " "
+
+    def __init__(self, label: str, value: bool = False, *, id: str | None = None) -> None:
+        super().__init__(label, value, id=id)
+        self.BUTTON_INNER = self.ON if value else self.OFF
+
+    def watch_value(self) -> None:
+        self.BUTTON_INNER = self.ON if self.value else self.OFF
+        super().watch_value()
+
+
+def default_stem(key: serieskey.SeriesKey) -> str:
+    words = (v for v in key.values if v and v not in ("raw", "unknown"))
+    return "-".join(words).replace("/", "_").replace(":", "_")
 
 
 class ExportScreen(ModalScreen[list[Path] | None]):
     """Path prompt for both outputs; asks before overwriting anything that exists."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "save", "Save", priority=False),
+        Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, session: Session, key: data.SeriesKey) -> None:
+    def __init__(self, session: Session, key: serieskey.SeriesKey) -> None:
         super().__init__()
         self.session = session
         self.key = key
@@ -36,13 +59,22 @@ class ExportScreen(ModalScreen[list[Path] | None]):
         stem = default_stem(self.key)
         with Vertical(classes="dialog", id="export-dialog"):
             yield Label(f"Export the model of {self.key.label}")
-            yield Checkbox("model JSON", value=True, id="want-model")
+            yield Tick("model JSON", value=True, id="want-model")
             yield Input(f"{stem}.model.json", id="model-path")
-            yield Checkbox("SimGrid/SMPI configuration (directory)", value=True, id="want-simgrid")
+            yield Tick("SimGrid/SMPI configuration (directory)", value=True, id="want-simgrid")
             yield Input(f"{stem}-simgrid", id="simgrid-path")
+            yield Label("space toggles a box · enter saves the ticked ones · esc cancels",
+                        classes="hint")
             with Horizontal(classes="buttons"):
                 yield Button("Save", variant="primary", id="save")
                 yield Button("Cancel", id="cancel")
+
+    @on(Checkbox.Changed)
+    def _ticked(self, event: Checkbox.Changed) -> None:
+        """An unticked output's path is greyed out: what will be written is what is enabled."""
+        target = {"want-model": "#model-path", "want-simgrid": "#simgrid-path"}
+        if event.checkbox.id in target:
+            self.query_one(target[event.checkbox.id], Input).disabled = not event.value
 
     def _targets(self) -> tuple[Path | None, Path | None]:
         model = (Path(self.query_one("#model-path", Input).value.strip()).expanduser()
@@ -56,13 +88,13 @@ class ExportScreen(ModalScreen[list[Path] | None]):
     def action_save(self) -> None:
         model_path, simgrid_dir = self._targets()
         if model_path is None and simgrid_dir is None:
-            self.notify("Nothing selected to export.", severity="warning")
+            self.notify("Nothing ticked to export: tick a box with space.", severity="warning")
             return
         existing = []
         if model_path is not None and model_path.exists():
             existing.append(str(model_path))
         if simgrid_dir is not None:
-            existing += [str(simgrid_dir / f) for f in data.SIMGRID_FILES
+            existing += [str(simgrid_dir / f) for f in modelfiles.SIMGRID_FILES
                          if (simgrid_dir / f).exists()]
         if existing:
             def answered(ok: bool | None) -> None:
@@ -79,10 +111,11 @@ class ExportScreen(ModalScreen[list[Path] | None]):
         written: list[Path] = []
         try:
             if model_path is not None:
-                written.append(data.save_model(state.model, model_path, self.session.dataset,
-                                               self.key))
+                written.append(modelfiles.save_model(state.model, model_path,
+                                                     self.session.dataset, self.key,
+                                                     validation=state.validation))
             if simgrid_dir is not None:
-                written += data.export_simgrid(state.model, simgrid_dir)
+                written += modelfiles.export_simgrid(state.model, simgrid_dir)
         except (UserError, OSError) as err:
             if isinstance(err, OSError):
                 err = UserError(f"cannot write: {err.strerror or err}",

@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from kit.errors import UserError
-from tui import data, figures
+from tui import figures, fitting, noiseview, serieskey
 from tui.background import in_background
 from tui.screens.common import HelpMixin, notify_error
 from tui.session import Session
@@ -21,7 +21,7 @@ from tui.widgets.plot import Plot
 
 
 class NoiseScreen(HelpMixin, Screen[None]):
-    """Histogram of time / fitted curve with the chosen density; every candidate family."""
+    """Histogram of ln(time / fitted curve) on a log axis with the chosen density; candidates."""
 
     help_title = "noise view"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -30,13 +30,14 @@ class NoiseScreen(HelpMixin, Screen[None]):
         Binding("question_mark", "help", "Help"),
         Binding("escape,q", "app.pop_screen", "Back"),
     ]
-    HELP: ClassVar[dict[str, str]] = {
-        "bars": "histogram (density) of time / fitted curve for the regime's inlier samples",
-        "white line": "density of the chosen noise family; dotted vertical line at ratio 1",
+    KEY_HELP: ClassVar[dict[str, str]] = {
+        "dim line": "histogram of ln(time / fitted curve) of the regime's inlier samples, on a "
+                    "log-ratio axis over the whole range (heavy tails stay visible)",
+        "white line": "density of ln(ratio) of the chosen noise family; dotted line at ratio 1",
         "table": "candidate families by AIC (lower is better), fitted vs empirical quantiles",
     }
 
-    def __init__(self, session: Session, key: data.SeriesKey, regime: int) -> None:
+    def __init__(self, session: Session, key: serieskey.SeriesKey, regime: int) -> None:
         super().__init__()
         self.session = session
         self.key = key
@@ -64,7 +65,7 @@ class NoiseScreen(HelpMixin, Screen[None]):
     async def _compute(self, regime: int) -> None:
         state = self.session.series[self.key]
         try:
-            view = await in_background(data.noise_view, state.model, state.samples, regime)
+            view = await in_background(noiseview.noise_view, state.model, state.samples, regime)
         except UserError as err:
             self._failed(err)
             return
@@ -75,12 +76,12 @@ class NoiseScreen(HelpMixin, Screen[None]):
         if self.is_attached:
             self.query_one("#noise-body").loading = False
 
-    def _computed(self, regime: int, view: data.NoiseView) -> None:
+    def _computed(self, regime: int, view: noiseview.NoiseView) -> None:
         if regime != self.regime or not self.is_attached:
             return
         self.query_one("#noise-body").loading = False
         colour = figures.regime_colour(regime)
-        reg = data.regimes(self.session.series[self.key].model)[regime]
+        reg = fitting.regimes(self.session.series[self.key].model)[regime]
         title = Text.assemble((f"regime {regime} ", f"bold {colour}"),
                               f"{reg.family}  ·  {len(view.ratio):,} samples  ·  noise ",
                               (view.family, "bold"), "  (x: time / fitted curve)")
@@ -99,6 +100,9 @@ class NoiseScreen(HelpMixin, Screen[None]):
                   for f, e in zip(c.fitted, c.empirical, strict=True)])
 
     def action_regime(self, step: int) -> None:
-        n = len(self.session.series[self.key].model.regimes_)
+        model = self.session.series[self.key].model
+        if model is None:
+            return
+        n = len(model.regimes_)
         self.regime = (self.regime + step) % n
         self._show()

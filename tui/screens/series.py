@@ -9,6 +9,7 @@ a newer edit supersedes an older fit (results of stale fits are dropped).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -21,19 +22,18 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, LoadingIndicator, Static
 
 from kit.errors import UserError
-from tui import data, figures
+from tui import figures, fitting, loading, serieskey
 from tui.background import in_background
 from tui.screens.common import HelpMixin, notify_error
 from tui.session import SeriesState, Session
 from tui.widgets.plot import Plot, format_bytes
 
-FINE_STEP = 2 ** 0.125  # one eighth of an octave
 COARSE_STEP = 2 ** 0.5
 REFIT_DELAY_S = 0.6
 VALIDATE_DELAY_S = 1.0  # validation refits a copy: wait until the user stops editing
 
 
-def _fmt_params(params: dict[str, float | list[float]]) -> str:
+def _fmt_params(params: Mapping[str, float | list[float]]) -> str:
     def one(v: float | list[float]) -> str:
         return "[" + " ".join(f"{x:.3g}" for x in v) + "]" if isinstance(v, list) else f"{v:.3g}"
 
@@ -55,11 +55,38 @@ def _range(lo: float, hi: float) -> str:
 
 _VALIDATION_ROWS = (
     ("CRPS / floor", "crps_over_floor", lambda x: f"{x:.2f}"),
-    ("Hockney / floor", "hockney_crps_over_floor", lambda x: f"{x:.2f}"),
+    ("best baseline/flr", "best_baseline_crps_over_floor", lambda x: f"{x:.2f}"),
     ("median error", "median_err", lambda x: f"{x * 100:.1f} %"),
     ("p5-p95 coverage", "coverage", lambda x: f"{x * 100:.0f} % (90 ideal)"),
     ("sizes scored", "n_sizes", lambda x: f"{x:.0f}"),
 )
+
+
+def _intervals(text: Text, intervals: dict[str, Any] | None, k: int) -> None:
+    """The regime's bootstrap intervals (saved models carry them; a TUI refit does not)."""
+    from kit.model.uncertainty import format_interval
+
+    if not intervals or k >= len(intervals.get("regimes", [])):
+        return
+    reg = intervals["regimes"][k]
+    text.append(f"\n{int(float(intervals['level']) * 100)} % intervals ", "bold")
+    text.append(f"({intervals['resample']} bootstrap)\n", "dim")
+    for name, iv in reg.get("params", {}).items():
+        text.append(f"  {name:<14}").append(format_interval(iv) + "\n")
+    for name, iv in reg.get("noise", {}).items():
+        text.append(f"  noise {name:<8}").append(format_interval(iv, "{:.3g}".format) + "\n")
+    for c, iv in enumerate(reg.get("band_shares", [])):
+        text.append(f"  band {c + 1} share  ").append(
+            format_interval(iv, "{:.2f}".format) + "\n")
+    bps = intervals.get("breakpoints", [])
+    for b in (k - 1, k):
+        if 0 <= b < len(bps):
+            text.append(f"  breakpoint {b + 1:<3} ").append(
+                format_interval(bps[b], format_bytes) + "\n")
+
+
+_MOVE = Binding.Group("Move break")
+_EDIT = Binding.Group("Add/del break")
 
 
 class SeriesScreen(HelpMixin, Screen[None]):
@@ -67,32 +94,36 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     help_title = "series view"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left", "select_bp(-1)", "Prev breakpoint"),
-        Binding("right", "select_bp(1)", "Next breakpoint"),
-        Binding("shift+left,h", "move_bp(-1)", "Move breakpoint down"),
-        Binding("shift+right,l", "move_bp(1)", "Move breakpoint up"),
+        # The footer has room for about 12 entries at 120 columns: arrows are left to the help,
+        # the breakpoint edits share two groups, and ctrl+q (the app's) must still fit.
+        Binding("left", "select_bp(-1)", "Prev breakpoint", show=False),
+        Binding("right", "select_bp(1)", "Next breakpoint", show=False),
+        Binding("shift+left,h", "move_bp(-1)", "Move breakpoint down", key_display="h",
+                group=_MOVE),
+        Binding("shift+right,l", "move_bp(1)", "Move breakpoint up", key_display="l",
+                group=_MOVE),
         Binding("H", "move_bp(-4)", "Move breakpoint down ½ octave", show=False),
         Binding("L", "move_bp(4)", "Move breakpoint up ½ octave", show=False),
-        Binding("a", "add_bp", "Add breakpoint"),
-        Binding("d,delete", "delete_bp", "Delete breakpoint"),
+        Binding("a", "add_bp", "Add breakpoint", group=_EDIT),
+        Binding("d,delete", "delete_bp", "Delete breakpoint", group=_EDIT),
         Binding("up", "select_regime(-1)", "Prev regime", show=False),
         Binding("down", "select_regime(1)", "Next regime", show=False),
-        Binding("f", "cycle_family", "Cycle family"),
+        Binding("f", "cycle_family", "Family"),
         Binding("r", "refit", "Refit"),
         Binding("R", "auto_fit", "Automatic fit", show=False),
         Binding("m", "toggle_mode", "Raw/median"),
         Binding("n", "noise", "Noise"),
         Binding("e", "export", "Export"),
         Binding("question_mark", "help", "Help"),
-        Binding("escape,q", "app.pop_screen", "Back"),
+        Binding("q,escape", "app.pop_screen", "Back"),
     ]
-    HELP: ClassVar[dict[str, str]] = {
+    KEY_HELP: ClassVar[dict[str, str]] = {
         "regime colours": "samples, curves and the strip under the x axis share the regime colour",
         "▒ in the strip": "overlap window where both neighbouring regimes occur",
         "dotted lines": "raw view: 1 % / 99 % per size bin; median view: 5/25/75/95 % bands",
     }
 
-    def __init__(self, session: Session, key: data.SeriesKey) -> None:
+    def __init__(self, session: Session, key: serieskey.SeriesKey) -> None:
         super().__init__()
         self.session = session
         self.key = key
@@ -124,11 +155,11 @@ class SeriesScreen(HelpMixin, Screen[None]):
                 with Horizontal(id="panel-head"):
                     yield Static("", id="model-status")
                     yield LoadingIndicator(id="fit-busy")
-                regimes = DataTable(id="regimes", cursor_type="row")
+                regimes: DataTable[Any] = DataTable(id="regimes", cursor_type="row")
                 regimes.can_focus = False  # arrows belong to the plot (breakpoints, regimes)
                 yield regimes
                 yield Static("", id="regime-detail")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = self.key.label
@@ -154,9 +185,10 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self._loaded(state)
 
     def _read(self) -> SeriesState:
-        samples = data.load_samples(self.session.dataset,  # type: ignore[arg-type]
-                                    self.key, [r.key for r in self.session.rows])
-        return SeriesState.of(samples)
+        samples = loading.load_samples(self.session.dataset,  # type: ignore[arg-type]
+                                       self.key, [r.key for r in self.session.rows])
+        return SeriesState.of(samples, loading.reported_noise(
+            self.session.dataset, self.key))  # type: ignore[arg-type]
 
     def _load_failed(self, err: UserError) -> None:
         notify_error(self, err)
@@ -178,7 +210,9 @@ class SeriesScreen(HelpMixin, Screen[None]):
         if state.model is not None:
             self.redraw()
         elif file_model is not None:
-            self._adopt(file_model.model, source=file_model.name)  # shown as saved: no refit
+            # shown as saved, with the file's validation: no refit
+            self._adopt(file_model.model, source=file_model.name,
+                        validation=file_model.validation, intervals=file_model.intervals)
             # Once more after the table has measured its rows: a single fill can leave the
             # regimes table's header at its empty widths (a fit redraws several times anyway).
             self.call_after_refresh(self.redraw)
@@ -212,10 +246,10 @@ class SeriesScreen(HelpMixin, Screen[None]):
         in its daemon thread and its result is dropped.
         """
         try:
-            if len(state.samples) >= data.PREVIEW_MIN_SAMPLES:
-                preview = await in_background(data.fit, state.samples, bps, fams, preview=True)
+            if len(state.samples) >= fitting.PREVIEW_MIN_SAMPLES:
+                preview = await in_background(fitting.fit, state.samples, bps, fams, preview=True)
                 self._fitted(generation, preview, False)
-            model = await in_background(data.fit, state.samples, bps, fams)
+            model = await in_background(fitting.fit, state.samples, bps, fams)
         except UserError as err:
             self._fit_failed(generation, err)
             return
@@ -236,7 +270,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self.preview = not final
         self.query_one("#fit-busy").display = not final
         self._adopt(model)
-        if final and not getattr(model, "validation_", None):
+        if final:
             self._validate_timer = self.set_timer(
                 VALIDATE_DELAY_S, lambda: self._start_validation(generation, model))
 
@@ -251,10 +285,12 @@ class SeriesScreen(HelpMixin, Screen[None]):
     @work(exclusive=True, group="validate")
     async def _validate(self, generation: int, model: Any, state: SeriesState) -> None:
         try:
-            await in_background(data.validate, model, state.samples)
+            result = await in_background(fitting.validate, model, state.samples)
         except UserError as err:
             self._validated(generation, err)
             return
+        if state.model is model:  # kept beside the model it scores
+            state.validation = result
         self._validated(generation, None)
 
     def _validated(self, generation: int, err: UserError | None) -> None:
@@ -265,11 +301,14 @@ class SeriesScreen(HelpMixin, Screen[None]):
             self.notify(f"Validation skipped: {err.paragraph()}", severity="warning")
         self.redraw()
 
-    def _adopt(self, model: Any, source: str | None = None) -> None:
+    def _adopt(self, model: Any, source: str | None = None,
+               validation: dict[str, Any] | None = None,
+               intervals: dict[str, Any] | None = None) -> None:
         state = self.state
         assert state is not None
-        views = data.regimes(model)
-        state.adopt(model, data.breakpoints_of(model), [v.family for v in views], source)
+        views = fitting.regimes(model)
+        state.adopt(model, fitting.breakpoints_of(model), [v.family for v in views], source,
+                    validation, intervals)
         if self.sel_bp is not None and self.sel_bp >= len(state.breakpoints):
             self.sel_bp = len(state.breakpoints) - 1 if state.breakpoints else None
         self.sel_regime = min(self.sel_regime, max(len(views) - 1, 0))
@@ -310,7 +349,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self.query_one("#model-status", Static).update(head)
         table = self.query_one("#regimes", DataTable)
         table.clear()
-        views = data.regimes(state.model) if state.model is not None else []
+        views = fitting.regimes(state.model, state.validation) if state.model is not None else []
         for v in views:
             wanted = state.families[v.index] if v.index < len(state.families) else None
             # An edited family shows as "fitted→wanted" until the refit lands.
@@ -321,8 +360,12 @@ class SeriesScreen(HelpMixin, Screen[None]):
             table.move_cursor(row=min(self.sel_regime, len(views) - 1))
         self.query_one("#regime-detail", Static).update(self._detail(state, views))
 
-    def _detail(self, state: SeriesState, views: list[data.RegimeView]) -> Text:
+    def _detail(self, state: SeriesState, views: list[fitting.RegimeView]) -> Text:
         text = Text()
+        note = state.aggregate_note()
+        if note is not None:
+            # Said before any figure: the points are a tool's statistic, not messages.
+            text.append(note + "\n\n", "bold yellow")
         text.append("breakpoints: ", "bold")
         if not state.breakpoints:
             text.append("none")
@@ -347,6 +390,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
             text.append("samples ", "bold").append(f"{v.n_samples:,}\n")
         if v.overlap:
             text.append("overlap ", "bold").append(_range(*v.overlap) + "\n")
+        _intervals(text, state.intervals, v.index - 1)
         text.append("\nheld-out validation\n", "bold")
         if not v.errors:
             text.append("  running…\n" if self.validating else "  –\n", "dim")
@@ -385,16 +429,10 @@ class SeriesScreen(HelpMixin, Screen[None]):
             if state is not None:
                 self.notify("Select a breakpoint first (left/right).", severity="warning")
             return
-        i = self.sel_bp
-        bps = state.breakpoints
-        lo = bps[i - 1] if i > 0 else float(state.samples.size.min())
-        hi = bps[i + 1] if i + 1 < len(bps) else float(state.samples.size.max())
-        new = bps[i] * (FINE_STEP ** steps)
-        new = min(max(new, lo * FINE_STEP), hi / FINE_STEP)
-        if not lo < new < hi:
-            self.notify("No room to move this breakpoint further.", severity="warning")
+        refused = state.move_breakpoint(self.sel_bp, steps)
+        if refused:
+            self.notify(refused, severity="warning")
             return
-        bps[i] = float(round(new))
         self._edited(state)
 
     def action_add_bp(self) -> None:
@@ -402,15 +440,10 @@ class SeriesScreen(HelpMixin, Screen[None]):
         if state is None:
             return
         r = self.sel_regime
-        edges = [float(state.samples.size.min()), *state.breakpoints,
-                 float(state.samples.size.max())]
-        lo, hi = max(edges[r], 1.0), edges[r + 1]
-        new = float(round(math.sqrt(lo * hi)))
-        if not lo < new < hi:
-            self.notify("This regime is too narrow to split.", severity="warning")
+        refused = state.add_breakpoint(r)
+        if refused:
+            self.notify(refused, severity="warning")
             return
-        state.breakpoints.insert(r, new)
-        state.families.insert(r, state.families[r] if r < len(state.families) else None)
         self.sel_bp = r
         self._edited(state)
 
@@ -421,8 +454,10 @@ class SeriesScreen(HelpMixin, Screen[None]):
                 self.notify("Select a breakpoint first (left/right).", severity="warning")
             return
         i = self.sel_bp
-        del state.breakpoints[i]
-        del state.families[i + 1]
+        refused = state.delete_breakpoint(i)
+        if refused:
+            self.notify(refused, severity="warning")
+            return
         self.sel_bp = min(i, len(state.breakpoints) - 1) if state.breakpoints else None
         self.sel_regime = min(self.sel_regime, len(state.breakpoints))
         self._edited(state)
@@ -440,9 +475,10 @@ class SeriesScreen(HelpMixin, Screen[None]):
         if state is None:
             return
         r = self.sel_regime
-        current = state.families[r]
-        state.families[r] = data.FAMILIES[(data.FAMILIES.index(current) + 1)
-                                          % len(data.FAMILIES)]
+        refused = state.cycle_family(r, fitting.FAMILIES)
+        if refused:
+            self.notify(refused, severity="warning")
+            return
         self.notify(f"regime {r}: family {state.families[r] or 'auto'}", timeout=2)
         self._edited(state)
 

@@ -203,9 +203,9 @@ class Plot(Widget):
         y_ticks = (_log_ticks(y0, y1, 10, max(len(rows) // 3, 2)) if spec.y_log
                    else _lin_ticks(y0, y1, max(len(rows) // 3, 2)))
         for t in y_ticks:
-            row = round((y1 - t) / (y1 - y0) * (len(rows) - 1))
-            if 0 <= row < len(rows):
-                labels[row] = spec.y_format(10**t if spec.y_log else t)
+            at = round((y1 - t) / (y1 - y0) * (len(rows) - 1))
+            if 0 <= at < len(rows):
+                labels[at] = spec.y_format(10**t if spec.y_log else t)
         axis = Style(color="grey50")
         out: list[Text] = []
         for i, row in enumerate(rows):

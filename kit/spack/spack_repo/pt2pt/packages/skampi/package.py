@@ -1,3 +1,7 @@
+# Copyright Spack Project Developers. See COPYRIGHT file for details.
+#
+# SPDX-License-Identifier: (Apache-2.0 OR MIT)
+
 # Spack recipe for SKaMPI 6; builtin Spack has none, so the kit carries it.
 
 from spack_repo.builtin.build_systems.autotools import AutotoolsPackage
@@ -14,6 +18,8 @@ class Skampi(AutotoolsPackage):
 
     homepage = "https://github.com/coti/SKaMPI"
     git = "https://github.com/coti/SKaMPI.git"
+
+    maintainers("pt2pt-kit")
 
     license("GPL-2.0-only")
 

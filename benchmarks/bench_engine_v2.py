@@ -1,0 +1,219 @@
+"""Engine v2 evaluation harness (issue 15): the model against the lookup-table floor.
+
+On each shared platform-calibration run (``../shared/reference-data/platform-calibration``),
+the ping-pongs of every size are split 70/30 at random (seed 0, per size). The *floor* is a
+lookup table of the training samples: per size, their median (for the median error) and their
+empirical distribution (for W1). Reported per run:
+
+- ``med/floor``: median over sizes of |model median / held-out median − 1|, over the same for
+  the training median (the lookup table);
+- ``W1/floor``: mean over sizes of the Wasserstein-1 distance between the model's predictive
+  distribution and the held-out samples, each divided by the held-out median, over the same
+  for the training samples' empirical distribution;
+- ``cov``: share of held-out samples inside the model's [p05, p95]; ``width``: median over
+  sizes of the model's p95/p05 over the data's (held-out p95/p05); ``wide``: share of sizes
+  where the model's band is more than 10 % wider than the data's;
+- ``unseen``: hold out 30 % of the *sizes* (seed 0), fit on the others, median relative error
+  of the model median vs the held-out sizes' median and mean relative W1 there;
+- regimes, whether the cap (``max_regimes``) decided the count (``cap_reached_``: the
+  selection wanted more), breakpoints, CPU seconds of the full fit (``time.process_time``)
+  and load average.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_engine_v2.py [--runs graphene,taurus]
+        [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kit.model import RegimeModel
+
+REPO = Path(__file__).resolve().parent.parent
+CAL = REPO.parent / "shared" / "reference-data" / "platform-calibration"
+RUNS = {
+    "graphene": "graphene_eth_example",
+    "taurus": "taurus_26_07_2016_calibration",
+    "stampede": "stampede_17_06_01-17_14_calibration",
+    "sirocco": "sirocco_26_08_2016_calibration",
+    "taurus-loopback": "taurus_26_07_2016_taurus-loopback",
+    "stampede-shm": "stampede_17_06_01-17_26_calibration",
+}
+#: Quantile grid for W1 (midpoints: W1 = mean |F⁻¹(u) − G⁻¹(u)| over u).
+U = (np.arange(100) + 0.5) / 100
+
+
+def read_pingpong(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(size, one-way time) of a calibration PingPong CSV (Send/Recv row pairs)."""
+    path = next(folder.glob("*_PingPong.csv"))
+    raw = np.loadtxt(path, delimiter=",", usecols=(1, 3))
+    send, recv = raw[0::2], raw[1::2]
+    return send[:, 0], (send[:, 1] + recv[:, 1]) / 2
+
+
+def split_by_repetition(s: np.ndarray, seed: int = 0, frac: float = 0.3) -> np.ndarray:
+    """Held-out mask: per size, round(frac · n) of its samples at random."""
+    rng = np.random.default_rng(seed)
+    test = np.zeros(len(s), dtype=bool)
+    for size in np.unique(s):
+        idx = np.flatnonzero(s == size)
+        k = round(frac * len(idx))
+        test[rng.permutation(idx)[:k]] = True
+    return test
+
+
+def groups(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    order = np.argsort(s, kind="stable")
+    ss, ts = s[order], t[order]
+    sizes, starts = np.unique(ss, return_index=True)
+    return sizes, np.split(ts, starts[1:])
+
+
+def w1_rel(qa: np.ndarray, qb: np.ndarray, med: float) -> float:
+    return float(np.mean(np.abs(qa - qb)) / med)
+
+
+def score(model: Any, s_tr: np.ndarray, t_tr: np.ndarray, s_te: np.ndarray,
+          t_te: np.ndarray) -> dict[str, float]:
+    sizes, held = groups(s_te, t_te)
+    _, own_all = groups(s_tr, t_tr)
+    own_map = dict(zip(np.unique(s_tr), own_all, strict=True))
+    keep = [i for i, z in enumerate(sizes) if z in own_map and len(held[i]) >= 3]
+    sizes = sizes[keep]
+    held = [held[i] for i in keep]
+    own = [own_map[z] for z in sizes]
+    med_te = np.array([np.median(h) for h in held])
+    med_tr = np.array([np.median(o) for o in own])
+    pred = model.predict(sizes)
+    qm = model.predict_quantiles(sizes, U)
+    band = model.predict_quantiles(sizes, [0.05, 0.95])
+    w1_m, w1_f, cov, width, data_w, data_pw = [], [], [], [], [], []
+    for i, h in enumerate(held):
+        qh = np.quantile(h, U)
+        w1_m.append(w1_rel(qm[i], qh, med_te[i]))
+        w1_f.append(w1_rel(np.quantile(own[i], U), qh, med_te[i]))
+        cov.append(np.mean((h >= band[i, 0]) & (h <= band[i, 1])))
+        width.append(band[i, 1] / band[i, 0])
+        both = np.r_[h, own[i]]
+        d05, d95 = np.quantile(both, [0.05, 0.95])
+        data_w.append(d95 / d05)
+        p05, p95 = np.quantile(both, [0.05, 0.95], method="weibull")
+        data_pw.append(p95 / p05)
+    err_m = np.abs(pred / med_te - 1)
+    err_f = np.abs(med_tr / med_te - 1)
+    n_h = np.array([len(h) for h in held])
+    ratio_w = np.array(width) / np.array(data_w)
+    return {
+        "n_sizes": len(sizes),
+        "med_err": float(np.median(err_m)), "med_floor": float(np.median(err_f)),
+        "med_ratio": float(np.median(err_m) / max(np.median(err_f), 1e-12)),
+        "w1": float(np.mean(w1_m)), "w1_floor": float(np.mean(w1_f)),
+        "w1_ratio": float(np.mean(w1_m) / max(np.mean(w1_f), 1e-12)),
+        "coverage": float(np.sum(np.array(cov) * n_h) / n_h.sum()),
+        "width_ratio": float(np.median(ratio_w)),
+        "wide_share": float(np.mean(ratio_w > 1.1)),
+        "width_ratio_pred": float(np.median(np.array(width) / np.array(data_pw))),
+        # the 100 B – 10 KiB decades, where Ethernet bands sit
+        "med_ratio_mid": _ratio_mid(sizes, err_m, err_f),
+    }
+
+
+def _ratio_mid(sizes: np.ndarray, err_m: np.ndarray, err_f: np.ndarray) -> float:
+    m = (sizes >= 100) & (sizes < 10240)
+    if not m.any():
+        return float("nan")
+    return float(np.median(err_m[m]) / max(np.median(err_f[m]), 1e-12))
+
+
+def unseen_sizes(s: np.ndarray, t: np.ndarray, seed: int = 0) -> dict[str, float]:
+    """Hold out 30 % of the sizes (never the smallest/largest), fit on the rest."""
+    sizes = np.unique(s)
+    rng = np.random.default_rng(seed)
+    inner = sizes[1:-1]
+    held = rng.permutation(inner)[: round(0.3 * len(sizes))]
+    te = np.isin(s, held)
+    model = RegimeModel().fit(s[~te], t[~te])
+    zs, hs = groups(s[te], t[te])
+    med = np.array([np.median(h) for h in hs])
+    qm = model.predict_quantiles(zs, U)
+    w1 = [w1_rel(qm[i], np.quantile(h, U), med[i]) for i, h in enumerate(hs)]
+    band = model.predict_quantiles(zs, [0.05, 0.95])
+    cov = np.mean(np.concatenate([(h >= band[i, 0]) & (h <= band[i, 1])
+                                  for i, h in enumerate(hs)]))
+    return {"unseen_med_err": float(np.median(np.abs(model.predict(zs) / med - 1))),
+            "unseen_w1": float(np.mean(w1)), "unseen_coverage": float(cov)}
+
+
+def run_one(name: str, folder: Path, with_unseen: bool = True) -> dict[str, Any]:
+    s, t = read_pingpong(folder)
+    te = split_by_repetition(s)
+    c0 = time.process_time()
+    w0 = time.perf_counter()
+    model = RegimeModel().fit(s[~te], t[~te])
+    cpu = time.process_time() - c0
+    wall = time.perf_counter() - w0
+    out: dict[str, Any] = {"run": name, "n_train": int((~te).sum()), "cpu_s": cpu,
+                           "wall_s": wall, "load": os.getloadavg()[0],
+                           "regimes": len(model.regimes_),
+                           "breakpoints": [round(b) for b in model.breakpoints_],
+                           "bands": sum(r.is_mixture for r in model.regimes_)}
+    out.update(score(model, s[~te], t[~te], s[te], t[te]))
+    ps = getattr(model, "per_size_", None)
+    if ps is not None:
+        out["per_size"] = {"estimated": ps.estimated, "n_adjusted": len(ps.sizes),
+                           "describe": ps.describe()}
+    # Full-run fit (all samples): the regime count a user sees, and the fit time of 33 k.
+    c0 = time.process_time()
+    full = RegimeModel().fit(s, t)
+    out["cpu_full_s"] = time.process_time() - c0
+    out["n_full"] = len(s)
+    out["regimes_full"] = len(full.regimes_)
+    out["cap_reached"] = [bool(getattr(model, "cap_reached_", False)),
+                          bool(getattr(full, "cap_reached_", False))]
+    out["breakpoints_full"] = [round(b) for b in full.breakpoints_]
+    if with_unseen:
+        out.update(unseen_sizes(s, t))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", default=",".join(RUNS))
+    ap.add_argument("--no-unseen", action="store_true")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--verbose", action="store_true", help="print the per-size summary")
+    args = ap.parse_args()
+    rows = []
+    print("| run | regimes (70 % / all) | cap decided | breaks (all) | med/floor | mid med/floor "
+          "| W1/floor | cov | width/data | width (pred.) | wide sizes | unseen med err "
+          "| unseen W1 | unseen cov "
+          "| CPU fit 70 % / all (s) | load |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in args.runs.split(","):
+        r = run_one(name, CAL / RUNS[name], not args.no_unseen)
+        rows.append(r)
+        cap = "/".join("yes" if c else "no" for c in r["cap_reached"])
+        print(f"| {name} | {r['regimes']} / {r['regimes_full']} | {cap} | "
+              f"{', '.join(map(str, r['breakpoints_full']))} | {r['med_ratio']:.2f} "
+              f"({r['med_err']:.1%} vs {r['med_floor']:.1%}) | {r['med_ratio_mid']:.2f} | "
+              f"{r['w1_ratio']:.2f} | {r['coverage']:.3f} | {r['width_ratio']:.2f} | "
+              f"{r['width_ratio_pred']:.2f} | "
+              f"{r['wide_share']:.0%} | {r.get('unseen_med_err', float('nan')):.1%} | "
+              f"{r.get('unseen_w1', float('nan')):.3f} | "
+              f"{r.get('unseen_coverage', float('nan')):.3f} | "
+              f"{r['cpu_s']:.2f} / {r['cpu_full_s']:.2f} | {r['load']:.1f} |", flush=True)
+        if args.verbose and "per_size" in r:
+            print("    " + "\n    ".join(r["per_size"]["describe"]))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

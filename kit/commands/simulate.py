@@ -1,0 +1,101 @@
+"""``pt2pt simulate MODEL``: the closed loop through SimGrid/SMPI (see kit/simulate.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from kit.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "simulate", help="run the kit's ping-pong in SimGrid with a model's export, compare",
+        description="Build the kit's ping-pong with smpicc, run it under smpirun on the "
+        "measured pair's platform with the model's SimGrid export, and print simulated / "
+        "model ratios at 1 B, 1 KiB, 64 KiB, 1 MiB and the middle of each regime (median; "
+        "p05 and p95 with --noise, which loads the kit's noise plugin). With --against "
+        "DATASET: refit the model's settings on a training split of the measured series, "
+        "simulate the held-out samples' plan with noise and compare with those samples. "
+        "Needs SimGrid (Debian 12: apt-get install libsimgrid-dev g++).")
+    p.add_argument("model", type=Path, metavar="MODEL", help="ping-pong model JSON")
+    p.add_argument("--noise", action="store_true",
+                   help="draw every message's factors from the model's noise (plugin)")
+    p.add_argument("--reps", type=int, metavar="N",
+                   help="ping-pongs per size (default 3, 2500 with --noise: the p95 of a "
+                   "heavy tail needs thousands of messages to be known within a few per cent)")
+    p.add_argument("--seed", type=int, default=1, help="noise plugin / hold-out seed")
+    p.add_argument("--simgrid-version", metavar="X.Y",
+                   help="option names to write (default: the installed SimGrid's)")
+    p.add_argument("--send", type=Path, metavar="MODEL", help="MPI_Send model -> smpi/os")
+    p.add_argument("--recv", type=Path, metavar="MODEL", help="MPI_Recv model -> smpi/or")
+    p.add_argument("--export-dir", type=Path, metavar="DIR",
+                   help="also keep the export used (platform, config, noise tables) here")
+    p.add_argument("--against", type=Path, metavar="DATASET",
+                   help="compare with held-out real samples of the model's series in DATASET")
+    p.add_argument("--series", metavar="KEY=V,...",
+                   help="series in --against DATASET (default: the model's provenance)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from kit.model.io import load_model, read_model
+    from kit.simulate import simulate_against, simulate_model
+
+    if args.reps is not None and args.reps < 1:
+        raise UserError(f"--reps {args.reps} must be at least 1", where="option --reps")
+    fitted = read_model(args.model)
+    model = fitted.model
+    if args.against is not None:
+        from kit.fitting import parse_selector
+
+        series = parse_selector(args.series) if args.series else fitted.series
+        rows, meta = simulate_against(model, args.against, series=series, seed=args.seed,
+                                      version=args.simgrid_version)
+        if args.json:
+            print(json.dumps({**meta, "rows": [r.to_dict() for r in rows]}, indent=2))
+            return 0
+        print(f"SimGrid {meta['simgrid_version']}: {meta['simulated']} held-out ping-pongs of "
+              f"{meta['dataset']} simulated with noise; ratio = simulated / real")
+        print(f"{'':>21} {'':>7} {'simulated / real':^26} {'model / real':^26}")
+        print(f"{'sizes':>21} {'n real':>7} {'median':>8} {'p05':>8} {'p95':>8} "
+              f"{'median':>8} {'p05':>8} {'p95':>8}")
+        for r in rows:
+            d = r.to_dict()
+            print(f"[{r.size_lo:>9.0f}, {r.size_hi:>9.0f}) {r.n_real:>7} "
+                  f"{d['median_ratio']:>8.3f} {d['p05_ratio']:>8.3f} {d['p95_ratio']:>8.3f} "
+                  f"{d['model_median_ratio']:>8.3f} {d['model_p05_ratio']:>8.3f} "
+                  f"{d['model_p95_ratio']:>8.3f}")
+        print(meta["note"])
+        return 0
+    send = load_model(args.send) if args.send else None
+    recv = load_model(args.recv) if args.recv else None
+    report = simulate_model(model, noise=args.noise, reps=args.reps, seed=args.seed,
+                            version=args.simgrid_version, send_model=send, recv_model=recv,
+                            export_dir=args.export_dir)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0
+    print(f"SimGrid {report.simgrid_version}, {'noise plugin' if report.noise else 'no noise'}, "
+          f"{report.reps} ping-pong(s) per size; statistic: {report.statistic}; "
+          f"baseline: {report.baseline}")
+    head = f"{'size':>9} {'where':<14} {'model median':>13} {'sim median':>11} {'ratio':>7}"
+    if report.noise:
+        head += f" {'p05 ratio':>9} {'p95 ratio':>9}"
+    print(head)
+    for p in report.points:
+        mark = "*" if p.extrapolated else " "
+        line = (f"{p.size:>8}{mark} {p.label:<14} {p.model_median:>13.4g} "
+                f"{p.sim_median:>11.4g} {p.median_ratio:>7.4f}")
+        if report.noise:
+            line += f" {_fmt(p.p05_ratio):>9} {_fmt(p.p95_ratio):>9}"
+        print(line)
+    for note in report.notes:
+        print(note)
+    return 0

@@ -1,0 +1,614 @@
+"""Per-size effects on top of the regime curves, shrunk by empirical Bayes.
+
+On real clusters each exact message size has its own behaviour: its median sits a little
+above or below the regime's curve, and on Ethernet the share of the slow band is a property
+of the size (reproducible between runs, not smooth in size). A smooth curve cannot carry
+that, and a lookup table cannot say anything about a size it has not seen. This layer does
+both, as a random-effects model per regime:
+
+- location: ``d_z`` = ln(median at size z) − ln(the regime's median at z) (band-relative in
+  a two-band regime), sampling variance ``v_z = (π/2)·σ²/n_z`` (σ² the regime's pooled
+  within-size variance of ln time), and a between-size variance ``τ²`` (method of moments:
+  robust variance of the ``d_z`` less the typical ``v_z``). Each size's effect is shrunk:
+  ``loc_z = B_z·d_z`` with ``B_z = τ²/(τ² + v_z)``: a size seen 3 times barely moves, one
+  seen 60 times with a consistent deviation moves (almost) fully;
+- band share (two-band regimes): the size's slow-band share by EM with the bands fixed,
+  sampling variance ``w(1−w)/n_z``, variance component ``τ²_share``, shrunk the same way.
+
+Once the per-size effects are known the regime's noise is refitted on the *within-size*
+ratios (the pooled noise also held the between-size scatter, so bands were too wide). At a
+stored size the prediction uses the size's own location and share; at any other size the
+location effect is integrated out (Gauss–Hermite over N(0, τ²)) and the share is the
+regime's curve, so the population distribution is as wide as sizes really differ.
+Designs with one sample per size give nothing to separate the two variances from: the
+layer then says so (``estimated = False`` with the reason) and changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from kit.model.families import evaluate
+from kit.model.noise import fit_noise
+from kit.model.regime import Regime
+from kit.model.segmentation import robust_tau2
+
+#: Fewest samples of one size for it to get an adjustment of its own.
+MIN_REPEATS = 2
+#: Fewest repeated sizes (in the model, and per regime) to estimate a variance component.
+MIN_SIZES = 5
+#: Gauss–Hermite nodes to integrate the location effect out at unseen sizes.
+GH_NODES = 5
+#: Fewest samples to refit a noise distribution on within-size ratios.
+MIN_NOISE_REFIT = 30
+#: EM rounds for per-size band shares (bands fixed: converges in a few).
+SHARE_ROUNDS = 8
+#: Quantile levels at which a stored size's predictive distribution gets its own shape.
+SHAPE_LEVELS = np.array([0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98])
+
+
+@dataclass
+class PerSize:
+    """Per-size adjustments (stored sizes) and the variance components (per regime)."""
+
+    estimated: bool
+    reason: str = ""
+    sizes: NDArray = field(default_factory=lambda: np.zeros(0))
+    n: NDArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    loc: NDArray = field(default_factory=lambda: np.zeros(0))  # ln shift at that size
+    share: NDArray = field(default_factory=lambda: np.zeros(0))  # slow-band share or NaN
+    #: per regime: regime, size_min, size_max, n_sizes, tau_loc, sigma_within, tau_share,
+    #: shrink_median (median B over its sizes), estimated (bool), reason
+    components: list[dict[str, Any]] = field(default_factory=list)
+    loc_slow: NDArray = field(default_factory=lambda: np.zeros(0))  # slow band's, or NaN
+    #: (len(sizes), len(SHAPE_LEVELS)) ln shift of the predictive quantile at each level
+    #: (empty: no shape adjustment), on top of the location and share adjustments.
+    shape: NDArray = field(default_factory=lambda: np.zeros((0, len(SHAPE_LEVELS))))
+
+    def has_shape(self) -> bool:
+        return self.estimated and len(self.sizes) > 0 and self.shape.shape[0] == len(self.sizes)
+
+    def warp_map(self, idx: NDArray, base_knots: NDArray, z: NDArray,
+                 inverse: bool = False) -> NDArray:
+        """The stored sizes' monotone map of ln time, base -> own (``inverse``: own -> base).
+
+        ``base_knots`` (len(idx), len(SHAPE_LEVELS)) are the base distribution's ln quantiles
+        at SHAPE_LEVELS; the map is piecewise linear in ln time through (base knot, base knot
+        + shift) and a plain shift beyond the end knots, so between levels a size keeps the
+        base's shape, and quantiles, CDF and draws are one distribution. ``z`` is
+        (len(idx),) or (len(idx), m).
+        """
+        x = np.asarray(base_knots, dtype=float)
+        y = np.maximum.accumulate(x + self.shape[idx], axis=1)
+        if inverse:
+            x, y = y, x
+        zz = np.asarray(z, dtype=float)
+        flat = zz.reshape(len(x), -1)
+        out = np.empty_like(flat)
+        for r in range(len(x)):
+            out[r] = np.interp(flat[r], x[r], y[r])
+            lo, hi = flat[r] < x[r, 0], flat[r] > x[r, -1]
+            out[r, lo] = y[r, 0] + (flat[r, lo] - x[r, 0])
+            out[r, hi] = y[r, -1] + (flat[r, hi] - x[r, -1])
+        return out.reshape(zz.shape)
+
+    def lookup(self, size: NDArray) -> NDArray:
+        """Index into ``sizes`` of each size, -1 where not stored."""
+        s = np.asarray(size, dtype=float)
+        if not self.estimated or len(self.sizes) == 0:
+            return np.full(len(s), -1, dtype=np.int64)
+        i = np.clip(np.searchsorted(self.sizes, s), 0, len(self.sizes) - 1)
+        return np.where(self.sizes[i] == s, i, -1).astype(np.int64)
+
+    def tau(self, k: int, band: int = 0) -> float:
+        """Location variance component (SD of ln) of regime k (band 1: the slow band)."""
+        key = "tau_loc_slow" if band == 1 else "tau_loc"
+        for c in self.components:
+            if c["regime"] == k and c.get(key) is not None:
+                return float(c[key])
+        return 0.0
+
+    def unseen(self, k: int, band: int, size: NDArray) -> tuple[NDArray, float]:
+        """(ln shift, remaining SD) of regime k's band at sizes without their own effect:
+        the kernel mean of neighbouring sizes' effects and what it leaves unexplained."""
+        key = "tau_loc_slow" if band == 1 else "tau_loc"
+        comp = next((c for c in self.components if c["regime"] == k), None)
+        if comp is None or comp.get(key) is None:
+            return np.zeros(len(size)), 0.0
+        h = comp.get(key + "_h")
+        tau_u = float(comp.get(key + "_unseen", comp[key]))
+        if not h or len(self.sizes) == 0:
+            return np.zeros(len(size)), float(comp[key])
+        eff = self.loc_slow if band == 1 else self.loc
+        mine = ((self.sizes >= comp["size_min"]) & (self.sizes <= comp["size_max"])
+                & np.isfinite(eff))
+        if not mine.any():
+            return np.zeros(len(size)), float(comp[key])
+        x = np.log(np.maximum(self.sizes[mine], 1.0))
+        at = np.log(np.maximum(np.asarray(size, dtype=float), 1.0))
+        return kernel_mean(at, x, eff[mine], float(h)), tau_u
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "estimated": self.estimated, "reason": self.reason,
+            "method": ("random effects per regime: ln-median location and slow-band share "
+                       "per size, variance components by the method of moments, "
+                       "shrinkage B = tau^2 / (tau^2 + sampling variance)"),
+            "min_repeats": MIN_REPEATS,
+            "variance_components": self.components,
+            "sizes": [float(v) for v in self.sizes], "n": [int(v) for v in self.n],
+            "loc": [float(v) for v in self.loc],
+            "loc_slow": [None if not np.isfinite(v) else float(v) for v in self.loc_slow],
+            "share": [None if not np.isfinite(v) else float(v) for v in self.share],
+            **({"shape_levels": [float(v) for v in SHAPE_LEVELS],
+                "shape": [[float(v) for v in row] for row in self.shape]}
+               if self.has_shape() else {}),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PerSize:
+        def opt(key: str) -> NDArray:
+            return np.asarray([np.nan if v is None else float(v) for v in d.get(key, [])],
+                              dtype=float)
+
+        shape = np.zeros((0, len(SHAPE_LEVELS)))
+        if d.get("shape") and list(d.get("shape_levels", [])) == list(SHAPE_LEVELS):
+            shape = np.asarray(d["shape"], dtype=float).reshape(-1, len(SHAPE_LEVELS))
+        return cls(bool(d["estimated"]), str(d.get("reason", "")),
+                   np.asarray(d.get("sizes", []), dtype=float),
+                   np.asarray(d.get("n", []), dtype=np.int64),
+                   np.asarray(d.get("loc", []), dtype=float), opt("share"),
+                   [dict(c) for c in d.get("variance_components", [])], opt("loc_slow"),
+                   shape)
+
+    def describe(self) -> list[str]:
+        """Plain-language lines for the fit summary."""
+        if not self.estimated:
+            return [f"per-size effects: not estimated ({self.reason})"]
+        out = []
+        for c in self.components:
+            rng = f"{_fmt_size(c['size_min'])}–{_fmt_size(c['size_max'])}"
+            if not c.get("estimated"):
+                out.append(f"sizes in {rng}: per-size effects not estimated ({c['reason']})")
+                continue
+            if c.get("tau_loc_slow") is not None:
+                line = (f"sizes in {rng} ({c['n_sizes']} repeated sizes) differ in their "
+                        f"fast-band time by ±{np.expm1(c['tau_loc']):.1%} and slow-band time "
+                        f"by ±{np.expm1(c['tau_loc_slow']):.1%} (SD) beyond sampling noise")
+            else:
+                line = (f"sizes in {rng} ({c['n_sizes']} repeated sizes) differ in their "
+                        f"median time by ±{np.expm1(c['tau_loc']):.1%} (SD) beyond sampling "
+                        "noise")
+            if c.get("tau_share") is not None:
+                line += (f", and in their slow-band share by ±{c['tau_share']:.2f} (SD, share "
+                         "0-1)")
+            if "shrink_median" in c:
+                line += (f"; a size seen {int(c['n_median'])} times keeps "
+                         f"{c['shrink_median']:.0%} of its own deviation")
+            if c.get("tau_shape"):
+                ts = dict(zip(SHAPE_LEVELS, c["tau_shape"], strict=False))
+                tails = [f"in {name} by ±{np.expm1(ts[u]):.1%}" for name, u in
+                         (("p05", 0.05), ("p95", 0.95)) if ts.get(u) is not None]
+                line += ("; beyond that, they differ " + " and ".join(tails) + " (SD)" if tails else
+                         "; their tails cannot be told apart with so few repetitions (the "
+                         "regime's tails, calibrated on its pooled samples, are used)")
+            out.append(line)
+        return out
+
+
+def _fmt_size(b: float) -> str:
+    for unit, f in (("MiB", 2**20), ("KiB", 2**10)):
+        if b >= f:
+            return f"{b / f:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def _shrink(d: NDArray, v: NDArray, tau2: float) -> NDArray:
+    if tau2 <= 0:
+        return np.zeros_like(d)
+    return tau2 / (tau2 + v)
+
+
+def _robust_tau2(d: NDArray, v: NDArray) -> float:
+    """Between-size variance of effects ``d`` (centred on 0) beyond sampling variance ``v``."""
+    if len(d) < MIN_SIZES:
+        return 0.0
+    return robust_tau2(d, v)
+
+
+def estimate(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: NDArray,
+             pop_median: Any, rng: np.random.Generator,
+             noise_fams: tuple[str, ...]) -> PerSize:
+    """Per-size layer from inlier samples (``si`` sorted); refits regime noises in place.
+
+    ``pop_median(sizes)`` is the model's median without per-size effects (overlaps included).
+    """
+    sizes, counts = np.unique(si, return_counts=True)
+    rep = counts >= MIN_REPEATS
+    if rep.sum() < MIN_SIZES:
+        why = ("no size has repeated samples" if not rep.any() else
+               f"only {int(rep.sum())} sizes have repeated samples (needs {MIN_SIZES})")
+        return PerSize(False, why + ": the per-size variance component cannot be separated "
+                       "from sampling noise; re-measure some sizes (e.g. the probe's "
+                       "--repeat-fraction)")
+    gid = np.repeat(np.arange(len(sizes)), counts)
+    reg_of_size = np.searchsorted(np.asarray(breakpoints, dtype=float), sizes, side="right")
+    in_overlap = np.zeros(len(sizes), dtype=bool)
+    for reg in regimes:
+        if reg.overlap is not None:
+            in_overlap |= (sizes >= reg.overlap.size_lo) & (sizes <= reg.overlap.size_hi)
+    share_hat = np.full(len(sizes), np.nan)
+    share_pop = np.full(len(sizes), np.nan)
+    band_of = np.zeros(len(si), dtype=np.int64)  # 0: fast band or ordinary regime, 1: slow
+    # Residual of each sample against its reference: population median, or band median.
+    resid = np.log(ti) - np.log(pop_median(sizes))[gid]
+    for k, reg in enumerate(regimes):
+        if not reg.is_mixture:
+            continue
+        ms = (reg_of_size == k) & ~in_overlap
+        m = ms[gid]
+        if not m.any():
+            continue
+        s_k, t_k, g_k = si[m], ti[m], gid[m]
+        band_ln = np.stack([np.log(evaluate(c.family, c.params, s_k) * c.noise.median())
+                            for c in reg.components], axis=1)
+        lp = np.stack([_band_logpdf(reg, j, s_k, t_k) for j in range(2)], axis=1)
+        w_pop = reg.component_shares(sizes[ms])[:, 1]
+        share_pop[ms] = w_pop
+        # Per-size slow-band share by EM with the bands fixed.
+        local = np.searchsorted(np.flatnonzero(ms), g_k)
+        n_loc = np.bincount(local, minlength=int(ms.sum()))
+        p = w_pop.copy()
+        r = np.zeros(len(t_k))
+        for _ in range(SHARE_ROUNDS):
+            pi = np.clip(p[local], 1e-6, 1 - 1e-6)
+            a, b = np.log1p(-pi) + lp[:, 0], np.log(pi) + lp[:, 1]
+            r = np.exp(b - np.logaddexp(a, b))
+            p = np.bincount(local, r, minlength=int(ms.sum())) / n_loc
+        share_hat[ms] = p
+        band = (r > 0.5).astype(np.int64)
+        band_of[m] = band
+        resid[m] = np.log(t_k) - band_ln[np.arange(len(t_k)), band]
+    # Per size and band: median residual (the location effect), MAD spread, count.
+    med, mad, cnt = _group_stats(gid * 2 + band_of, resid, 2 * len(sizes))
+    d, sd, nb = med.reshape(-1, 2), mad.reshape(-1, 2), cnt.reshape(-1, 2)
+
+    loc = np.full((len(sizes), 2), np.nan)
+    share = np.full(len(sizes), np.nan)
+    components: list[dict[str, Any]] = []
+    for k, reg in enumerate(regimes):
+        in_k = reg_of_size == k
+        ms = in_k & rep
+        base: dict[str, Any] = {"regime": k, "size_min": float(reg.size_min),
+                                "size_max": float(reg.size_max), "n_sizes": int(ms.sum()),
+                                "tau_loc": None, "tau_loc_slow": None, "sigma_within": None,
+                                "tau_share": None}
+        if ms.sum() < MIN_SIZES:
+            components.append({**base, "estimated": False,
+                               "reason": f"{int(ms.sum())} repeated sizes (needs {MIN_SIZES})"})
+            continue
+        comp: dict[str, Any] = {**base, "estimated": True, "reason": "",
+                                "n_median": float(np.median(counts[ms]))}
+        for j, key in ((0, "tau_loc"), (1, "tau_loc_slow")):
+            mj = in_k & (nb[:, j] >= MIN_REPEATS)
+            if j == 1 and not reg.is_mixture:
+                continue
+            if mj.sum() < MIN_SIZES:
+                comp[key] = 0.0
+                continue
+            # Sampling variance of a median: (pi/2) sigma^2 / n, sigma from the pooled MAD
+            # (robust to the other band and to wild repetitions).
+            sig2 = float(np.median(sd[mj, j] ** 2))
+            v = (np.pi / 2) * sig2 / nb[mj, j]
+            tau2 = _robust_tau2(d[mj, j], v)
+            B = _shrink(d[mj, j], v, tau2)
+            loc[mj, j] = B * d[mj, j]
+            comp[key] = float(np.sqrt(tau2))
+            # Sizes near each other often share part of their effect (TCP window steps):
+            # a kernel mean of the neighbours' effects predicts an unseen size's, with a
+            # bandwidth chosen by leave-one-size-out error (none if it does not help).
+            h, t2u = _choose_bandwidth(np.log(np.maximum(sizes[mj], 1.0)), d[mj, j],
+                                       loc[mj, j], v, tau2)
+            comp[key + "_h"] = h
+            comp[key + "_unseen"] = float(np.sqrt(t2u))
+            if j == 0:
+                comp["sigma_within"] = float(np.sqrt(sig2))
+                comp["shrink_median"] = float(np.median(B))
+            else:
+                comp["sigma_within_slow"] = float(np.sqrt(sig2))
+        if reg.is_mixture:
+            mm = ms & np.isfinite(share_hat)
+            if mm.sum() >= MIN_SIZES:
+                w = share_pop[mm]
+                vs = np.maximum(w * (1 - w), 1e-4) / counts[mm]
+                dev = share_hat[mm] - w
+                t2s = max(0.0, float(np.mean(dev**2 - vs)))
+                Bs = _shrink(dev, vs, t2s)
+                share[mm] = np.clip(w + Bs * dev, 0.0, 1.0)
+                comp["tau_share"] = float(np.sqrt(t2s))
+                comp["shrink_share_median"] = float(np.median(Bs))
+        components.append(comp)
+
+    loc0 = np.nan_to_num(loc[:, 0])
+    keep = rep
+    _refit_noise(regimes, reg_of_size, in_overlap, gid, si, ti, np.nan_to_num(loc), band_of,
+                 rng, noise_fams)
+    return PerSize(True, "", sizes[keep], counts[keep], loc0[keep], share[keep], components,
+                   loc[keep, 1])
+
+
+#: Candidate kernel bandwidths (SD in ln size) for effects at unseen sizes.
+BANDWIDTHS = (0.02, 0.05, 0.1, 0.2, 0.4)
+
+
+#: pairs (query x stored size) above which the kernel sums are taken on a grid: a log-uniform
+#: probe run has ~10^5-10^6 distinct sizes, and the exact sums cost minutes there.
+EXACT_KERNEL_PAIRS = 2 ** 24
+#: grid step of the binned kernel sums, in bandwidths (error ~ step^2: well below 1e-3)
+GRID_STEP = 0.05
+
+
+def kernel_mean(x_at: NDArray, x: NDArray, eff: NDArray, h: float,
+                exclude_self: bool = False) -> NDArray:
+    """Gaussian-kernel mean of ``eff`` (at ln sizes ``x``) at ``x_at``, with one pseudo
+    neighbour of effect 0 (few or far neighbours give little)."""
+    if len(x_at) * len(x) > EXACT_KERNEL_PAIRS:
+        return _binned_kernel_mean(x_at, x, eff, h, exclude_self)
+    out = np.empty(len(x_at))
+    for a in range(0, len(x_at), 2048):
+        z = (x_at[a:a + 2048, None] - x[None, :]) / h
+        w = np.exp(-0.5 * z * z)
+        if exclude_self:
+            w[np.arange(w.shape[0]), np.arange(a, a + w.shape[0])] = 0.0
+        out[a:a + 2048] = (w @ eff) / (w.sum(axis=1) + 1.0)
+    return out
+
+
+def _binned_kernel_mean(x_at: NDArray, x: NDArray, eff: NDArray, h: float,
+                        exclude_self: bool) -> NDArray:
+    """kernel_mean by linear binning on a grid of step GRID_STEP * h, a convolution with the
+    kernel truncated at 6 h, and linear interpolation back (the standard binned kernel
+    smoother): O(n + grid) instead of O(n^2)."""
+    x = np.asarray(x, dtype=float)
+    x_at = np.asarray(x_at, dtype=float)
+    eff = np.asarray(eff, dtype=float)
+    step = GRID_STEP * h
+    lo = min(float(x.min()), float(x_at.min()))
+    hi = max(float(x.max()), float(x_at.max()))
+    grid_n = int(np.ceil((hi - lo) / step)) + 2
+    pos = (x - lo) / step
+    left = np.floor(pos).astype(np.int64)
+    frac = pos - left
+    mass = np.bincount(left, 1.0 - frac, grid_n) + np.bincount(left + 1, frac, grid_n)
+    weighted = (np.bincount(left, (1.0 - frac) * eff, grid_n)
+                + np.bincount(left + 1, frac * eff, grid_n))
+    half = int(np.ceil(6.0 / GRID_STEP))
+    z = np.arange(-half, half + 1) * GRID_STEP
+    kern = np.exp(-0.5 * z * z)
+    w_sum = np.convolve(mass, kern)[half:half + grid_n]
+    e_sum = np.convolve(weighted, kern)[half:half + grid_n]
+    nodes = lo + step * np.arange(grid_n)
+    w_at = np.interp(x_at, nodes, w_sum)
+    e_at = np.interp(x_at, nodes, e_sum)
+    if exclude_self:  # x_at is x: take each point's own weight (1) and effect out
+        w_at = np.maximum(w_at - 1.0, 0.0)
+        e_at = e_at - eff
+    return e_at / (w_at + 1.0)
+
+
+def _choose_bandwidth(x: NDArray, d: NDArray, loc: NDArray, v: NDArray,
+                      tau2: float) -> tuple[float | None, float]:
+    """(bandwidth or None, residual between-size variance at an unseen size)."""
+    if tau2 <= 0 or len(x) < MIN_SIZES:
+        return None, tau2
+    best_h, best_err = None, float(np.mean(np.abs(d)))
+    for h in BANDWIDTHS:
+        err = float(np.mean(np.abs(d - kernel_mean(x, x, loc, h, exclude_self=True))))
+        if err < best_err:
+            best_h, best_err = h, err
+    if best_h is None:
+        return None, tau2
+    resid = d - kernel_mean(x, x, loc, best_h, exclude_self=True)
+    return best_h, min(tau2, robust_tau2(resid - float(np.median(resid)), v))
+
+
+def _group_stats(key: NDArray, val: NDArray, n_groups: int) -> tuple[NDArray, NDArray, NDArray]:
+    """Per-group median, MAD-sd (1.4826 · median |x − median|) and count (NaN when empty)."""
+    med = np.full(n_groups, np.nan)
+    mad = np.full(n_groups, np.nan)
+    cnt = np.bincount(key, minlength=n_groups)
+    if len(key) == 0:
+        return med, mad, cnt
+
+    def medians(k: NDArray, v: NDArray) -> tuple[NDArray, NDArray]:
+        order = np.lexsort((v, k))
+        ks, vs = k[order], v[order]
+        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        c = np.diff(np.r_[starts, len(ks)])
+        a = starts + (c - 1) // 2
+        b = starts + c // 2
+        return ks[starts], (vs[a] + vs[b]) / 2
+
+    g, m = medians(key, val)
+    med[g] = m
+    g2, m2 = medians(key, np.abs(val - med[key]))
+    mad[g2] = 1.4826 * m2
+    return med, mad, cnt
+
+
+def _band_logpdf(reg: Regime, j: int, s: NDArray, t: NDArray) -> NDArray:
+    c = reg.components[j]
+    scale = evaluate(c.family, c.params, s)
+    with np.errstate(divide="ignore"):
+        return c.noise.logpdf(t / scale) - np.log(scale)
+
+
+def _refit_noise(regimes: list[Regime], reg_of_size: NDArray, in_overlap: NDArray,
+                 gid: NDArray, si: NDArray, ti: NDArray, loc: NDArray, band_of: NDArray,
+                 rng: np.random.Generator, noise_fams: tuple[str, ...]) -> None:
+    """Noise on within-size ratios (each size's location removed), in place."""
+    shift = np.exp(loc[gid, band_of])
+    for k, reg in enumerate(regimes):
+        m = (reg_of_size == k)[gid] & ~in_overlap[gid]
+        if not np.any(shift[m] != 1.0):
+            continue  # no per-size effect here: the pooled noise is the within-size noise
+        if m.sum() < MIN_NOISE_REFIT:
+            continue
+        s_k, t_k = si[m], ti[m] / shift[m]
+        if not reg.is_mixture:
+            reg.noise = fit_noise(t_k / reg.curve(s_k), rng, noise_fams)
+            continue
+        band = band_of[m]
+        for j, c in enumerate(reg.components):
+            mine = band == j
+            if mine.sum() >= MIN_NOISE_REFIT:
+                c.noise = fit_noise(t_k[mine] / evaluate(c.family, c.params, s_k[mine]), rng,
+                                    noise_fams)
+
+
+def gauss_hermite() -> tuple[NDArray, NDArray]:
+    """Nodes (in SDs) and weights (sum 1) for E[f(Z)], Z ~ N(0, 1)."""
+    x, w = np.polynomial.hermite.hermgauss(GH_NODES)
+    return np.sqrt(2.0) * x, w / np.sqrt(np.pi)
+
+
+def adjusted_shares(reg: Regime, size: NDArray, share: NDArray) -> NDArray:
+    """Band shares of ``reg`` at ``size``, with a stored per-size slow share where finite."""
+    base = reg.component_shares(size)
+    if not reg.is_mixture:
+        return base
+    ok = np.isfinite(share)
+    if ok.any():
+        base = base.copy()
+        base[ok, 1] = share[ok]
+        base[ok, 0] = 1.0 - share[ok]
+    return base
+
+
+
+def estimate_shape(ps: PerSize, regimes: list[Regime], si: NDArray, ti: NDArray,
+                   base_lnq: Any) -> None:
+    """Per-size shape: a shrunk ln shift of each stored size's quantiles (in place).
+
+    One location shift per band and a band share do not carry everything a size does:
+    on Ethernet a size's slow band has its own spread, and where the regime's bands are a
+    noise mixture (no size-dependent share) a size differs in how much of its mass sits in
+    the tail, not where its floor is. The general random effect is on the whole quantile
+    function: at each level u of SHAPE_LEVELS the size's empirical ln quantile minus the
+    model's (after the location/share adjustments), ``d_z(u)``, with sampling variance
+    ``u(1-u)/n_z · (d ln Q / du)²`` (the asymptotic variance of a sample quantile, with the
+    density from the model: where the model puts a gap between bands the sample quantile is
+    uncertain and barely moves). Per regime and level, the shifts are the regime's median
+    offset ``m(u)`` plus ``B_z(u)·(d_z(u) − m(u))``, ``B = τ²(u)/(τ²(u) + v)`` with τ² by the
+    same robust method of moments as the location. A level is used for a size only when
+    at least one of its samples is expected beyond it (``(n+1)·min(u, 1−u) ≥ 1``); otherwise
+    the size gets the regime's offset only. The size's quantiles are *predictive* ones (order
+    statistic u·(n+1), see :func:`predictive_quantiles`): the band is for a new sample.
+    ``base_lnq(sizes, q)`` is the model's ln quantiles.
+    """
+    if not ps.estimated or len(ps.sizes) == 0:
+        return
+    # In a regime without bands a size's median moves mostly with how much of its mass
+    # sits in the noise's tail (or its second mode), not with its floor: shifting the whole
+    # distribution by the median's deviation would move the floor too. There the shape is
+    # taken around the population distribution and replaces the location shift at stored
+    # sizes (the location effects still serve unseen sizes).
+    for c in ps.components:
+        if c.get("estimated") and not regimes[c["regime"]].is_mixture:
+            c["shape_base"] = "population"
+    lv = SHAPE_LEVELS
+    sizes_all, starts = np.unique(si, return_index=True)
+    gid = np.repeat(np.arange(len(sizes_all)), np.diff(np.r_[starts, len(si)]))
+    pos = np.searchsorted(sizes_all, ps.sizes)
+    n = ps.n.astype(float)
+    store_of = np.full(len(sizes_all), -1, dtype=np.int64)
+    store_of[pos] = np.arange(len(pos))
+    store_of = store_of[gid]  # stored-size index of each sample (-1: not stored)
+    emp = predictive_quantiles(gid, np.log(ti), lv)[pos]
+    step = np.minimum(0.01, np.minimum(lv, 1 - lv) / 2)
+    grid = np.r_[lv, lv - step, lv + step]
+    lq = base_lnq(ps.sizes, grid)
+    L = len(lv)
+    base, lo_q, hi_q = lq[:, :L], lq[:, L:2 * L], lq[:, 2 * L:]
+    slope = np.maximum(hi_q - lo_q, 0.0) / (2 * step)
+    v = lv * (1 - lv) / n[:, None] * slope**2
+    usable = (n[:, None] + 1) * np.minimum(lv, 1 - lv)[None, :] >= 1.0
+    d = emp - base
+    shape = np.zeros_like(d)
+    bps = np.asarray([r.size_min for r in regimes[1:]], dtype=float)
+    reg_of = np.searchsorted(bps, ps.sizes, side="right")
+    for k in range(len(regimes)):
+        mk = reg_of == k
+        taus: list[float | None] = []
+        for j in range(L):
+            ok = mk & usable[:, j] & np.isfinite(d[:, j])
+            if ok.sum() < MIN_SIZES:
+                taus.append(None)  # too few repetitions per size to see this level
+                continue
+            m = float(np.median(d[ok, j]))
+            # Moment estimator, not the robust one: at a given level most sizes often sit
+            # on the regime's quantile and a minority far off it (a tail share that is a
+            # property of the size); a median-based tau² would call that minority noise.
+            tau2 = max(0.0, float(np.mean((d[ok, j] - m) ** 2 - v[ok, j])))
+            B = _shrink(d[ok, j], v[ok, j], tau2)
+            shape[mk, j] = m
+            shape[ok, j] = m + B * (d[ok, j] - m)
+            taus.append(float(np.sqrt(tau2)))
+        # A level too far out for a size's sample count takes the shift of the nearest
+        # level the size could inform (its tail is the regime's, moved with its body).
+        rows = np.flatnonzero(mk)
+        if len(rows):
+            use = usable[rows]
+            mid = L // 2
+            sub = shape[rows]
+            for j in range(mid - 1, -1, -1):
+                sub[:, j] = np.where(use[:, j], sub[:, j], sub[:, j + 1])
+            for j in range(mid + 1, L):
+                sub[:, j] = np.where(use[:, j], sub[:, j], sub[:, j - 1])
+            shape[rows] = sub
+            # Those carried tails are then calibrated on the regime's pooled samples: at
+            # such a level the offset is the one that puts share u of the samples of these
+            # sizes below it (one value per regime and level, so it is well determined).
+            lt = np.log(ti)
+            for j in range(L):
+                few = rows[~use[:, j]]
+                if len(few) < MIN_SIZES:
+                    continue
+                sel = np.isin(store_of, few)
+                st = store_of[sel]
+                r = lt[sel] - (base[st, j] + shape[st, j])
+                shape[few, j] += float(np.quantile(r, lv[j]))
+        # Quantiles never decrease: raise a level's shift where it would undercut the last.
+        w = base[mk] + shape[mk]
+        shape[mk] = np.maximum.accumulate(w, axis=1) - base[mk]
+        for c in ps.components:
+            if c["regime"] == k and c.get("estimated"):
+                c["tau_shape"] = taus
+    ps.shape = shape
+
+
+def predictive_quantiles(group: NDArray, values: NDArray, levels: NDArray) -> NDArray:
+    """Per-group (n_groups, len(levels)) quantiles at order statistic ``u·(n+1)`` (1-based,
+    interpolated, clipped to the sample).
+
+    A new draw falls below the k-th of n samples with probability k/(n+1), whatever the
+    distribution, so these are the plug-in quantiles of a *predictive* band: numpy's default
+    (u·(n−1)+1) gives a [p05, p95] band that holds only (n−1)/(n+1)·0.9 of new samples
+    (0.86 for n = 47).
+    """
+    order = np.lexsort((values, group))
+    g, v = group[order], values[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    counts = np.diff(np.r_[starts, len(g)])
+    out = np.empty((len(starts), len(levels)))
+    for k, u in enumerate(levels):
+        p = np.clip(u * (counts + 1) - 1.0, 0.0, counts - 1.0)
+        lo = np.floor(p).astype(np.int64)
+        hi = np.minimum(lo + 1, counts - 1)
+        f = p - lo
+        out[:, k] = v[starts + lo] * (1 - f) + v[starts + hi] * f
+    return out

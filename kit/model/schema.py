@@ -1,0 +1,491 @@
+"""The model file's schema: what a model JSON must hold before anything evaluates it.
+
+Model files travel between people and sites, so they are untrusted input: a file with
+``regimes: [null]``, ``1e400``, a reversed regime or a negative noise scale used to crash
+``predict``/``export``/the TUI with a traceback, or worse be accepted and predict negative
+times. Every reader goes through :func:`kit.model.io.load_model`, which runs three gates:
+
+1. :func:`parse_model_bytes`: size cap, UTF-8, JSON, nesting depth, finite numbers.
+2. :func:`check_model_dict`: a JSON Schema (``MODEL_SCHEMA``, Draft 2020-12, validated with
+   ``jsonschema``) for types and parameter domains, then the cross-field rules JSON Schema
+   cannot say (ordered, non-overlapping regimes; breakpoints between them; GMM weights
+   summing to 1). Messages carry the JSON path of the bad field (``$.regimes[1].noise``).
+3. :func:`check_physical`: the loaded model must predict finite positive times with
+   p05 <= p50 <= p95 on a grid of sizes across every regime.
+
+Known keys are strict; unknown keys are ignored, so newer writers can add keys (engine v2's
+``per_size``, the uncertainty work's ``intervals``/``run_quality``/``baselines``) without
+breaking older readers. ``SCHEMA_VERSION`` counts changes to this module's rules; the file's
+own ``format_version`` is checked against :data:`kit.model.io.FORMAT_VERSION`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from kit.errors import ModelError
+
+SCHEMA_VERSION = 1
+MAX_FILE_BYTES = 64 << 20  # a 64-regime model with validation tables is well below 1 MiB
+MAX_REGIMES = 64
+MAX_DEPTH = 64
+MAX_GMM_COMPONENTS = 16
+GRID_PER_REGIME = 9
+_HINT = "re-create it with 'pt2pt fit' (or fix the field named)"
+
+_NUM = {"type": "number"}
+_POS = {"type": "number", "exclusiveMinimum": 0}
+_NONNEG = {"type": "number", "minimum": 0}
+_SHARE = {"type": "number", "minimum": 0, "maximum": 1}
+_COUNT = {"type": "integer", "minimum": 0}
+_NUM_OR_NULL = {"type": ["number", "null"]}
+
+
+def _params(required: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": list(required), "properties": required}
+
+
+_CURVE_PARAMS = {
+    "constant": _params({"a": _POS}),
+    # fit_family keeps linear a, b >= 0; their sum is checked by the physical check.
+    "linear": _params({"a": _NONNEG, "b": _NONNEG}),
+    "power": _params({"a": _POS, "b": {"type": "number", "minimum": -16, "maximum": 16}}),
+}
+_NOISE_PARAMS = {
+    "lognormal": _params({"s": _POS, "scale": _POS}),
+    "gamma": _params({"a": _POS, "scale": _POS}),
+    "weibull": _params({"c": _POS, "scale": _POS}),
+    "invgauss": _params({"mu": _POS, "scale": _POS}),
+    "fisk": _params({"c": _POS, "scale": _POS}),
+    "gmm": _params({
+        "weights": {"type": "array", "minItems": 1, "maxItems": MAX_GMM_COMPONENTS,
+                    "items": _SHARE},
+        "means": {"type": "array", "minItems": 1, "maxItems": MAX_GMM_COMPONENTS,
+                  "items": {"type": "number", "minimum": -50, "maximum": 50}},
+        "sds": {"type": "array", "minItems": 1, "maxItems": MAX_GMM_COMPONENTS,
+                "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 50}},
+    }),
+}
+
+
+def _by_family(table: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """``if family == X then params match table[X]`` clauses (errors point at ``params``)."""
+    return [{"if": {"properties": {"family": {"const": name}}, "required": ["family"]},
+             "then": {"properties": {"params": schema}}} for name, schema in table.items()]
+
+
+_NOISE = {
+    "type": "object",
+    "required": ["family", "params"],
+    "properties": {
+        "family": {"enum": list(_NOISE_PARAMS)},
+        "params": {"type": "object"},
+        "aic": {"type": "object", "additionalProperties": _NUM_OR_NULL},
+        "quantiles": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": _NUM_OR_NULL}},
+        "n": _COUNT,
+    },
+    "allOf": _by_family(_NOISE_PARAMS),
+}
+_CURVE_FAMILY = {"enum": list(_CURVE_PARAMS)}
+_COMPONENT = {
+    "type": "object",
+    "required": ["family", "params", "noise", "share"],
+    "properties": {"family": _CURVE_FAMILY, "params": {"type": "object"}, "noise": _NOISE,
+                   "share": _SHARE},
+    "allOf": _by_family(_CURVE_PARAMS),
+}
+_OVERLAP = {
+    "type": "object",
+    "required": ["size_lo", "size_hi", "center", "slope", "share_left", "share_right",
+                 "n_samples"],
+    "properties": {"size_lo": _NONNEG, "size_hi": _NONNEG, "center": _POS, "slope": _NUM,
+                   "share_left": _SHARE, "share_right": _SHARE, "n_samples": _COUNT},
+}
+_REGIME = {
+    "type": "object",
+    "required": ["size_min", "size_max", "family", "params", "noise"],
+    "properties": {
+        "size_min": _NONNEG,
+        "size_max": _NONNEG,
+        "family": _CURVE_FAMILY,
+        "params": {"type": "object"},
+        "noise": _NOISE,
+        # Object keywords apply to objects only, so ``null`` passes and an object is checked.
+        "mixture": {
+            "type": ["object", "null"],
+            "required": ["components", "weight"],
+            "properties": {
+                "components": {"type": "array", "minItems": 2, "maxItems": 2,
+                               "items": _COMPONENT},
+                "weight": {"type": "object", "required": ["intercept", "slope"],
+                           "properties": {"intercept": _NUM, "slope": _NUM}},
+            }},
+        "overlap": {**_OVERLAP, "type": ["object", "null"]},
+        "n_samples": _COUNT,
+        "n_outliers": _COUNT,
+        "aic": {"type": "object", "additionalProperties": _NUM_OR_NULL},
+    },
+    "allOf": _by_family(_CURVE_PARAMS),
+}
+_ESTIMATOR = {
+    "type": "object",
+    "properties": {
+        "breakpoints": {"type": ["array", "null"], "maxItems": MAX_REGIMES, "items": _POS},
+        "families": {"type": ["array", "null"], "maxItems": MAX_REGIMES,
+                     "items": {"enum": [*_CURVE_PARAMS, None]}},
+        "max_regimes": {"type": "integer", "minimum": 1, "maximum": MAX_REGIMES},
+        "min_support": {"type": ["integer", "null"], "minimum": 1},
+        "overlap": {"type": "boolean"},
+        "noise": {"type": "boolean"},
+        "mixture": {"type": "boolean"},
+        "random_state": {"type": ["integer", "null"], "minimum": 0},
+        "outlier_k": _POS,
+        "per_size": {"type": "boolean"},
+    },
+}
+#: Per-size effects (engine v2, kit.model.persize): columns over stored sizes, and the
+#: variance components per regime. ``loc``/``loc_slow`` are ln shifts (|shift| <= 20, a
+#: factor of 5e8, is far beyond any real size effect), ``share`` the slow-band share.
+MAX_PER_SIZE = 1 << 20
+_LN_SHIFT = {"type": "number", "minimum": -20, "maximum": 20}
+_SD_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 20}
+_PER_SIZE = {
+    "type": ["object", "null"],
+    "required": ["estimated"],
+    "properties": {
+        "estimated": {"type": "boolean"},
+        "reason": {"type": "string"},
+        "method": {"type": "string"},
+        "min_repeats": {"type": "integer", "minimum": 1},
+        "sizes": {"type": "array", "maxItems": MAX_PER_SIZE, "items": _NONNEG},
+        "n": {"type": "array", "maxItems": MAX_PER_SIZE, "items": {"type": "integer",
+                                                                   "minimum": 1}},
+        "loc": {"type": "array", "maxItems": MAX_PER_SIZE, "items": _LN_SHIFT},
+        "loc_slow": {"type": "array", "maxItems": MAX_PER_SIZE,
+                     "items": {**_LN_SHIFT, "type": ["number", "null"]}},
+        "share": {"type": "array", "maxItems": MAX_PER_SIZE,
+                  "items": {**_SHARE, "type": ["number", "null"]}},
+        "shape_levels": {"type": "array", "maxItems": 64,
+                         "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}},
+        "shape": {"type": "array", "maxItems": MAX_PER_SIZE,
+                  "items": {"type": "array", "maxItems": 64, "items": _LN_SHIFT}},
+        "variance_components": {"type": "array", "maxItems": MAX_REGIMES, "items": {
+            "type": "object",
+            "required": ["regime", "estimated"],
+            "properties": {
+                "regime": {"type": "integer", "minimum": 0, "maximum": MAX_REGIMES - 1},
+                "estimated": {"type": "boolean"},
+                "n_sizes": _COUNT,
+                "size_min": _NONNEG, "size_max": _NONNEG,
+                "tau_loc": _SD_OR_NULL, "tau_loc_slow": _SD_OR_NULL,
+                "tau_share": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                "sigma_within": _SD_OR_NULL,
+                "tau_loc_unseen": _SD_OR_NULL, "tau_loc_slow_unseen": _SD_OR_NULL,
+                "tau_loc_h": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                "tau_loc_slow_h": {"type": ["number", "null"], "exclusiveMinimum": 0},
+            }}},
+    },
+}
+
+#: JSON Schema of a model file (format_version 1). Unknown keys are allowed everywhere.
+#: One interval of kit.model.uncertainty: value and bounds (null when not estimable, then
+#: ``why`` says so); lo <= value <= hi is checked across fields.
+_INTERVAL: dict[str, Any] = {
+    "type": "object", "required": ["value", "lo", "hi"],
+    "properties": {"value": {"type": ["number", "null"]}, "lo": {"type": ["number", "null"]},
+                   "hi": {"type": ["number", "null"]}, "why": {"type": "string"}}}
+_INTERVALS: dict[str, Any] = {
+    "type": "object", "required": ["level", "breakpoints", "regimes"],
+    "properties": {
+        "level": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "n_boot": {"type": "integer", "minimum": 0},
+        "resample": {"enum": ["runs", "seq blocks", "samples"]},
+        "breakpoints": {"type": "array", "items": _INTERVAL},
+        "regimes": {"type": "array", "items": {
+            "type": "object",
+            "properties": {
+                "params": {"type": "object", "additionalProperties": _INTERVAL},
+                "noise": {"type": "object", "additionalProperties": _INTERVAL},
+                "band_shares": {"type": "array", "items": _INTERVAL}}}},
+        "not_estimated": {"type": "array", "items": {"type": "string"}}}}
+_RUN_QUALITY: dict[str, Any] = {
+    "type": "object", "required": ["n_samples", "n_disturbed"],
+    "properties": {
+        "n_samples": {"type": "integer", "minimum": 0},
+        "n_disturbed": {"type": "integer", "minimum": 0},
+        "excluded": {"type": "boolean"},
+        "windows": {"type": "array", "items": {
+            "type": "object", "required": ["run_id", "seq_start", "seq_end", "n_samples"],
+            "properties": {"seq_start": {"type": "integer", "minimum": 0},
+                           "seq_end": {"type": "integer", "minimum": 0},
+                           "n_samples": {"type": "integer", "minimum": 0},
+                           "slowdown": {"type": ["number", "null"]}}}},
+        "runs": {"type": "array", "items": {"type": "object"}}}}
+
+
+MODEL_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://pt2pt-kit/schemas/model-v1.json",
+    "title": "pt2pt-model",
+    "type": "object",
+    "required": ["format", "format_version", "regimes", "breakpoints", "outliers",
+                 "n_samples"],
+    "properties": {
+        "format": {"const": "pt2pt-model"},
+        "format_version": {"type": "integer", "minimum": 1},
+        "kit_version": {"type": "string"},
+        "estimator": _ESTIMATOR,
+        "regimes": {"type": "array", "minItems": 1, "maxItems": MAX_REGIMES, "items": _REGIME},
+        "breakpoints": {"type": "array", "maxItems": MAX_REGIMES - 1, "items": _POS},
+        "outliers": {"type": "object", "required": ["count"],
+                     "properties": {"count": _COUNT, "rule": {"type": "string"},
+                                    "by_regime": {"type": "array", "items": _COUNT}}},
+        "n_samples": _COUNT,
+        "provenance": {"type": "object", "properties": {
+            "dataset": {"type": ["string", "null"]},
+            "series": {"type": ["object", "null"],
+                       "additionalProperties": {"type": ["string", "null"]}}}},
+        "validation": {"type": "object"},
+        "per_size": _PER_SIZE,
+        "intervals": _INTERVALS,
+        "run_quality": _RUN_QUALITY,
+    },
+}
+_VALIDATOR = Draft202012Validator(MODEL_SCHEMA)
+
+
+def _fail(where: str, path: str, message: str) -> ModelError:
+    if len(path) > 80:  # deep nesting: the start says where, the rest is repetition
+        path = path[:77] + "..."
+    return ModelError(f"malformed model file: {path}: {message}", where=where, hint=_HINT)
+
+
+def _scan(doc: Any, where: str) -> None:
+    """Depth cap and finite numbers, iteratively (a recursive walk is what we guard against)."""
+    stack: list[tuple[Any, str, int]] = [(doc, "$", 1)]
+    while stack:
+        obj, path, depth = stack.pop()
+        if isinstance(obj, dict):
+            if depth > MAX_DEPTH:
+                raise _fail(where, path, f"nested deeper than {MAX_DEPTH} levels")
+            stack.extend((v, f"{path}.{k}", depth + 1) for k, v in obj.items())
+        elif isinstance(obj, list):
+            if depth > MAX_DEPTH:
+                raise _fail(where, path, f"nested deeper than {MAX_DEPTH} levels")
+            stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(obj))
+        elif isinstance(obj, float) and not math.isfinite(obj):
+            raise _fail(where, path, "number out of range (not a finite float)")
+        elif isinstance(obj, int) and not isinstance(obj, bool) and abs(obj) > 2 ** 63:
+            raise _fail(where, path, "integer out of range")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (numbers must be finite)")
+
+
+def parse_model_bytes(raw: bytes, where: str) -> dict[str, Any]:
+    """Bytes of a model file → its top-level dict, or a ModelError naming what is wrong."""
+    if len(raw) > MAX_FILE_BYTES:
+        raise ModelError(f"model file larger than {MAX_FILE_BYTES >> 20} MiB", where=where,
+                         hint="give a model JSON written by 'pt2pt fit'")
+    try:
+        text = raw.decode("utf-8-sig")  # a BOM (some editors add one) is not an error
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"not UTF-8 text (invalid byte at offset {exc.start})", where=where,
+                         hint="give a model JSON written by 'pt2pt fit'") from None
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"invalid JSON at line {exc.lineno}: {exc.msg}", where=where,
+                         hint="give a file written by 'pt2pt fit'") from None
+    except RecursionError:
+        raise _fail(where, "$", f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # NaN/Infinity tokens, integers beyond Python's digit limit
+        raise ModelError(f"invalid JSON: {exc}", where=where,
+                         hint="give a file written by 'pt2pt fit'") from None
+    if not isinstance(doc, dict):
+        raise ModelError("not a pt2pt model file (the top level is not a JSON object)",
+                         where=where, hint="give a model JSON written by 'pt2pt fit'")
+    return doc
+
+
+def check_model_dict(doc: dict[str, Any], where: str, format_version: int) -> None:
+    """Schema and cross-field rules; raises ModelError with the JSON path of the bad field."""
+    if doc.get("format") != "pt2pt-model":
+        raise ModelError('not a pt2pt model file (no "format": "pt2pt-model")', where=where,
+                         hint="give a file written by 'pt2pt fit'")
+    version = doc.get("format_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > format_version:
+        raise ModelError(f"model format version {version} is newer than this kit reads "
+                         f"({format_version})", where=where, hint="upgrade pt2pt-kit")
+    regimes = doc.get("regimes")
+    if isinstance(regimes, list) and len(regimes) > MAX_REGIMES:  # before the per-item walk
+        raise _fail(where, "$.regimes", f"{len(regimes)} regimes; at most {MAX_REGIMES} "
+                    "are read")
+    _scan(doc, where)
+    error = best_match(_VALIDATOR.iter_errors(doc))
+    if error is not None:
+        raise _fail(where, error.json_path, _short(error.message, error.instance))
+    _check_cross_fields(doc, where)
+    _check_intervals(doc, where)
+
+
+def _short(message: str, instance: Any) -> str:
+    """jsonschema's message with a long offending value replaced by its kind."""
+    shown = repr(instance)
+    if len(shown) > 40:
+        kinds: dict[type, str] = {dict: "this object", list: f"this list of {len(instance)} items"
+                                  if isinstance(instance, list) else "this list"}
+        kind = kinds.get(type(instance), "this value")
+        message = message.replace(shown, kind)
+    return message if len(message) <= 160 else message[:157] + "..."
+
+
+def _check_intervals(doc: dict[str, Any], where: str) -> None:
+    """Every interval holds its value; intervals describe as many regimes as the model has."""
+    iv = doc.get("intervals")
+    if not isinstance(iv, dict):
+        return
+    if len(iv.get("regimes", [])) != len(doc.get("regimes", [])):
+        raise _fail(where, "$.intervals.regimes", "describes "
+                    f"{len(iv.get('regimes', []))} regimes, the model has "
+                    f"{len(doc.get('regimes', []))}")
+    items = [(f"$.intervals.breakpoints[{k}]", b) for k, b in enumerate(iv["breakpoints"])]
+    for k, reg in enumerate(iv["regimes"]):
+        for part in ("params", "noise"):
+            items += [(f"$.intervals.regimes[{k}].{part}.{n}", v)
+                      for n, v in (reg.get(part) or {}).items()]
+    for path, b in items:
+        v, lo, hi = b.get("value"), b.get("lo"), b.get("hi")
+        if None not in (v, lo, hi) and not lo <= v <= hi:
+            raise _fail(where, path, f"interval [{lo}, {hi}] does not hold its value {v}")
+
+
+def _check_cross_fields(doc: dict[str, Any], where: str) -> None:
+    regimes: list[dict[str, Any]] = doc["regimes"]
+    for k, reg in enumerate(regimes):
+        path = f"$.regimes[{k}]"
+        if reg["size_min"] > reg["size_max"]:
+            raise _fail(where, path, f"size_min {reg['size_min']} is above size_max "
+                        f"{reg['size_max']}")
+        if k and regimes[k - 1]["size_max"] > reg["size_min"]:
+            raise _fail(where, f"{path}.size_min", f"regime starts at {reg['size_min']}, "
+                        f"inside the previous regime (which ends at "
+                        f"{regimes[k - 1]['size_max']}): regimes must be ordered by size "
+                        "and must not overlap")
+        for noise, npath in _noises(reg, path):
+            if noise["family"] == "gmm":
+                p = noise["params"]
+                if not len(p["weights"]) == len(p["means"]) == len(p["sds"]):
+                    raise _fail(where, f"{npath}.params", "weights, means and sds differ "
+                                "in length")
+                if abs(sum(p["weights"]) - 1.0) > 1e-6:
+                    raise _fail(where, f"{npath}.params.weights", "weights do not sum to 1")
+        ov = reg.get("overlap")
+        if ov and ov["size_lo"] > ov["size_hi"]:
+            raise _fail(where, f"{path}.overlap", "size_lo is above size_hi")
+    bps = doc["breakpoints"]
+    if len(bps) != len(regimes) - 1:
+        raise _fail(where, "$.breakpoints", f"{len(bps)} breakpoints for {len(regimes)} "
+                    f"regimes (expected {len(regimes) - 1})")
+    for k, bp in enumerate(bps):
+        if k and bp <= bps[k - 1]:
+            raise _fail(where, f"$.breakpoints[{k}]", "breakpoints must increase")
+        if not regimes[k]["size_min"] <= bp <= regimes[k + 1]["size_max"]:
+            raise _fail(where, f"$.breakpoints[{k}]", f"breakpoint {bp} lies outside regimes "
+                        f"{k} and {k + 1}")
+    _check_per_size(doc, where)
+
+
+def _check_per_size(doc: dict[str, Any], where: str) -> None:
+    """Per-size columns of one length, sizes strictly increasing, regimes that exist."""
+    ps = doc.get("per_size")
+    if not isinstance(ps, dict):
+        return
+    sizes = ps.get("sizes", [])
+    for key in ("n", "loc", "loc_slow", "share"):
+        if key in ps and len(ps[key]) != len(sizes):
+            raise _fail(where, f"$.per_size.{key}", f"{len(ps[key])} values for "
+                        f"{len(sizes)} sizes")
+    if "shape" in ps:
+        n_lv = len(ps.get("shape_levels", []))
+        if len(ps["shape"]) != len(sizes):
+            raise _fail(where, "$.per_size.shape", f"{len(ps['shape'])} rows for "
+                        f"{len(sizes)} sizes")
+        for i, row in enumerate(ps["shape"]):
+            if len(row) != n_lv:
+                raise _fail(where, f"$.per_size.shape[{i}]", f"{len(row)} values for "
+                            f"{n_lv} shape_levels")
+    for i in range(1, len(sizes)):
+        if sizes[i] <= sizes[i - 1]:
+            raise _fail(where, f"$.per_size.sizes[{i}]", "sizes must increase")
+    n_reg = len(doc["regimes"])
+    for i, comp in enumerate(ps.get("variance_components", [])):
+        if comp["regime"] >= n_reg:
+            raise _fail(where, f"$.per_size.variance_components[{i}].regime",
+                        f"regime {comp['regime']} of a model with {n_reg}")
+
+
+def _noises(reg: dict[str, Any], path: str) -> list[tuple[dict[str, Any], str]]:
+    out = [(reg["noise"], f"{path}.noise")]
+    mix = reg.get("mixture")
+    if mix:
+        out += [(c["noise"], f"{path}.mixture.components[{i}].noise")
+                for i, c in enumerate(mix["components"])]
+    return out
+
+
+def check_physical(model: Any, where: str) -> None:
+    """Refuse a model that predicts non-finite, non-positive or mis-ordered times.
+
+    A grid of sizes across each regime (log-spaced, both ends included) must give a finite
+    positive curve and median, and finite positive p05 <= p50 <= p95. All regimes' grids go
+    through one ``predict_quantiles`` call (each call runs a bisection on the mixture CDF).
+    """
+    grids, curves = [], []
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            for reg in model.regimes_:
+                lo = max(float(reg.size_min), 1.0)
+                grid = np.unique(np.geomspace(lo, max(float(reg.size_max), lo),
+                                              GRID_PER_REGIME))
+                grids.append(grid)
+                curves.append(np.asarray(reg.curve(grid), dtype=float))
+            sizes = np.concatenate(grids)
+            q = np.asarray(model.predict_quantiles(sizes, [0.05, 0.5, 0.95]), dtype=float)
+    except ModelError:
+        raise
+    except Exception as exc:  # the model is untrusted: any failure refuses it
+        raise ModelError(f"the model cannot be evaluated ({type(exc).__name__}: {exc})",
+                         where=where, hint=_HINT) from None
+    curve = np.concatenate(curves)
+    what = None
+    bad = ~np.isfinite(curve) | (curve <= 0)
+    if bad.any():
+        what = "a non-positive or non-finite curve"
+    elif q.shape != (len(sizes), 3):
+        what, bad = "quantiles of the wrong shape", np.ones(len(sizes), dtype=bool)
+    elif (bad := np.any(~np.isfinite(q) | (q <= 0), axis=1)).any():
+        what = "non-positive or non-finite times"
+    elif (bad := (q[:, 0] > q[:, 1] * (1 + 1e-9)) | (q[:, 1] > q[:, 2] * (1 + 1e-9))).any():
+        what = "quantiles out of order (p05 <= p50 <= p95 fails)"
+    if what is not None:
+        first = int(np.flatnonzero(bad)[0])
+        at = float(sizes[first])
+        # the regime whose grid it was (curve) or that holds the size (prediction)
+        owner = int(np.searchsorted(np.cumsum([len(g) for g in grids]), first, side="right"))
+        which = owner if what.endswith("curve") else int(
+            np.asarray(model.regime_index([at]))[0])
+        reg = model.regimes_[min(which, len(model.regimes_) - 1)]
+        raise ModelError(f"the model predicts {what} at {at:g} B (regime {which}, sizes "
+                         f"{reg.size_min:g} to {reg.size_max:g} B): it is not physical",
+                         where=where, hint=_HINT)

@@ -1,0 +1,378 @@
+"""How sure a fitted :class:`RegimeModel` is: bootstrap intervals on what it reports.
+
+Every number a model prints (a breakpoint, a latency, a bandwidth, a slope, a band's
+share, the noise p50/p95/p99) would come out differently from another run of the same
+campaign. The bootstrap measures that: resample the data the way it could have come out
+differently, redo the estimate, and read the spread of the estimates.
+
+What is resampled (``resample``):
+
+``runs``
+    whole runs with replacement, when there are five or more: run-to-run variation
+    (another node state, another day) is usually the largest and only this sees it;
+``seq blocks``
+    one run (or fewer than five): consecutive stretches of its samples in measurement
+    order (``seq``), each kept 0, 1, 2.. times (Poisson). Sizes were drawn in random
+    order, so every stretch covers the size range, and slow stretches stay together;
+``samples``
+    without ``seq``: every sample kept 0, 1, 2.. times (Poisson bootstrap), i.e.
+    resampling inside each block of neighbouring sizes.
+
+What is redone per resample, made cheap so that the default costs less than twice a fit:
+the regimes keep their families (chosen on the full data); each boundary is searched again
+on the resampled raw samples within a factor ``SEARCH_FACTOR`` of the fitted one (the
+estimator's own refinement step, :func:`kit.model.segmentation.refine_boundary`); each
+regime's curve is refitted to the resampled per-size medians with the estimator's robust
+fit; the noise quantiles are the resampled ratios' empirical quantiles; a two-band regime's
+band shares are the resampled share of samples each band explains best (the bands' curves
+are kept, so this is the sampling part of their uncertainty). Overlap windows are not
+refitted: samples are split at the boundaries.
+
+The interval of a quantity is the percentile interval of its bootstrap estimates,
+re-centred on the value the model reports (the cheap re-estimate on the full data gives
+the centre the spread is measured from): in log scale for positive quantities, linear for
+slopes and shares. A quantity that could not be estimated (too few samples in a regime,
+too few resamples that held it) gets ``null`` and a reason, never a number.
+"""
+
+from __future__ import annotations
+
+import math
+import time as _time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from kit.model.families import evaluate, fit_family
+from kit.model.segmentation import make_bins, refine_boundary
+
+#: Resamples by default (percentile 2.5/97.5 intervals are stable from about 100 on).
+N_BOOT = 120
+#: A boundary is searched again within [bp / F, bp * F] on each resample.
+SEARCH_FACTOR = 2.0
+#: Fewest runs for resampling whole runs.
+MIN_RUNS = 5
+#: Blocks of consecutive samples for a single run.
+N_BLOCKS = 40
+#: Resampled ratios used per regime for the noise quantiles (more adds time, not accuracy).
+MAX_RATIO_SAMPLES = 20000
+NOISE_QS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+#: Fewest samples in a regime for a p99 (below it the p99 is the maximum, not a quantile).
+MIN_P99 = 100
+
+
+def _weights(n: int, groups: NDArray | None, seq: NDArray | None,
+             rng: np.random.Generator) -> tuple[str, int, Callable[[], NDArray]]:
+    """The resampling scheme: (name, number of units, draw() -> per-sample multiplicity)."""
+    if groups is not None:
+        _, gid = np.unique(groups, return_inverse=True)
+        ng = int(gid.max()) + 1
+        if ng >= MIN_RUNS:
+            return "runs", ng, lambda: rng.multinomial(ng, np.full(ng, 1.0 / ng))[gid]
+    if seq is not None and n >= 4 * N_BLOCKS:
+        # Position of each sample in measurement order (run, then seq), cut into blocks.
+        keys = (groups, seq) if groups is not None else (seq,)
+        order = np.lexsort(keys[::-1])
+        block = np.empty(n, dtype=np.int64)
+        block[order] = np.arange(n) * N_BLOCKS // n
+        return "seq blocks", N_BLOCKS, lambda: rng.poisson(1.0, N_BLOCKS)[block]
+    return "samples", n, lambda: rng.poisson(1.0, n)
+
+
+def _fit_curves(families: list[str], bps: list[float], s: NDArray, t: NDArray
+                ) -> list[dict[str, float] | None]:
+    """Each regime's curve refitted to the per-size medians of the samples between bps."""
+    edges = np.searchsorted(s, bps, side="left")
+    bounds = np.r_[0, edges, len(s)]
+    out: list[dict[str, float] | None] = []
+    for k, fam in enumerate(families):
+        lo, hi = int(bounds[k]), int(bounds[k + 1])
+        if hi - lo < 3:
+            out.append(None)
+            continue
+        # as the estimator fits a regime's curve: its overall between-size variance only
+        # (the local scan places boundaries, which _refine does on raw samples)
+        bins = make_bins(s[lo:hi], t[lo:hi], local=False)
+        if fam != "constant" and len(bins.size) < 3:
+            out.append(None)
+            continue
+        params, _ = fit_family(fam, bins.size, bins.median, bins.weight)
+        out.append(params)
+    return out
+
+
+def _refine(families: list[str], curves: list[dict[str, float] | None], bps: list[float],
+            s: NDArray, t: NDArray) -> tuple[list[float], list[tuple[float, float]]]:
+    """Boundaries searched again near ``bps``, and the gap each one sits in: the last
+    sample size left of it and the first right of it (any split in between fits alike)."""
+    out = list(bps)
+    gaps = [(math.nan, math.nan)] * len(bps)
+    for k, bp in enumerate(bps):
+        left, right = curves[k], curves[k + 1]
+        if left is None or right is None:
+            continue
+        lo_s = max(bp / SEARCH_FACTOR, out[k - 1] if k else 0.0)
+        hi_s = min(bp * SEARCH_FACTOR, bps[k + 1] if k + 1 < len(bps) else math.inf)
+        lo, hi = np.searchsorted(s, [lo_s, hi_s], side="left")
+        if hi - lo < 4:
+            continue
+        ss, lt = s[lo:hi], np.log(t[lo:hi])
+        i = refine_boundary(ss, lt, np.log(evaluate(families[k], left, ss)),
+                            np.log(evaluate(families[k + 1], right, ss)))
+        if 0 < i < len(ss):
+            # Midway (in log size) between the last sample left and the first right of the
+            # split: a resample missing the samples next to it would otherwise only ever
+            # move the boundary up.
+            out[k] = float(np.sqrt(max(ss[i - 1], 1.0) * ss[i]))
+            gaps[k] = (float(ss[i - 1]), float(ss[i]))
+    return out, gaps
+
+
+def _estimate(model: Any, families: list[str], bps0: list[float], s: NDArray, t: NDArray,
+              band_of: list[NDArray | None], mult: NDArray | None
+              ) -> dict[str, float]:
+    """Flat dict of every quantity on one (resampled) data set; NaN where not estimable."""
+    out: dict[str, float] = {}
+    curves = _fit_curves(families, bps0, s, t)
+    bps, gaps = _refine(families, curves, bps0, s, t)
+    if bps != bps0:
+        curves = _fit_curves(families, bps, s, t)
+    for k, bp in enumerate(bps):
+        out[f"bp{k}"] = bp
+        out[f"bp{k}.left"], out[f"bp{k}.right"] = gaps[k]
+    edges = np.r_[0, np.searchsorted(s, bps, side="left"), len(s)]
+    for k, fam in enumerate(families):
+        p = curves[k]
+        for name in _param_names(fam):
+            out[f"r{k}.{name}"] = math.nan if p is None else _param_value(fam, p, name)
+        lo, hi = int(edges[k]), int(edges[k + 1])
+        n = hi - lo
+        if p is not None and n >= 3:
+            sl = slice(lo, hi)
+            if n > MAX_RATIO_SAMPLES:
+                sl = slice(lo, hi, math.ceil(n / MAX_RATIO_SAMPLES))
+            ratio = t[sl] / evaluate(fam, p, s[sl])
+            for q, v in zip(NOISE_QS, np.quantile(ratio, list(NOISE_QS.values())), strict=True):
+                out[f"r{k}.noise.{q}"] = float(v)
+            if n < MIN_P99:
+                out[f"r{k}.noise.p99"] = math.nan
+        else:
+            for q in NOISE_QS:
+                out[f"r{k}.noise.{q}"] = math.nan
+        bands = band_of[k]
+        if bands is not None:
+            w = np.ones(bands.shape[1]) if mult is None else mult[bands[0]]
+            inside = bands[1]
+            tot = float(w.sum())
+            for c in range(2):
+                out[f"r{k}.share{c}"] = (float(np.sum(w * (inside == c)) / tot) if tot > 0
+                                         else math.nan)
+    return out
+
+
+def _param_names(family: str) -> list[str]:
+    if family == "constant":
+        return ["a"]
+    if family == "linear":
+        return ["a", "b", "bandwidth_Bps"]
+    return ["a", "b"]
+
+
+def _param_value(family: str, params: dict[str, float], name: str) -> float:
+    if name == "bandwidth_Bps":
+        b = params.get("b", 0.0)
+        return 1.0 / b if b > 0 else math.inf
+    return float(params[name])
+
+
+def _linear_quantity(key: str, family: str) -> bool:
+    """Quantities whose intervals are re-centred linearly (slopes, shares); others in log."""
+    return ".share" in key or (family == "power" and key.endswith(".b"))
+
+
+def _band_assignment(model: Any, s: NDArray, t: NDArray) -> list[NDArray | None]:
+    """Per mixture regime: (sample indices in it, band each explains best) on the full data."""
+    out: list[NDArray | None] = []
+    edges = np.r_[0, np.searchsorted(s, model.breakpoints_, side="left"), len(s)]
+    for k, reg in enumerate(model.regimes_):
+        if not getattr(reg, "is_mixture", False):
+            out.append(None)
+            continue
+        idx = np.arange(int(edges[k]), int(edges[k + 1]))
+        if idx.size == 0:
+            out.append(None)
+            continue
+        dens = np.stack([np.log(np.maximum(w, 1e-300)) + noise.logpdf(t[idx] / scale)
+                         - np.log(scale) for w, scale, noise in reg.terms(s[idx])], axis=1)
+        out.append(np.stack([idx, np.argmax(dens, axis=1)]))
+    return out
+
+
+def bootstrap_intervals(model: Any, size: ArrayLike, time: ArrayLike, *,
+                        groups: ArrayLike | None = None, seq: ArrayLike | None = None,
+                        n_boot: int = N_BOOT, level: float = 0.95,
+                        random_state: int | None = 0) -> dict[str, Any]:
+    """Intervals on every breakpoint, regime parameter, band share and noise quantile.
+
+    ``model`` is fitted on ``size``/``time`` (after outliers/disturbed windows were handled
+    the same way); ``groups`` are run ids, ``seq`` the measurement order within a run.
+    The result is JSON-ready (``null`` where not estimable, with the reason in
+    ``not_estimated``).
+    """
+    started = _time.perf_counter()
+    s0 = np.asarray(size, dtype=np.float64).ravel()
+    t0 = np.asarray(time, dtype=np.float64).ravel()
+    order = np.argsort(s0, kind="stable")
+    s, t = s0[order], t0[order]
+    g = None if groups is None else np.asarray(groups).ravel()[order]
+    q = None if seq is None else np.asarray(seq).ravel()[order]
+    mask = getattr(model, "outlier_mask_", None)
+    if mask is not None and len(mask) == len(s0):
+        keep = ~np.asarray(mask)[order]
+        s, t = s[keep], t[keep]
+        g = None if g is None else g[keep]
+        q = None if q is None else q[keep]
+    rng = np.random.default_rng(random_state)
+    families = [r.family for r in model.regimes_]
+    bps0 = [float(b) for b in model.breakpoints_]
+    band_of = _band_assignment(model, s, t)
+    scheme, n_units, draw = _weights(len(s), g, q, rng)
+    centre = _estimate(model, families, bps0, s, t, band_of, None)
+    draws: dict[str, list[float]] = {k: [] for k in centre}
+    for _ in range(int(n_boot)):
+        mult = draw()
+        idx = np.repeat(np.arange(len(s)), mult)  # stays sorted by size
+        if idx.size < 5:
+            continue
+        # Band shares count each sample by its multiplicity (weights on original indices).
+        est = _estimate(model, families, bps0, s[idx], t[idx], band_of, mult)
+        for k in centre:
+            draws[k].append(est.get(k, math.nan))
+    reported = _reported(model, s, t)
+    alpha = (1.0 - level) / 2.0
+    intervals: dict[str, dict[str, Any]] = {}
+    missing: list[str] = []
+    for key, c in centre.items():
+        if key.endswith((".left", ".right")):
+            continue
+        fam = families[int(key[1:].split(".")[0])] if key.startswith("r") else ""
+        value = reported.get(key, c)
+        arr = np.asarray(draws[key], dtype=float)
+        arr = arr[np.isfinite(arr)]
+        why = None
+        if not math.isfinite(value) or not math.isfinite(c):
+            why = "not estimable on the full data"
+        elif arr.size < max(20, 0.8 * int(n_boot)):
+            why = f"only {arr.size} of {n_boot} resamples could estimate it"
+        if why:
+            intervals[key] = {"value": value if math.isfinite(value) else None,
+                              "lo": None, "hi": None, "why": why}
+            missing.append(f"{_describe(key, families)}: {why}")
+            continue
+        lo_q, hi_q = np.quantile(arr, [alpha, 1.0 - alpha])
+        if _linear_quantity(key, fam):
+            lo, hi = value + (lo_q - c), value + (hi_q - c)
+            if ".share" in key:
+                lo, hi = max(lo, 0.0), min(hi, 1.0)
+        elif c > 0 and value > 0 and lo_q > 0:
+            lo, hi = value * lo_q / c, value * hi_q / c
+        else:
+            lo, hi = value + (lo_q - c), value + (hi_q - c)
+        if key.startswith("bp"):
+            # Sizes between two observed sizes are equally good boundaries: the interval
+            # holds the gaps the boundary fell in, not only where it was put inside them.
+            left = np.asarray([centre[f"{key}.left"], *draws[f"{key}.left"]], dtype=float)
+            right = np.asarray([centre[f"{key}.right"], *draws[f"{key}.right"]], dtype=float)
+            left, right = left[np.isfinite(left)], right[np.isfinite(right)]
+            if left.size:
+                lo = min(lo, float(np.quantile(left, alpha)))
+            if right.size:
+                hi = max(hi, float(np.quantile(right, 1.0 - alpha)))
+        intervals[key] = {"value": float(value), "lo": float(min(lo, value)),
+                          "hi": float(max(hi, value))}
+    return _structure(intervals, model, families, scheme, n_units, int(n_boot), level, missing,
+                      _time.perf_counter() - started)
+
+
+def _reported(model: Any, s: NDArray, t: NDArray) -> dict[str, float]:
+    """The values the model itself reports, where they exist (else the cheap estimate)."""
+    out: dict[str, float] = {}
+    for k, bp in enumerate(model.breakpoints_):
+        out[f"bp{k}"] = float(bp)
+    for k, reg in enumerate(model.regimes_):
+        for name in _param_names(reg.family):
+            out[f"r{k}.{name}"] = _param_value(reg.family, reg.params, name)
+        q = getattr(reg.noise, "quantiles", None) or {}
+        for name in NOISE_QS:
+            emp = (q.get(name) or {}).get("empirical")
+            if emp is not None and math.isfinite(float(emp)):
+                out[f"r{k}.noise.{name}"] = float(emp)
+        for c, comp in enumerate(getattr(reg, "components", None) or []):
+            out[f"r{k}.share{c}"] = float(comp.share)
+    return out
+
+
+def _describe(key: str, families: list[str]) -> str:
+    if key.startswith("bp"):
+        return f"breakpoint {int(key[2:]) + 1}"
+    k, _, rest = key[1:].partition(".")
+    return f"regime {int(k) + 1} ({families[int(k)]}) {rest}"
+
+
+def _structure(flat: dict[str, dict[str, Any]], model: Any, families: list[str], scheme: str,
+               n_units: int, n_boot: int, level: float, missing: list[str],
+               seconds: float) -> dict[str, Any]:
+    regimes = []
+    for k, fam in enumerate(families):
+        pre = f"r{k}."
+        entry: dict[str, Any] = {"family": fam, "params": {}, "noise": {}, "band_shares": []}
+        for key, iv in flat.items():
+            if not key.startswith(pre):
+                continue
+            name = key[len(pre):]
+            if name.startswith("noise."):
+                entry["noise"][name[6:]] = iv
+            elif name.startswith("share"):
+                entry["band_shares"].append(iv)
+            else:
+                entry["params"][name] = iv
+        regimes.append(entry)
+    return {
+        "method": "bootstrap, percentile intervals re-centred on the reported values",
+        "level": level, "n_boot": n_boot, "resample": scheme, "n_units": n_units,
+        "seconds": round(seconds, 3),
+        "breakpoints": [flat[f"bp{k}"] for k in range(len(model.breakpoints_))],
+        "regimes": regimes,
+        "not_estimated": missing,
+    }
+
+
+def format_interval(iv: dict[str, Any] | None, fmt: Callable[[float], str] = "{:.4g}".format
+                    ) -> str:
+    """``value [lo, hi]``, or ``value (no interval: why)``; never prints a NaN as a number."""
+    if not iv or iv.get("value") is None:
+        return "not estimated" + (f" ({iv['why']})" if iv and iv.get("why") else "")
+    text = fmt(float(iv["value"]))
+    if iv.get("lo") is None or iv.get("hi") is None:
+        return f"{text} (no interval: {iv.get('why', 'not estimable')})"
+    return f"{text} [{fmt(float(iv['lo']))}, {fmt(float(iv['hi']))}]"
+
+
+def summary_lines(intervals: dict[str, Any]) -> list[str]:
+    """One line per breakpoint and regime for the CLI summary."""
+    lines = [f"{int(intervals['level'] * 100)} % intervals ({intervals['resample']} bootstrap, "
+             f"{intervals['n_boot']} resamples of {intervals['n_units']} units):"]
+    for k, iv in enumerate(intervals["breakpoints"]):
+        lines.append(f"  breakpoint {k + 1}: {format_interval(iv, '{:,.0f}'.format)} B")
+    for k, reg in enumerate(intervals["regimes"]):
+        parts = [f"{n}={format_interval(iv)}" for n, iv in reg["params"].items()]
+        parts += [f"noise {n}={format_interval(iv, '{:.3g}'.format)}"
+                  for n, iv in reg["noise"].items()]
+        parts += [f"band {c + 1} share={format_interval(iv, '{:.2f}'.format)}"
+                  for c, iv in enumerate(reg["band_shares"])]
+        lines.append(f"  regime {k + 1} ({reg['family']}): " + "; ".join(parts))
+    for why in intervals.get("not_estimated", []):
+        lines.append(f"  not estimated: {why}")
+    return lines

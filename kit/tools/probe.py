@@ -1,0 +1,542 @@
+"""The kit's own probe: ``PREFIX.samples.csv`` + ``PREFIX.meta.json`` (docs/architecture.md).
+
+Probe runs can hold tens of millions of samples, so the CSV is read in blocks of whole
+lines (8 MiB; Polars parses each block), and the tidy rows are handed to the orchestrator
+in frames of about a million rows, each becoming one Parquet part file. Memory stays
+bounded whatever the run's length (Polars' own streaming CSV source holds most of the
+file in memory on this version, see BENCHMARKS.md). Invalid values do not raise inside
+Polars; they turn ``op`` null, and only then :func:`locate_error` re-reads the CSV line by
+line to name the first bad line. The fast path therefore reads the file once.
+
+Mapping (one CSV row -> one dataset row, plus one for isend/irecv):
+
+| probe op | dataset op | time | stat | n |
+|---|---|---|---|---|
+| pingpong | pingpong | time / 2 (round trip -> one-way) | raw | 1 |
+| send, recv | same | time | raw | 1 |
+| isend, irecv | same | time (initiating call + wait) | raw | 1 |
+| isend, irecv | isend_call, irecv_call | call (the initiating call alone) | raw | 1 |
+| stream | stream | time / count: the window's per-message gap g | raw | count |
+
+A ``stream`` row is one measurement of one window (``count`` back-to-back messages timed
+from the first ``MPI_Isend`` until the receiver's zero-byte ack): its ``time`` is the
+per-message gap ``g = window time / count`` of that window (LogGP's g + (s-1)·G, plus the
+ack's latency spread over the window), stored as a **raw** sample (``n`` = the window's messages)
+so it can be fitted and resampled like any other series (:data:`kit.schema.OP_QUANTITY`).
+Datasets ingested before this rule hold these rows as ``stat=mean``.
+
+A last line without its newline is a line the probe was killed while writing: it is
+dropped with a warning and the run is marked incomplete.
+
+Contention runs (``--pairs``) have two more columns, ``pair`` and ``round``: the dataset keeps
+``pair``, takes ``seq`` from ``round`` (the plan position, shared by the pairs of a round), and
+stores the run's pair count (meta ``pairs``) in ``pairs``. Other runs get pairs 1, pair 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import math
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from kit.campaign.checks import Checker, parse_size
+from kit.campaign.yamlmarks import PathKey
+from kit.errors import IngestError
+from kit.ingest.common import MAX_SIZE, MAX_TIME_S, ROW_COLUMNS, Companion, ParsedRun, fail
+from kit.ingest.jobrecord import apply_job_record
+from kit.ingest.records import PROBE_META_SCHEMA, problem, read_record
+from kit.paths import probe_binary
+from kit.placement import META_CPUS, META_SOCKETS
+from kit.tools import binaries
+from kit.tools.base import Executable, JobParts, Sniff, Tool
+
+if TYPE_CHECKING:
+    from kit.campaign.schema import ToolSpec
+
+HEADER = "seq,op,size,count,time,call,warmup"
+HEADER_EXT = HEADER + ",pair,round"  # contention mode (--pairs)
+COLUMNS = HEADER.split(",")
+COLUMNS_EXT = HEADER_EXT.split(",")
+OPS = ("pingpong", "send", "recv", "isend", "irecv", "stream")
+SUFFIX = ".samples.csv"
+META_SUFFIX = ".meta.json"
+
+_CSV_SCHEMA = {"seq": pl.Int64, "op": pl.String, "size": pl.Int64, "count": pl.Int64,
+               "time": pl.Float64, "call": pl.Float64, "warmup": pl.Int64}
+_CSV_SCHEMA_EXT = {**_CSV_SCHEMA, "pair": pl.Int64, "round": pl.Int64}
+_MAX_PAIRS = 65535
+
+
+def _fmt(extended: bool) -> tuple[str, list[str], dict[str, Any]]:
+    """Header, columns and CSV schema of a classic (False) or contention (True) file."""
+    return (HEADER_EXT, COLUMNS_EXT, _CSV_SCHEMA_EXT) if extended else (
+        HEADER, COLUMNS, _CSV_SCHEMA)
+
+
+def looks_like(first_line: str) -> bool:
+    return first_line.strip() in (HEADER, HEADER_EXT)
+
+
+def meta_path(samples: Path) -> Path:
+    name = samples.name
+    stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else samples.stem
+    return samples.with_name(stem + META_SUFFIX)
+
+
+def samples_path(meta: Path) -> Path:
+    return meta.with_name(meta.name[: -len(META_SUFFIX)] + SUFFIX)
+
+
+#: Bytes read per block, and rows per yielded frame (one Parquet part file each).
+BLOCK_BYTES = 8 << 20
+FRAME_ROWS = 1 << 20
+
+
+def parse(path: Path) -> ParsedRun:
+    extended = _check_header(path)
+    meta_file = meta_path(path)
+    meta = _read_meta(meta_file) if meta_file.is_file() else None
+    ops = meta.get("ops") if meta else None
+    with_calls = not isinstance(ops, list) or bool({"isend", "irecv"} & set(map(str, ops)))
+    pairs = _pairs(meta_file, meta) if extended else 1
+    run = ParsedRun(tool="probe", sources=[path], rows=pl.DataFrame(), complete=None)
+    written = meta.get("samples_written") if meta else None
+    expected = written if isinstance(written, int) and not isinstance(written, bool) else None
+    run.rows = _frames(path, run, with_calls=with_calls, extended=extended, pairs=pairs,
+                       expected=expected)
+    if meta is None:
+        run.warnings.append(f"{path.name}: no {meta_file.name} beside it; run metadata unknown")
+        if extended:
+            run.warnings.append(f"{path.name}: contention run without its meta: the number "
+                                "of pairs is unknown and stored as 0")
+    else:
+        run.sources.append(meta_file)
+        _apply_meta(meta_file, meta, run)
+    # In a job directory, job.json's state (cancelled, timeout, unreadable...) counts too.
+    return apply_job_record(run, path)
+
+
+def _check_header(path: Path) -> bool:
+    """True for a contention-mode file (pair and round columns), False for a classic one."""
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline()
+    except OSError as exc:
+        raise fail(path, None, f"cannot read the file ({exc.strerror})") from None
+    header = first.rstrip(b"\r\n").decode("utf-8", "replace")
+    if header not in (HEADER, HEADER_EXT):
+        raise fail(path, 1, f"expected the probe header '{HEADER}' (or '{HEADER_EXT}' from "
+                   "a contention run)")
+    return header == HEADER_EXT
+
+
+def _pairs(meta_file: Path, meta: dict[str, Any] | None) -> int:
+    """The run's pair count from its meta (0 when there is no meta to say)."""
+    if meta is None:
+        return 0
+    pairs = meta.get("pairs")
+    if not isinstance(pairs, int) or isinstance(pairs, bool) or not 1 <= pairs <= _MAX_PAIRS:
+        raise fail(meta_file, None, f"'pairs' must be the number of concurrent pairs "
+                   f"(1..{_MAX_PAIRS}), found {pairs!r}")
+    return pairs
+
+
+def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = False,
+            pairs: int = 1, expected: int | None = None) -> Iterator[pl.DataFrame]:
+    """Tidy frames of about FRAME_ROWS rows; marks the run incomplete on a torn last line,
+    or when fewer sample lines than the meta file's ``samples_written`` (``expected``) are
+    there: a copy cut at a line boundary has no torn line to give it away."""
+    pending: list[pl.DataFrame] = []
+    pending_rows = 0
+    lines = 0
+    with path.open("rb") as fh:
+        fh.readline()  # header, checked by parse()
+        rest = b""
+        while block := fh.read(BLOCK_BYTES):
+            data = rest + block
+            cut = data.rfind(b"\n") + 1
+            data, rest = data[:cut], data[cut:]
+            if len(rest) > BLOCK_BYTES:
+                raise fail(path, None, f"a line longer than {BLOCK_BYTES >> 20} MiB: not a "
+                           "probe samples file (or a corrupted one)")
+            if not data:
+                continue
+            frame = _parse_block(path, data, with_calls, extended, pairs)
+            lines += data.count(b"\n")
+            pending.append(frame)
+            pending_rows += frame.height
+            if pending_rows >= FRAME_ROWS:
+                yield pl.concat(pending)
+                pending, pending_rows = [], 0
+    if rest.strip():
+        run.mark_incomplete("truncated last line", f"{path.name}: truncated last line dropped "
+                            "(the probe was stopped while writing it); run marked incomplete")
+    if expected is not None and lines < expected:
+        run.mark_incomplete(
+            f"{lines} of {expected} samples (output cut short)",
+            f"{path.name}: {lines} sample lines but the meta file says the probe wrote "
+            f"{expected} (a truncated copy?); run marked incomplete")
+    if pending:
+        yield pl.concat(pending)
+
+
+def _parse_block(path: Path, data: bytes, with_calls: bool, extended: bool = False,
+                 pairs: int = 1) -> pl.DataFrame:
+    try:
+        raw = pl.read_csv(data, schema=_fmt(extended)[2], has_header=False,
+                          truncate_ragged_lines=False, raise_if_empty=False)
+        frame = _tidy(raw.lazy(), with_calls=with_calls, extended=extended,
+                      pairs=pairs).collect()
+    except (pl.exceptions.PolarsError, ValueError):
+        raise locate_error(path) from None
+    if frame["op"].null_count():
+        raise locate_error(path)
+    return frame
+
+
+def _tidy(lf: pl.LazyFrame, *, with_calls: bool = True, extended: bool = False,
+          pairs: int = 1) -> pl.LazyFrame:
+    """Probe rows -> dataset rows in one streaming pass.
+
+    isend/irecv rows carry two values (total and initiating call): with ``with_calls``,
+    ops and times are built as 1- or 2-element lists and exploded, so the CSV is still read
+    once. Runs whose meta.json lists no isend/irecv skip the lists (about 20 % faster).
+    Every invalid value (or missing field) makes ``op`` null; the orchestrator checks op's
+    null count after writing.
+    """
+    op = pl.col("op")
+    valid = (
+        pl.col("seq").is_between(0, 2**32 - 1) & op.is_in(OPS)
+        & pl.col("size").is_between(0, MAX_SIZE) & pl.col("count").is_between(1, 2**32 - 1)
+        & pl.col("time").is_between(0.0, MAX_TIME_S) & pl.col("warmup").is_in([0, 1])
+        & (pl.col("call").is_null() | pl.col("call").is_between(0.0, MAX_TIME_S))
+    ).fill_null(False)
+    if extended:
+        valid = valid & (pl.col("pair").is_between(0, _MAX_PAIRS - 1)
+                         & pl.col("round").is_between(0, 2**32 - 1)).fill_null(False)
+    time = (pl.when(op == "pingpong").then(pl.col("time") / 2)
+            .when(op == "stream").then(pl.col("time") / pl.col("count"))
+            .otherwise(pl.col("time")))
+    common = {
+        "size": pl.col("size").cast(pl.UInt64, strict=False),
+        "seq": pl.col("seq").cast(pl.UInt32, strict=False),
+        "stat": pl.lit("raw"),  # a stream row is one window's measurement, see above
+        "n": pl.col("count").cast(pl.UInt32, strict=False),
+        "warmup": pl.col("warmup").cast(pl.Boolean, strict=False),
+    }
+    extra = {}
+    if extended:  # seq becomes the round: the plan position, as in classic runs
+        common["seq"] = pl.col("round").cast(pl.UInt32, strict=False)
+        extra = {"pairs": pl.lit(pairs, pl.UInt16),
+                 "pair": pl.col("pair").cast(pl.UInt16, strict=False)}
+    if not with_calls:
+        # an isend/irecv row here would lose its call value: flag it like any invalid row
+        plain = valid & ~op.is_in(["isend", "irecv"])
+        return (lf.select(op=pl.when(plain).then(op), time=time, **common, **extra)
+                .cast(pl.Schema(ROW_COLUMNS)))
+    has_call = op.is_in(["isend", "irecv"]) & pl.col("call").is_not_null()
+    return lf.select(
+        op=pl.when(~valid).then(None)
+        .when(has_call).then(pl.concat_list(op, op + "_call"))
+        .otherwise(pl.concat_list(op)),
+        time=pl.when(has_call).then(pl.concat_list(time, pl.col("call")))
+        .otherwise(pl.concat_list(time)),
+        **common, **extra,
+    ).explode("op", "time").cast(pl.Schema(ROW_COLUMNS))
+
+
+def locate_error(path: Path) -> IngestError:
+    """The first line of a probe CSV that breaks the contract (slow path, errors only)."""
+    meta_file = meta_path(path)
+    ops = None
+    if meta_file.is_file():
+        with contextlib.suppress(IngestError):
+            ops = _read_meta(meta_file).get("ops")
+    listed = set(map(str, ops)) if isinstance(ops, list) else set(OPS)
+    try:
+        with path.open(newline="", encoding="utf-8", errors="strict") as fh:
+            reader = csv.reader(fh)
+            extended = next(reader, None) == COLUMNS_EXT
+            header = HEADER_EXT if extended else HEADER
+            for index, fields in enumerate(reader):
+                problem = _check_fields(fields, extended)
+                if problem is None and fields[1].strip() not in listed:
+                    problem = (f"op {fields[1].strip()!r} is not among the ops listed in "
+                               f"{meta_file.name} ({', '.join(sorted(listed))})")
+                if problem:
+                    return fail(path, index + 2, problem,
+                                f"each line must be '{header}' values (docs/architecture.md)")
+    except UnicodeDecodeError:
+        return fail(path, None, "the file is not UTF-8 text")
+    except csv.Error as exc:
+        return fail(path, None, f"malformed CSV ({exc})")
+    return fail(path, None, "the samples could not be read although every line looks valid",
+                "report this as a bug with the file attached")
+
+
+def _check_fields(fields: list[str], extended: bool = False) -> str | None:
+    header, columns, _ = _fmt(extended)
+    if len(fields) != len(columns):
+        return f"expected {len(columns)} columns ({header}), found {len(fields)}"
+    seq, op, size, count, time, call, warmup = (f.strip() for f in fields[:7])
+    if extended:
+        pair, rnd = (f.strip() for f in fields[7:])
+        if not pair.isdigit() or int(pair) >= _MAX_PAIRS:
+            return f"expected pair as an integer in 0..{_MAX_PAIRS - 1}, found {pair!r}"
+        if not rnd.isdigit() or int(rnd) >= 2**32:
+            return f"expected round as a non-negative integer, found {rnd!r}"
+    if not seq.isdigit() or int(seq) >= 2**32:
+        return f"expected seq as a non-negative integer, found {seq!r}"
+    if op not in OPS:
+        return f"expected op in {', '.join(OPS)}, found {op!r}"
+    if not size.isdigit() or int(size) > MAX_SIZE:
+        return f"expected size in bytes (non-negative integer), found {size!r}"
+    if not count.isdigit() or not 1 <= int(count) < 2**32:
+        return f"expected count as a positive integer, found {count!r}"
+    for name, token, optional in (("time", time, False), ("call", call, True)):
+        if optional and token == "":
+            continue
+        try:
+            value = float(token)
+        except ValueError:
+            return f"expected {name} in seconds as a number, found {token!r}"
+        if not (math.isfinite(value) and 0 <= value <= MAX_TIME_S):
+            return f"expected {name} as finite non-negative seconds, found {token!r}"
+    if warmup not in ("0", "1"):
+        return f"expected warmup 0 or 1, found {warmup!r}"
+    return None
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    meta, why = read_record(path)
+    if why is not None:
+        raise fail(path, None, f"the meta file {why}",
+                   "a probe killed before its end writes the meta file again at start-up; "
+                   "re-run or remove the broken file")
+    if not isinstance(meta, dict):
+        raise fail(path, 1, "expected a JSON object with the probe's run metadata")
+    return meta
+
+
+def _text(value: Any) -> str | None:
+    """A scalar as text; None for null and for a list/object in a damaged meta file."""
+    return str(value) if isinstance(value, str | int | float) else None
+
+
+def _apply_meta(path: Path, meta: dict[str, Any], run: ParsedRun) -> None:
+    bad = problem(meta, PROBE_META_SCHEMA)
+    if bad is not None:
+        # The samples are fine; the metadata is not trusted: keep what has the right type,
+        # mark the run incomplete and say which field was wrong.
+        run.mark_incomplete(f"meta file invalid: {path.name}: {bad}",
+                            f"{path.name}: {bad}; the run is marked incomplete and that "
+                            "field is ignored")
+    hosts = meta.get("hosts")
+    env = meta.get("env")
+    if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+        hosts = None
+    if not isinstance(env, dict):
+        env = None
+    run.tool_version = _text(meta.get("probe_version"))
+    run.mpi_version = _text(meta.get("mpi_version"))
+    run.hosts = [str(h) for h in hosts or []]
+    run.env = {str(k): str(v) for k, v in (env or {}).items()}
+    run.job_id = _text(meta.get("slurm_job_id"))
+    run.start = _text(meta.get("start"))
+    run.end = _text(meta.get("end"))
+    complete = meta.get("complete") if bad is None else False
+    if complete is not True and bad is None:
+        reason = meta.get("stop_reason")
+        run.mark_incomplete(f"probe stop reason: {reason}" if isinstance(reason, str)
+                            else "the probe did not mark the run complete",
+                            f"{path.name}: the probe did not mark the run complete")
+    elif complete is True and run.complete is None:
+        run.complete = True
+    run.transport_hint = transport_from_env(run.env, run.hosts)
+    run.cpus = _int_list(meta.get(META_CPUS))
+    run.sockets = _int_list(meta.get(META_SOCKETS))
+
+
+def _int_list(value: Any) -> list[int]:
+    """A rank-ordered list of ints (CPU or socket numbers), or [] if absent or malformed."""
+    if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return []
+    return [int(v) for v in value]
+
+
+def transport_from_env(env: dict[str, str], hosts: list[str] | None = None) -> str | None:
+    """The transport selected by the MPI environment variables the probe recorded.
+
+    Both ranks on one host with a shared-memory component enabled means shared memory,
+    whatever network components are also listed (MPI prefers shared memory on-node).
+    """
+    low = {k: v.lower() for k, v in env.items()}
+    btl = low.get("OMPI_MCA_btl", "")
+    tls = low.get("UCX_TLS", "")
+    provider = low.get("FI_PROVIDER", "")
+    fabrics = low.get("I_MPI_FABRICS", "")
+    words = {w.strip("^ ") for v in (btl, tls, provider, fabrics) for w in v.replace(
+        ":", ",").split(",") if w.strip()}
+    if btl.startswith("^"):
+        words = set()
+    shm = {"self", "vader", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem"}
+    same_host = bool(hosts) and len(set(hosts or [])) == 1
+    if same_host and words & (shm - {"self"}):
+        return "shm"
+    for candidates, transport in (
+        ({"tcp", "sockets"}, "tcp"),
+        ({"rc", "ud", "dc", "rc_x", "ud_x", "dc_x", "rc_verbs", "ud_verbs", "openib", "verbs",
+          "mlx", "ib"}, "ib"),
+        ({"psm2", "opa"}, "opa"),
+    ):
+        if words & candidates:
+            return transport
+    if words and words <= shm:
+        return "shm"
+    return None
+
+
+# --- campaign: the options of a `- tool: probe` entry, the binary, the command ----------
+
+_SIZE = r"\d+[KMG]?"
+_SIZES_RE = re.compile(
+    rf"^(loguniform:{_SIZE}:{_SIZE}|grid:{_SIZE}:{_SIZE}:\d+(\.\d+)?|list:{_SIZE}(,{_SIZE})*)$")
+
+
+def _options(ck: Checker, entry: dict[str, Any], path: PathKey) -> dict[str, Any]:
+    ops = ck.choices(entry.get("ops", ["pingpong"]), (*path, "ops"), OPS, "probe op")
+    sizes = ck.text(entry.get("sizes", "loguniform:0:4M"), (*path, "sizes"), pattern=_SIZES_RE,
+                    hint="write loguniform:MIN:MAX, grid:MIN:MAX:FACTOR or list:A,B,C "
+                         "(sizes in bytes, suffix K/M/G allowed)")
+    kind, _, rest = sizes.partition(":")
+    if kind in ("loguniform", "grid"):
+        lo, hi = (parse_size(p) for p in rest.split(":")[:2])
+        if lo > hi:
+            raise ck.fail((*path, "sizes"), f"MIN {lo} is larger than MAX {hi}",
+                          "swap the two bounds")
+    return {
+        "ops": list(ops),
+        "sizes": sizes,
+        "samples": ck.integer(entry.get("samples", 1000), (*path, "samples"), 1, 10_000_000),
+        "warmup": ck.integer(entry.get("warmup", 20), (*path, "warmup"), 0, 1_000_000),
+        "max_seconds": ck.integer(entry.get("max_seconds", 0), (*path, "max_seconds"),
+                                  0, 10_000_000),
+        "timer": ck.text(entry.get("timer", "mpi"), (*path, "timer"),
+                         pattern=re.compile(r"^(mpi|monotonic)$"), hint="use mpi or monotonic"),
+        "extra_args": list(ck.text_list(entry.get("extra_args", []), (*path, "extra_args"))),
+        "concurrent_pairs": _concurrent(ck, entry.get("concurrent_pairs"),
+                                        (*path, "concurrent_pairs")),
+    }
+
+
+def _concurrent(ck: Checker, value: Any, path: PathKey) -> list[int]:
+    """``concurrent_pairs: [1, 2, 4]``: the probe's contention mode (``--pairs K``, 2K ranks)."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    ks = [ck.integer(v, (*path, i), 1, 64) for i, v in enumerate(items)]
+    if not ks or len(set(ks)) != len(ks):
+        raise ck.fail(path, "list each number of concurrent pairs once",
+                      "write e.g. concurrent_pairs: [1, 2, 4]")
+    return ks
+
+
+def find_probe(view: Path | None = None) -> Path | None:
+    """The probe the jobs will run: ``PT2PT_PROBE``, then the deployment (the Spack view,
+    then ``pt2pt-probe`` on PATH), and only then the planning checkout's own build, which
+    compute nodes see only when the checkout sits on a shared filesystem."""
+    if os.environ.get("PT2PT_PROBE"):
+        return Path(os.environ["PT2PT_PROBE"]).absolute()
+    if view is not None and binaries.executable(view / "bin" / "pt2pt-probe"):
+        return view / "bin" / "pt2pt-probe"
+    found = binaries.which("pt2pt-probe")
+    if found is not None:
+        return found
+    path = probe_binary()
+    return path.resolve() if path is not None else None
+
+
+def _probe_command(spec: ToolSpec, probe: Path, seed: int, job_dir: Path,
+                   k: int = 0) -> list[str]:
+    o = spec.options
+    cmd = [str(probe), "--op", ",".join(o["ops"]), "--sizes", o["sizes"],
+           "--samples", str(o["samples"]), "--seed", str(seed), "--warmup", str(o["warmup"]),
+           "--timer", o["timer"], "--output", str(job_dir / "probe")]
+    if k:
+        cmd += ["--pairs", str(k)]
+    if o["max_seconds"]:
+        cmd += ["--max-seconds", str(o["max_seconds"])]
+    return cmd + list(o["extra_args"])
+
+
+class Probe(Tool):
+    """The kit's own probe (kit/probe): raw samples of every op."""
+
+    name = "probe"
+    description = "pt2pt-probe: raw per-message samples (PREFIX.samples.csv + meta.json)"
+    order = 10
+    option_keys = ("ops", "sizes", "samples", "warmup", "max_seconds", "timer", "extra_args",
+                   "concurrent_pairs")
+    template = "probe.sbatch.j2"
+    sniff_order = 10
+
+    def options(self, ck: Checker, entry: dict[str, Any], path: PathKey,
+                base: Path | None) -> dict[str, Any]:
+        return _options(ck, entry, path)
+
+    def find(self, what: str, view: Path) -> Path | None:
+        return find_probe(view)
+
+    def executables(self, spec: ToolSpec, view: Path) -> list[Executable]:
+        return [Executable(None, "pt2pt-probe", "the probe (pt2pt-probe)",
+                           "build it with 'make -C kit/probe' or set PT2PT_PROBE",
+                           find_probe(view))]
+
+    def concurrency(self, spec: ToolSpec) -> list[int]:
+        return list(spec.options.get("concurrent_pairs") or [0])
+
+    def job(self, spec: ToolSpec, benchmark: str | None, binary: Path) -> JobParts:
+        return JobParts(template="probe.sbatch.j2", command=[str(binary)],
+                        outputs=["probe.samples.csv"], meta_file="probe.meta.json")
+
+    def command(self, spec: ToolSpec, command: list[str], *, seed: int, job_dir: Path,
+                k: int = 0) -> list[str]:
+        return _probe_command(spec, Path(command[0]), seed, job_dir, k)
+
+    def record_ops(self, spec: ToolSpec) -> list[str] | None:
+        return list(spec.options["ops"])
+
+    def sniffers(self) -> list[tuple[int, Sniff]]:
+        # the samples file first; a meta.json alone is looked at after every other format
+        return [(self.sniff_order, self.sniff), (100, self._lone_meta)]
+
+    def sniff(self, path: Path, lines: list[str]) -> bool:
+        return looks_like(lines[0] if lines else "")
+
+    def _lone_meta(self, path: Path, lines: list[str]) -> bool:
+        first = lines[0] if lines else ""
+        if first.lstrip().startswith("{") and path.name.endswith(META_SUFFIX):
+            samples = samples_path(path)
+            if samples.is_file():
+                raise Companion(samples, f"read with {samples.name}")
+            raise fail(path, None, f"probe metadata without its samples file {samples.name}",
+                       "ingest the PREFIX.samples.csv; its meta.json is read with it")
+        return False
+
+    def companions(self, path: Path) -> list[Path]:
+        meta = meta_path(path)
+        return [meta] if meta.is_file() else []
+
+    def parse(self, path: Path, op: str | None = None) -> ParsedRun:
+        return parse(path)
+
+
+TOOL = Probe()

@@ -1,0 +1,245 @@
+"""SkaMPI ``.sko`` result files, plus the per-repetition debug logs of ``skampi -d 8``.
+
+A result line reads ``count= C  BYTES  TIME  STDERR  REPS  T_rank0  T_rank1 ...`` with times
+in µs. SkaMPI's ``Pingpong_*`` time is a round trip and its TIME is a trimmed mean over REPS
+repetitions, so each line becomes one row: op ``pingpong``, stat ``mean``, n = REPS,
+time = TIME / 2 × 1e-6 (one-way, like OSU). Measurements other than ping-pongs are rejected:
+we would not know how to make them comparable.
+
+With ``-d 8`` SkaMPI also writes ``<prefix>_procNNNN.log`` per rank, holding every
+repetition as ``local_results[i] = µs``, one "starting measurement" block per result line.
+When ``<sko stem>_proc0000.log`` sits next to the ``.sko``, rank 0's values (rank 0 times the
+round trip) become raw rows of the same run: op ``pingpong``, stat ``raw``, time = value / 2.
+Run metadata (start, end, hosts, job id, forced variables, completeness) comes from the kit's
+``job.json`` beside the ``.sko`` when there is one (``kit.ingest.jobrecord``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kit.campaign.checks import ENV_NAME_RE
+from kit.campaign.render import read_text_template
+from kit.ingest.common import (
+    US,
+    Companion,
+    ParsedRun,
+    Rows,
+    fail,
+    parse_count,
+    parse_size,
+    parse_time,
+    read_text,
+)
+from kit.ingest.jobrecord import apply_job_record
+from kit.tools import binaries
+from kit.tools.base import HELP_CHECK_ORDER, Executable, JobParts, Tool
+
+if TYPE_CHECKING:
+    from kit.campaign.checks import Checker
+    from kit.campaign.schema import ToolSpec
+    from kit.campaign.yamlmarks import PathKey
+
+_BEGIN = re.compile(r'^# begin result "([^"]*)"')
+_LOCAL = re.compile(r"^local_results\[(\d+)\]\s*=\s*(\S+)\s*$")
+
+
+def looks_like(lines: list[str]) -> bool:
+    head = lines[:10]
+    return any(line.startswith("# SKaMPI Version") for line in head) or any(
+        _BEGIN.match(line) for line in lines[:40])
+
+
+def looks_like_console(lines: list[str]) -> bool:
+    """``skampi -d`` stdout: only ``#proc N: pid=...`` lines, the results are in the .sko."""
+    return bool(lines) and all(line.startswith("#proc ") for line in lines if line.strip())
+
+
+def looks_like_debug_log(lines: list[str]) -> bool:
+    return bool(lines) and lines[0].startswith("starting measurement with min_repetitions")
+
+
+def debug_log_for(sko: Path) -> Path:
+    return sko.with_name(sko.stem + "_proc0000.log")
+
+
+def parse(path: Path) -> ParsedRun:
+    lines = read_text(path)
+    rows = Rows()
+    sizes: list[int] = []
+    version = None
+    current: str | None = None
+    finished = False
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if line.startswith("# SKaMPI Version"):
+            version = line[2:].split(" rev.")[0]
+        begin = _BEGIN.match(line)
+        if begin:
+            current = begin.group(1)
+            if "pingpong" not in current.lower():
+                raise fail(path, lineno, f"SkaMPI measurement '{current}' is not a ping-pong",
+                           "only Pingpong_* measurements can be ingested")
+            continue
+        if line.startswith("# end result"):
+            current = None
+            continue
+        if line.startswith("# Finished at"):
+            finished = True
+        if not line or line.startswith("#"):
+            continue
+        if current is None:
+            raise fail(path, lineno, "expected a result line inside '# begin result' / "
+                       f"'# end result', found {line[:40]!r}")
+        fields = line.split()
+        if fields[0] != "count=" or len(fields) < 6:
+            raise fail(path, lineno, "expected 'count= C BYTES TIME STDERR REPS ...' "
+                       f"(at least 6 fields), found {line[:60]!r}")
+        size = parse_size(path, lineno, fields[2])
+        rtt = parse_time(path, lineno, fields[3], "the round-trip time in µs", US)
+        parse_time(path, lineno, fields[4], "the standard error in µs", US)
+        reps = parse_count(path, lineno, fields[5], "the repetition count")
+        rows.add("pingpong", size, rtt / 2, len(sizes), stat="mean", n=reps)
+        sizes.append(size)
+    if not rows.cols["op"]:
+        raise fail(path, None, "no SkaMPI result line ('count= ...') found",
+                   "the run probably aborted before its first measurement")
+    sources = [path]
+    log = debug_log_for(path)
+    warnings: list[str] = []
+    if log.is_file():
+        _add_debug_rows(log, sizes, rows, warnings)
+        sources.append(log)
+    run = ParsedRun(tool="skampi", sources=sources, rows=rows.frame(), tool_version=version,
+                    warnings=warnings)
+    # SkaMPI closes every result with '# end result' and the file with '# Finished at':
+    # without them the run stopped early (a line-boundary cut leaves nothing else to see).
+    if current is not None:
+        run.mark_incomplete(f"result '{current}' has no '# end result'",
+                            f"{path.name}: result '{current}' is not closed by '# end "
+                            "result' (the run stopped early); run marked incomplete")
+    elif not finished:
+        run.mark_incomplete("no '# Finished at' line",
+                            f"{path.name}: no '# Finished at' line (the run stopped early); "
+                            "run marked incomplete")
+    return apply_job_record(run, path)
+
+
+def _add_debug_rows(log: Path, sizes: list[int], rows: Rows, warnings: list[str]) -> None:
+    """Rank 0's per-repetition round trips, one block per result line of the .sko."""
+    blocks: list[dict[int, float]] = []
+    for lineno, raw in enumerate(read_text(log), 1):
+        if raw.startswith("starting measurement"):
+            blocks.append({})
+            continue
+        match = _LOCAL.match(raw)
+        if match:
+            if not blocks:
+                raise fail(log, lineno, "local_results before any 'starting measurement'")
+            value = parse_time(log, lineno, match.group(2), "a repetition time in µs", US)
+            blocks[-1][int(match.group(1))] = value  # later rounds overwrite earlier ones
+    if len(blocks) != len(sizes):
+        raise fail(log, None, f"the debug log has {len(blocks)} measurements but the .sko has "
+                   f"{len(sizes)} result lines", "ingest the .sko with the log of the same run")
+    seq = len(sizes)
+    for size, block in zip(sizes, blocks, strict=True):
+        for index in sorted(block):
+            rows.add("pingpong", size, block[index] / 2, seq)
+            seq += 1
+    warnings.append(f"{log.name}: {seq - len(sizes)} raw repetitions read (SkaMPI prints "
+                    "them with 0.1 µs resolution)")
+
+
+def _skampi_log(path: Path) -> str:
+    match = re.match(r"(.*)_proc\d{4}\.log$", path.name)
+    if match:
+        sko = path.with_name(match.group(1) + ".sko")
+        if sko.is_file():
+            raise Companion(sko, f"SkaMPI debug log, read with {sko.name}")
+    raise fail(path, None, "SkaMPI debug log without its .sko result file",
+               "ingest the .sko of the same run; its _proc0000.log is read with it")
+
+
+# --- campaign: the options of a `- tool: skampi` entry, the binary, the command ---------
+
+def _options(ck: Checker, entry: dict[str, Any], path: PathKey,
+            base: Path | None) -> dict[str, Any]:
+    if "ski" not in entry:
+        raise ck.fail(path, "a skampi entry needs 'ski' (the .ski input template)",
+                      "add e.g. 'ski: pingpong.ski' (relative to the campaign file)")
+    ski = Path(ck.text(entry["ski"], (*path, "ski")))
+    if not ski.is_absolute() and base is not None:
+        ski = base / ski
+    if not ski.is_file():
+        raise ck.fail((*path, "ski"), f"the .ski template {ski} does not exist",
+                      "give a path relative to the campaign file")
+    raw = entry.get("params") if entry.get("params") is not None else {}
+    params = ck.mapping(raw, (*path, "params"), tuple(raw) if isinstance(raw, dict) else ())
+    for key in params:
+        if not ENV_NAME_RE.match(key):
+            raise ck.fail((*path, "params", key), f"invalid template variable '{key}'",
+                          "use letters, digits and _")
+    return {"ski": str(ski.resolve()),
+            "params": {k: ck.text(v, (*path, "params", k)) for k, v in params.items()},
+            "options": list(ck.text_list(entry.get("options", []), (*path, "options")))}
+
+
+def find_skampi(view: Path) -> Path | None:
+    for prefix in (view, *binaries.tools_dirs()):
+        for path in (prefix / "bin" / "skampi", prefix / "skampi"):
+            if binaries.executable(path):
+                return path
+    return binaries.which("skampi")
+
+
+class Skampi(Tool):
+    """SkaMPI with the campaign's .ski input (rendered at plan time into input.ski)."""
+
+    name = "skampi"
+    description = "SkaMPI .sko result files (+ the -d 8 per-repetition debug logs)"
+    order = 30
+    option_keys = ("ski", "params", "options")
+    template = "skampi.sbatch.j2"
+    sniff_order = HELP_CHECK_ORDER + 20
+
+    def options(self, ck: Checker, entry: dict[str, Any], path: PathKey,
+                base: Path | None) -> dict[str, Any]:
+        return _options(ck, entry, path, base)
+
+    def find(self, what: str, view: Path) -> Path | None:
+        return find_skampi(view)
+
+    def executables(self, spec: ToolSpec, view: Path) -> list[Executable]:
+        return [Executable(None, "skampi", "SkaMPI (skampi)",
+                           "install the Spack environment or mark the tool 'optional: true'",
+                           find_skampi(view))]
+
+    def job(self, spec: ToolSpec, benchmark: str | None, binary: Path) -> JobParts:
+        ski = Path(spec.options["ski"])
+        text = read_text_template(ski, spec.options["params"])
+        return JobParts(template="skampi.sbatch.j2",
+                        command=[str(binary), "-i", "input.ski", "-o", "skampi.sko",
+                                 *spec.options["options"]],
+                        outputs=["skampi.sko"], extra_files={"input.ski": text})
+
+    def sniff(self, path: Path, lines: list[str]) -> bool:
+        if looks_like(lines):
+            return True
+        if looks_like_console(lines):
+            raise fail(path, None, "this is SkaMPI's console output (process list only)",
+                       "ingest the .sko result file of the same run")
+        if looks_like_debug_log(lines):
+            _skampi_log(path)
+        return False
+
+    def companions(self, path: Path) -> list[Path]:
+        log = debug_log_for(path)
+        return [log] if log.is_file() else []
+
+    def parse(self, path: Path, op: str | None = None) -> ParsedRun:
+        return parse(path)
+
+
+TOOL = Skampi()

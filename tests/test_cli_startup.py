@@ -1,0 +1,108 @@
+"""CLI start-up stays light: `pt2pt --version` and `pt2pt datasets` import no scientific stack.
+
+Every CLI call used to import scikit-learn and scipy (seconds of CPU) because building the
+parser imported every command module (issue 19). The parser now imports only the module of
+the command being run (kit.cli.COMMAND_MODULES). These tests run the real CLI in a fresh
+interpreter and read which modules it imported; they assert what was loaded, never how long
+it took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit import cli
+from kit.ingest import ingest
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ("sklearn", "scipy", "matplotlib")
+
+
+#: Runs the CLI like `python -m kit ARGS` and reports sys.modules afterwards (importtime would
+#: miss modules imported through importlib.import_module, as the CLI imports its commands).
+_RUNNER = """
+import json, sys
+import kit.cli
+try:
+    rc = kit.cli.main(sys.argv[1:])
+except SystemExit as exc:
+    rc = exc.code
+print("MODULES " + json.dumps(sorted(sys.modules)), file=sys.stderr)
+sys.exit(rc or 0)
+"""
+
+
+def imported_modules(args: list[str]) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run the CLI with ARGS in a fresh interpreter; the modules it imported."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("MODULES "))
+    return proc, set(json.loads(line[len("MODULES "):]))
+
+
+def heavy(names: set[str]) -> set[str]:
+    return {n for n in names if n.split(".")[0] in HEAVY}
+
+
+def test_version_imports_no_command_module_and_no_scientific_stack() -> None:
+    proc, names = imported_modules(["--version"])
+    assert proc.returncode == 0 and "pt2pt-kit" in proc.stdout
+    assert "kit.cli" in names  # the measurement saw the CLI itself
+    assert not heavy(names), sorted(heavy(names))
+    assert not {n for n in names if n.startswith("kit.commands.")}
+
+
+def test_datasets_on_a_small_dataset_imports_no_scientific_stack(tmp_path: Path) -> None:
+    csv = tmp_path / "run.samples.csv"
+    csv.write_text("seq,op,size,count,time,call,warmup\n"
+                   + "".join(f"{i},pingpong,{8 << i},1,{(i + 1) * 1e-6:.9e},,0\n"
+                             for i in range(10)))
+    report = ingest([csv], tmp_path / "ds", campaign="c", transport="shm")
+    assert report.rows_added == 10
+    proc, names = imported_modules(["datasets", str(tmp_path / "ds")])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "pingpong" in proc.stdout
+    assert "kit.commands.datasets" in names
+    assert not heavy(names), sorted(heavy(names))
+
+
+def test_help_still_lists_every_command() -> None:
+    proc = subprocess.run([sys.executable, "-m", "kit", "--help"], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0
+    for command in cli.COMMAND_MODULES:
+        assert command in proc.stdout, command
+
+
+def test_command_table_names_every_registered_command() -> None:
+    """A command missing from COMMAND_MODULES still works, but slowly: keep the table whole."""
+    full = cli.build_parser()
+    sub = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
+    plugins = {ep.name for ep in cli.entry_points(group="pt2pt.commands")}
+    registered = set(sub.choices)
+    missing = registered - set(cli.COMMAND_MODULES) - plugins
+    assert not missing, f"add {sorted(missing)} to kit.cli.COMMAND_MODULES"
+    for command, module in cli.COMMAND_MODULES.items():
+        one = cli.build_parser({module})
+        sub_one = next(a for a in one._actions if isinstance(a, argparse._SubParsersAction))
+        assert command in sub_one.choices, (command, module)
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["--version"], set()),
+    (["fit", "--help"], {"fit"}),
+    (["sample", "m.json"], {"predict"}),
+    (["--help"], None),
+    (["no-such-command"], None),
+])
+def test_modules_for_picks_only_what_the_command_needs(argv: list[str],
+                                                       expected: set[str] | None) -> None:
+    assert cli._modules_for(argv) == expected

@@ -1,0 +1,128 @@
+"""Bootstrap intervals: they cover a known truth about 95 % of the time, and say when not.
+
+The coverage test draws 50 data sets from one synthetic truth (a constant regime, a jump at
+8 KiB, a linear regime; lognormal noise) on a geometric size grid, fits, bootstraps, and
+counts how often each 95 % interval holds the true value: the breakpoint, latency a,
+per-byte b, bandwidth, and the noise p50/p95/p99 of each regime (true ratio quantiles of
+the lognormal around the true median). Pooled over quantities and seeds the share must be
+within 88-99 %: below, the intervals lie; above, they are uselessly wide.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from kit import synth
+from kit.model import RegimeModel
+from kit.model.uncertainty import bootstrap_intervals, format_interval, summary_lines
+
+Z95, Z99 = 1.6448536269514722, 2.3263478740408408
+TRUTH = synth.Truth([
+    synth.TrueRegime(1, "constant", {"a": 5e-6}, synth.TrueNoise("lognormal", 0.1)),
+    synth.TrueRegime(8192, "linear", {"a": 2e-5, "b": 1 / 2e9}, synth.TrueNoise("lognormal", 0.08)),
+])
+TRUE = {"bp0": 8192.0, "r0.a": 5e-6, "r1.a": 2e-5, "r1.b": 1 / 2e9, "r1.bandwidth_Bps": 2e9,
+        "r0.noise.p50": 1.0, "r0.noise.p95": math.exp(Z95 * 0.1),
+        "r0.noise.p99": math.exp(Z99 * 0.1), "r1.noise.p50": 1.0,
+        "r1.noise.p95": math.exp(Z95 * 0.08), "r1.noise.p99": math.exp(Z99 * 0.08)}
+
+
+def _flat(iv: dict) -> dict[str, dict]:
+    out = {f"bp{k}": b for k, b in enumerate(iv["breakpoints"])}
+    for k, reg in enumerate(iv["regimes"]):
+        out.update({f"r{k}.{n}": v for n, v in reg["params"].items()})
+        out.update({f"r{k}.noise.{n}": v for n, v in reg["noise"].items()})
+    return out
+
+
+@pytest.mark.slow
+def test_95_percent_intervals_cover_the_truth_88_to_99_percent_of_the_time() -> None:
+    hits = {k: 0 for k in TRUE}
+    fitted = 0
+    for seed in range(50):
+        size, time = synth.sample(TRUTH, 1000, hi=2**22, grid=25, seed=seed)
+        model = RegimeModel(max_regimes=3, mixture=False, noise=False).fit(size, time)
+        assert len(model.regimes_) == 2, f"seed {seed}: {len(model.regimes_)} regimes"
+        fitted += 1
+        flat = _flat(bootstrap_intervals(model, size, time, n_boot=80, random_state=seed))
+        for key, truth in TRUE.items():
+            iv = flat[key]
+            assert iv["lo"] is not None, (seed, key, iv)
+            hits[key] += int(iv["lo"] <= truth <= iv["hi"])
+    per = {k: v / fitted for k, v in hits.items()}
+    pooled = sum(hits.values()) / (fitted * len(hits))
+    assert 0.88 <= pooled <= 0.99, per
+    assert min(per.values()) >= 0.75, per  # no quantity systematically missed
+
+
+def test_intervals_are_json_and_hold_the_reported_values() -> None:
+    size, time = synth.sample(synth.ethernet_like(), 3000, grid=40, seed=1)
+    model = RegimeModel().fit(size, time)
+    iv = bootstrap_intervals(model, size, time, n_boot=40)
+    text = json.dumps(iv, allow_nan=False)  # no NaN anywhere
+    assert json.loads(text)["resample"] == "samples"
+    assert len(iv["breakpoints"]) == len(model.breakpoints_)
+    for k, b in enumerate(iv["breakpoints"]):
+        assert b["value"] == model.breakpoints_[k] and b["lo"] <= b["value"] <= b["hi"]
+    mix = [r for r, reg in zip(iv["regimes"], model.regimes_, strict=True) if reg.is_mixture]
+    assert mix and all(len(r["band_shares"]) == 2 for r in mix)
+    for reg in iv["regimes"]:
+        for v in [*reg["params"].values(), *reg["noise"].values(), *reg["band_shares"]]:
+            if v["lo"] is not None:
+                assert v["lo"] <= v["value"] <= v["hi"]
+    assert any("intervals" in line for line in summary_lines(iv))
+
+
+def test_resampling_by_run_and_by_seq_block() -> None:
+    size, time = synth.sample(synth.ethernet_like(), 2000, grid=20, seed=2)
+    model = RegimeModel(mixture=False).fit(size, time)
+    runs = np.repeat([f"r{i}" for i in range(5)], 400)
+    assert bootstrap_intervals(model, size, time, groups=runs, n_boot=20)["resample"] == "runs"
+    one = bootstrap_intervals(model, size, time, groups=runs[:1].repeat(2000),
+                              seq=np.arange(2000), n_boot=20)
+    assert one["resample"] == "seq blocks" and one["n_units"] == 40
+
+
+def test_what_cannot_be_estimated_is_said_never_printed_as_a_number() -> None:
+    # One sample per size: a p99 from a few dozen ratios is the maximum, not a quantile.
+    rng = np.random.default_rng(0)
+    size = np.unique(np.floor(np.exp(rng.uniform(0, np.log(2**20), 60))))
+    time = (3e-6 + size / 1e9) * rng.lognormal(0, 0.1, size.size)
+    model = RegimeModel(max_regimes=1, mixture=False).fit(size, time)
+    iv = bootstrap_intervals(model, size, time, n_boot=30)
+    p99 = iv["regimes"][0]["noise"]["p99"]
+    assert p99["lo"] is None and p99["hi"] is None and p99["why"]
+    text = "\n".join(summary_lines(iv))
+    assert "nan" not in text.lower() and "not estimated" in text
+    assert format_interval({"value": None, "lo": None, "hi": None, "why": "x"}) == \
+        "not estimated (x)"
+    assert format_interval({"value": 1.0, "lo": None, "hi": None, "why": "y"}) == \
+        "1 (no interval: y)"
+
+
+def test_model_file_keeps_intervals_and_the_schema_checks_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pytest as _pytest
+
+    from kit.errors import ModelError
+    from kit.model.contract import ModelFile
+    from kit.model.io import read_model, write_model
+
+    size, time = synth.sample(synth.ethernet_like(), 1500, grid=25, seed=4)
+    model = RegimeModel(mixture=False).fit(size, time)
+    iv = bootstrap_intervals(model, size, time, n_boot=20)
+    path = write_model(ModelFile(model, intervals=iv, run_quality={"n_samples": 1500,
+                                                                    "n_disturbed": 0}),
+                       tmp_path / "m.json")
+    again = read_model(path)
+    assert again.intervals == json.loads(json.dumps(iv))
+    assert again.run_quality["n_disturbed"] == 0
+    doc = json.loads(path.read_text())
+    doc["intervals"]["breakpoints"][0]["lo"] = doc["intervals"]["breakpoints"][0]["value"] * 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    with _pytest.raises(ModelError, match=r"intervals\.breakpoints\[0\]"):
+        read_model(bad)

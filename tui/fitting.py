@@ -1,0 +1,176 @@
+"""The TUI's fitting adapter: kit.fitting's one entry point, validation, and the
+fitted regimes as plain values for drawing. Nothing here re-implements the engine;
+the rules a user edits against (families, preview size) are read from kit.fitting."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kit.errors import ModelError
+from tui.loading import Samples
+
+
+def __getattr__(name: str) -> Any:
+    """The engine's own values, imported on first use (kit.model takes seconds to import,
+    and the browser must appear without waiting for it).
+
+    ``FAMILIES``: families a user can cycle through for one regime (``None`` lets the engine
+    choose); ``PREVIEW_SAMPLES``: samples a preview fit uses. Both are kit.fitting's.
+    """
+    if name in ("FAMILIES", "PREVIEW_SAMPLES"):
+        from kit import fitting
+
+        return fitting.FAMILY_CHOICES if name == "FAMILIES" else fitting.PREVIEW_SAMPLES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: Above this many samples an edit is first answered by a quick preview fit.
+PREVIEW_MIN_SAMPLES = 150_000
+
+
+@dataclass(frozen=True)
+class RegimeView:
+    """What the side panel and the plot need to know about one regime."""
+
+    index: int
+    size_min: float
+    size_max: float
+    family: str
+    params: dict[str, float]
+    noise_family: str
+    noise_params: dict[str, float | list[float]]
+    n_samples: int | None
+    overlap: tuple[float, float] | None  # size window shared with the next regime
+    errors: dict[str, float] = field(default_factory=dict)
+    bands: list[tuple[str, float]] = field(default_factory=list)  # mixture: (family, share)
+
+
+def fit(samples: Samples, breakpoints: list[float] | None = None,
+        families: list[str | None] | None = None, *, preview: bool = False) -> Any:
+    """Fit kit's RegimeModel (kit.fitting's one entry point), with the user's breakpoints/families.
+
+    Fixed seed: the same edit gives the same model, which is what the user expects
+    when toggling back and forth (and what snapshot tests need). ``preview`` fits a
+    deterministic subsample without mixtures, overlaps or the noise-family search: an
+    answer within a second on large series, replaced by the full fit when it is done.
+    """
+    from kit.fitting import PREVIEW_SAMPLES, fit_arrays
+
+    kwargs: dict[str, Any] = {"random_state": 0}
+    if breakpoints is not None:
+        kwargs["breakpoints"] = [float(b) for b in breakpoints]
+        kwargs["families"] = list(families) if families is not None else None
+    try:
+        return fit_arrays(samples.key.as_dict(), samples.size, samples.time, preview=preview,
+                          preview_samples=globals().get("PREVIEW_SAMPLES", PREVIEW_SAMPLES),
+                          **kwargs)
+    except ModelError as err:
+        if "fitting failed" not in err.message:
+            raise
+        detail = err.message.removeprefix("fitting failed: ")
+        raise ModelError(f"fitting {samples.key.label} failed: {detail}", where="fit",
+                         hint="move or delete breakpoints so each regime holds enough "
+                         "distinct sizes, or press R for an automatic fit") from err
+
+
+def breakpoints_of(model: Any) -> list[float]:
+    return [float(b) for b in getattr(model, "breakpoints_", []) or []]
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if isinstance(obj, dict):
+        return obj
+    if hasattr(obj, "to_dict"):
+        return dict(obj.to_dict())
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
+    return dict(vars(obj))
+
+
+def _numbers(d: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in _as_dict(d).items():
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            out[str(k)] = float(v)
+    return out
+
+
+def _numbers_or_lists(d: Any) -> dict[str, float | list[float]]:
+    """Like :func:`_numbers`, keeping numeric lists (a Gaussian mixture's weights, means)."""
+    out: dict[str, float | list[float]] = dict(_numbers(d))
+    for k, v in _as_dict(d).items():
+        if isinstance(v, list | tuple) and all(isinstance(x, int | float) for x in v):
+            out[str(k)] = [float(x) for x in v]
+    return out
+
+
+def _components(regime: dict[str, Any]) -> list[Any]:
+    """A mixture regime's bands: under ``mixture.components`` in kit's JSON layout."""
+    mixture = _as_dict(regime.get("mixture"))
+    return list(mixture.get("components") or regime.get("components") or [])
+
+
+def regimes(model: Any, validation: dict[str, Any] | None = None) -> list[RegimeView]:
+    """The model's regimes as plain values for drawing (``validation``: kit.validate's result
+    for this model, kept beside it in the session, gives each regime its held-out numbers)."""
+    views = []
+    for i, reg in enumerate(getattr(model, "regimes_", []) or []):
+        d = _as_dict(reg)
+        noise = _as_dict(d.get("noise"))
+        overlap = _as_dict(d.get("overlap"))
+        window: tuple[float, float] | None = None
+        if overlap.get("size_lo") is not None and overlap.get("size_hi") is not None:
+            window = (float(overlap["size_lo"]), float(overlap["size_hi"]))
+        views.append(RegimeView(
+            index=i,
+            size_min=float(d.get("size_min", 0.0)),
+            size_max=float(d.get("size_max", math.inf)),
+            family=str(d.get("family", "?")),
+            params=_numbers(d.get("params")),
+            noise_family=str(noise.get("family", "?")),
+            noise_params=_numbers_or_lists(noise.get("params")),
+            n_samples=int(d["n_samples"]) if d.get("n_samples") is not None else None,
+            overlap=window,
+            errors=_regime_errors(validation, i),
+            bands=[(str(c.get("family", "?")), float(c.get("share", 0.0)))
+                   for c in map(_as_dict, _components(d))],
+        ))
+    return views
+
+
+def _regime_errors(validation: dict[str, Any] | None, index: int) -> dict[str, float]:
+    """Validation numbers of one regime, if the validation has them."""
+    per_regime = validation.get("regimes") if isinstance(validation, dict) else None
+    if isinstance(per_regime, list) and index < len(per_regime):
+        numbers = _numbers(per_regime[index])
+        return {k: v for k, v in numbers.items() if k not in ("size_min", "size_max")}
+    return {}
+
+
+def validate(model: Any, samples: Samples) -> dict[str, Any]:
+    """Held-out validation by kit.validate (per regime too), to keep beside the model.
+
+    It refits a copy on a training split, so it costs about one more fit: the series view
+    runs it in the background once the user stops editing.
+    """
+    from kit.validate import validate_into
+
+    return validate_into(model, samples.size, samples.time, random_state=0)
+
+
+def curve(model: Any, size_lo: float, size_hi: float, n: int = 240) -> tuple[np.ndarray, ...]:
+    """The fitted median and 5/95 % quantiles on a log grid, for drawing."""
+    grid = np.geomspace(max(size_lo, 1.0), max(size_hi, 2.0), n)
+    median = np.asarray(model.predict(grid), dtype=float)
+    try:
+        q = np.asarray(model.predict_quantiles(grid, [0.05, 0.95]), dtype=float)
+        lo, hi = (q[:, 0], q[:, 1]) if q.shape == (n, 2) else (q[0], q[1])
+    except (AttributeError, NotImplementedError, ValueError):
+        lo = hi = np.full(n, np.nan)
+    return grid, median, lo, hi
