@@ -10,7 +10,7 @@ far above the run's own quiet level. Per run:
    run leaves that quantile on the quiet side;
 2. every sample becomes a log ratio ``ln(time / quiet level of its bin)``, which is
    comparable across sizes;
-3. a rolling median over ``seq`` (window ``w`` samples) follows the run's state; the
+3. a rolling median over ``seq`` (``w`` = n/20 samples, 15 to 30) follows the run's state; the
    reference is a low quantile of that rolling median (the run's quiet state), its
    spread the sampling spread of a median of ``w`` quiet samples;
 4. samples whose rolling median exceeds the reference by ``max(ln factor, k·spread)``
@@ -49,6 +49,10 @@ MIN_RUN = 60
 BINS_PER_DECADE = 3
 #: Quantile of a bin's times taken as its quiet level.
 QUIET_Q = 0.25
+#: Widest rolling window (samples). A CPU hog is handed the CPU in stretches of 15-100
+#: samples; a wider window averages them away. At 30, a 1 % spike rate fills half a
+#: window with negligible probability, and no reference run is flagged.
+W_MAX = 30
 
 
 @dataclass
@@ -139,7 +143,7 @@ def _one_run(run_id: str, seq: NDArray, size: NDArray, t: NDArray, factor: float
              window: int | None) -> tuple[NDArray[np.bool_], list[Window], str]:
     """Disturbed mask (in seq order) and windows of one run."""
     n = len(t)
-    w = window or int(np.clip(n // 20, 15, 200))
+    w = window or int(np.clip(n // 20, 15, W_MAX))
     if n < max(MIN_RUN, 3 * w):
         return np.zeros(n, dtype=bool), [], f"{n} samples, too few to judge (needs {MIN_RUN})"
     bins = _bins(size)
