@@ -9,12 +9,22 @@ the rows as a Polars frame, and the child's peak RSS. Up to
 kit.dataset.SUMMARY_REFRESH_MAX_ROWS rows the ingest time includes refreshing the series
 summary (series.parquet) after the commit; above it the first reader computes the summary
 (timed by bench_tui.py), so the figures here are the ingest's alone.
+
+    .venv/bin/python benchmarks/bench_ingest.py --rows 10000000 --vs-polars 5
+
+also times Polars' own ``scan_csv(...).sink_parquet(...)`` on the same file (zstd level 1, as
+the kit writes), alternating the two children N times, and prints per-figure medians and the
+kit/Polars ratios of one run (issue 19's target: ingest speed >= 1x Polars' own at <= 0.7x its
+peak memory). Polars' conversion does no tidy transform and no run bookkeeping: it is the
+floor of "read this CSV, write Parquet" with the same library.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +48,23 @@ summary = (Path(sys.argv[2]) / ds.SUMMARY_FILE).is_file()
 print(json.dumps({"cpu_s": usage.ru_utime + usage.ru_stime, "import_s": t1 - t0,
                   "ingest_s": t2 - t1, "summary": summary, "rows": report.rows_added,
                   "failed": [m for _, m in report.files_failed],
+                  "hwm_kib": int(next(line.split()[1] for line in
+                                      Path("/proc/self/status").read_text().splitlines()
+                                      if line.startswith("VmHWM:")))}))
+"""
+
+POLARS_CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+t0 = time.perf_counter()
+import polars as pl
+t1 = time.perf_counter()
+pl.scan_csv(sys.argv[1]).sink_parquet(Path(sys.argv[2]) / "out.parquet", compression="zstd",
+                                      compression_level=1)
+t2 = time.perf_counter()
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"cpu_s": usage.ru_utime + usage.ru_stime, "import_s": t1 - t0,
+                  "ingest_s": t2 - t1,
                   "hwm_kib": int(next(line.split()[1] for line in
                                       Path("/proc/self/status").read_text().splitlines()
                                       if line.startswith("VmHWM:")))}))
@@ -78,7 +105,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--keep", type=Path, help="work in this folder instead of a temp one")
+    parser.add_argument("--vs-polars", type=int, default=0, metavar="N",
+                        help="alternate N kit ingests with N Polars scan_csv->sink_parquet "
+                             "conversions of the same file and print medians and ratios")
     args = parser.parse_args()
+    if args.vs_polars:
+        return vs_polars(args.rows, args.vs_polars, args.keep)
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -125,6 +157,49 @@ def main() -> int:
         print(f"parquet written      {part_bytes / 2**20:,.0f} MiB")
         load = Path("/proc/loadavg").read_text().split()[:3]
         print(f"load average         {' '.join(load)} (at the end; 2 vCPUs)")
+    return 0
+
+
+def _child(code: str, csv: Path, out: Path) -> dict[str, float]:
+    """Run one child (kit ingest or Polars' conversion) into a fresh ``out``; its stats."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    proc = subprocess.run([sys.executable, "-c", code, str(csv), str(out)], capture_output=True,
+                          text=True, check=False)
+    if proc.returncode:
+        raise SystemExit(f"child failed:\n{proc.stdout}\n{proc.stderr}")
+    stats: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return stats
+
+
+def vs_polars(rows: int, repeat: int, keep: Path | None) -> int:
+    """Kit ingest against Polars' own CSV->Parquet on one file, alternating, medians."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = keep or Path(tmp)
+        csv = work / "in" / "bench.samples.csv"
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        make_csv(csv, rows)
+        runs: dict[str, list[dict[str, float]]] = {"kit": [], "polars": []}
+        load0 = Path("/proc/loadavg").read_text().split()[0]
+        for _ in range(repeat):
+            runs["kit"].append(_child(CHILD, csv, work / "ds"))
+            runs["polars"].append(_child(POLARS_CHILD, csv, work / "pl"))
+        load1 = Path("/proc/loadavg").read_text().split()[0]
+
+        def med(who: str, key: str) -> float:
+            return float(statistics.median(r[key] for r in runs[who]))
+
+        print(f"rows {rows:,}, csv {csv.stat().st_size / 2**20:,.0f} MiB, {repeat} runs each "
+              f"alternating, load average {load0} -> {load1} (2 vCPUs); medians:")
+        print(f"{'':24}{'kit ingest':>12}{'polars':>12}{'kit/polars':>12}")
+        for key, label, scale in (("ingest_s", "wall s (no imports)", 1.0),
+                                  ("cpu_s", "CPU s (with imports)", 1.0),
+                                  ("hwm_kib", "peak RSS MiB (VmHWM)", 1 / 1024)):
+            k, p = med("kit", key) * scale, med("polars", key) * scale
+            print(f"{label:24}{k:12.2f}{p:12.2f}{k / p:12.2f}")
+        speed = med("polars", "ingest_s") / med("kit", "ingest_s")
+        print(f"speed kit / polars (rows/s, wall): {speed:.2f}x; "
+              f"memory kit / polars: {med('kit', 'hwm_kib') / med('polars', 'hwm_kib'):.2f}x")
     return 0
 
 
