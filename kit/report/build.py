@@ -298,12 +298,13 @@ def series_frame(dataset: Path, series: Mapping[str, Any]) -> pl.DataFrame:
 
 def _raw_frame(dataset: Path | None, series: Mapping[str, Any]) -> pl.DataFrame | None:
     """``run_id``, ``seq``, ``size``, ``time`` of the raw rows (for run quality), or None."""
+    from kit.dataset import model_selector
     from kit.runquality import read_frame
 
     if dataset is None:
         return None
     try:
-        frame = read_frame(dataset, {k: str(v) for k, v in series.items() if v is not None})
+        frame = read_frame(dataset, model_selector(series))
     except (UserError, OSError, pl.exceptions.PolarsError):
         return None
     return frame if frame.height else None
@@ -317,10 +318,12 @@ def series_samples(dataset: Path, series: Mapping[str, Any]) -> tuple[NDArray, N
 
 
 def _series_title(series: Mapping[str, Any]) -> str:
-    from kit.schema import SERIES_KEYS, UNKNOWN
+    """``campaign / probe / tcp / ... / 4 pairs / pingpong / raw``: k = 1 is not named."""
+    from kit.schema import SERIES_KEYS, UNKNOWN, pairs_label
 
-    return " / ".join(str(series[k]) for k in SERIES_KEYS
-                      if series.get(k) is not None and series.get(k) != UNKNOWN)
+    words = [pairs_label(series.get(k)) if k == "pairs" else str(series[k])
+             for k in SERIES_KEYS if series.get(k) is not None and series.get(k) != UNKNOWN]
+    return " / ".join(w for w in words if w)
 
 
 def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None = None) -> Path:
