@@ -262,14 +262,16 @@ def aggregate_note(stat: str, reported: Mapping[str, Any] | None = None) -> str:
 
 
 def render(out_dir: Path, sections: list[Section], title: str, *,
-           loggp: tuple[list[Any], list[str]] | None = None) -> Path:
+           loggp: tuple[list[Any], list[str]] | None = None,
+           contention: list[dict[str, Any]] | None = None) -> Path:
     """Write ``index.html`` (atomically) from the sections (and the LogGP part, if any:
-    :func:`kit.report.loggp.loggp_part`'s tables and notes)."""
+    :func:`kit.report.loggp.loggp_part`'s tables and notes; the contention part:
+    :func:`contention_part`'s groups)."""
     env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True)
     blocks, loggp_notes = loggp if loggp is not None else ([], [])
     html = env.get_template("index.html.j2").render(
-        loggp_blocks=blocks, loggp_notes=loggp_notes,
+        loggp_blocks=blocks, loggp_notes=loggp_notes, contention=contention or [],
         title=title, sections=sections, kit_version=__version__, terms=TERMS,
         summaries=[s.summary for s in sections if s.summary is not None],
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
@@ -431,4 +433,14 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
     from kit.report.loggp import loggp_part
 
     loggp = loggp_part(dataset, series, breakpoints=pingpong_breaks, random_state=random_state)
-    return render(out_dir, sections, f"pt2pt report: {dataset.name}", loggp=loggp)
+    return render(out_dir, sections, f"pt2pt report: {dataset.name}", loggp=loggp,
+                  contention=contention_part(dataset, series))
+
+
+def contention_part(dataset: Path, series: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    """The contention section's groups (title, headers, formatted rows, notes); empty when no
+    series of the dataset differ only in k, and then the report has no such section."""
+    from kit import contention as ct
+
+    return [{"title": g.title, "headers": ct.headers(g), "rows": ct.table_rows(g),
+             "notes": g.notes} for g in ct.contention(dataset, series)]
