@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 
 from kit.errors import UserError
+from kit.schema import pairs_label
 
 COMPARE_BY = {"transport": "transport", "tool": "tool", "mpi": "mpi_version",
               "campaign": "campaign", "op": "op", "placement": "placement",
@@ -76,6 +77,11 @@ def _pick_rows(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, dict[str, s
             and frame["placement"].n_unique() > 1):
         # Intra- and inter-node rows of one transport are two series, never pooled.
         name = name + " @ " + pl.col("placement").cast(pl.String).fill_null("unknown")
+    if key != "pairs" and "pairs" in frame.columns and frame["pairs"].n_unique() > 1:
+        # k concurrent pairs share the network: each k is its own series (k = 1 unnamed).
+        labels = {k: pairs_label(k) for k in frame["pairs"].unique().to_list()}
+        suffix = pl.col("pairs").replace_strict(labels, return_dtype=pl.String)
+        name = pl.when(suffix == "").then(name).otherwise(name + ", " + suffix)
     frame = frame.with_columns(name.alias("series"), pl.col("stat").cast(pl.String))
     kinds: dict[str, str] = {}
     parts = []

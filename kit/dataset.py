@@ -69,7 +69,7 @@ SMALL_SIZE = 64
 
 #: Bump whenever series_table's columns or definitions change: summaries stamped with another
 #: version are then recomputed instead of being shown with the old meaning.
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3  # 3: ``pairs`` became a series key
 #: series_table's result: column order and dtypes (a stored summary must match exactly).
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     **{k: pl.String() for k in SERIES_KEYS},
@@ -516,13 +516,15 @@ def describe(series: Mapping[str, object]) -> str:
 def model_selector(series: Mapping[str, object] | None) -> dict[str, str]:
     """The selector of a model's provenance ``series``: its keys, ``stat`` raw if absent.
 
-    Models written before ``stat``/``placement``/``host_pair`` were recorded name fewer keys;
-    a missing ``stat`` means raw (fit only used raw rows), a missing placement matches any
-    (and :func:`select_series` lists the candidates when that is ambiguous).
+    Models written before ``stat``/``placement``/``host_pair``/``pairs`` were recorded name
+    fewer keys; a missing ``stat`` means raw (fit only used raw rows), a missing ``pairs`` one
+    pair (the two-rank probe), a missing placement matches any (and :func:`select_series`
+    lists the candidates when that is ambiguous).
     """
     out = {str(k): str(v) for k, v in (series or {}).items()
            if k in SERIES_KEYS and v is not None}
     out.setdefault("stat", RAW)
+    out.setdefault("pairs", "1")
     return out
 
 

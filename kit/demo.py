@@ -28,6 +28,7 @@ from kit.errors import ModelError, UserError
 from kit.machine import check_machine
 from kit.paths import JOBS_DIR
 from kit.progress import bar, bars_enabled
+from kit.schema import pairs_label, pairs_short
 
 if TYPE_CHECKING:
     from kit.model.contract import ModelFile
@@ -138,7 +139,9 @@ def _model_name(series: dict[str, str]) -> str:
     intra-socket when the probe saw both ranks on one socket) is added."""
     name = f"{series['transport']}-{series['op']}-{series['tool']}"
     where = series.get("placement", "unknown")
-    return name if where in ("intra-node", "intra-socket", "unknown") else f"{name}-{where}"
+    name = name if where in ("intra-node", "intra-socket", "unknown") else f"{name}-{where}"
+    k = pairs_short(series.get("pairs"))  # "" for the demo's own two-rank runs
+    return f"{name}-{k}" if k else name
 
 
 def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
@@ -288,7 +291,8 @@ def build_report(dataset: Path, results: list[SeriesResult], out: Path) -> Path 
             continue
         fitted = read_model(r.model_path)
         size, time = series_samples(dataset, r.series)
-        title = " / ".join(r.series[k] for k in ("transport", "op", "tool"))
+        title = " / ".join(w for w in (*(r.series[k] for k in ("transport", "op", "tool")),
+                                       pairs_label(r.series.get("pairs"))) if w)
         sections.append(series_section(out, fitted.model, size, time, title=title,
                                        provenance={"model": r.model_path, "dataset": dataset},
                                        validation=fitted.validation or None,

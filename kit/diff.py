@@ -100,6 +100,7 @@ def load_side(spec: str, *, series: str | None = None, label: str | None = None)
         _, frame = _select_frame(path, selector, spec)
         return Side(name, frame["size"].to_numpy(), frame["time"].to_numpy(),
                     frame["run_id"].to_numpy(), frame["seq"].to_numpy().astype(np.int64))
+    from kit.dataset import model_selector as ds_selector
     from kit.model.io import read_model
 
     fitted = read_model(path)
@@ -111,7 +112,7 @@ def load_side(spec: str, *, series: str | None = None, label: str | None = None)
                         f"dataset {data!r})", where=str(path),
                         hint="diff needs samples for its intervals: give the dataset folder "
                         "instead (DATASET#KEY=V,...) or restore the dataset at that path")
-    selector = {str(k): str(v) for k, v in chosen.items() if v is not None}
+    selector = ds_selector(chosen)  # a model from before ``pairs`` was a key: k = 1
     _, frame = _select_frame(Path(str(data)), selector, str(path))
     return Side(name, frame["size"].to_numpy(), frame["time"].to_numpy(),
                 frame["run_id"].to_numpy(), frame["seq"].to_numpy().astype(np.int64),

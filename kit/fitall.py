@@ -210,11 +210,13 @@ def _quiet_subsample(dataset: str | Path, chosen: Mapping[str, str], opts: FitOp
 
 def model_filename(series: Mapping[str, str]) -> str:
     """A file name for a series' model that no other series of the dataset shares: every
-    key's value in SERIES_KEYS order, characters unsafe in a file name replaced by ``_``."""
-    from kit.schema import SERIES_KEYS
+    key's value in SERIES_KEYS order, characters unsafe in a file name replaced by ``_``.
+    The pair count appears only for k > 1 (``k4``), so names fitted before it was a key stay."""
+    from kit.schema import SERIES_KEYS, pairs_short
 
-    parts = [re.sub(r"[^A-Za-z0-9.+=-]+", "_", str(series.get(k, "unknown")))
-             for k in SERIES_KEYS]
+    values = [pairs_short(series.get(k)) if k == "pairs" else str(series.get(k, "unknown"))
+              for k in SERIES_KEYS]
+    parts = [re.sub(r"[^A-Za-z0-9.+=-]+", "_", v) for v in values if v]
     return "__".join(parts) + ".json"
 
 

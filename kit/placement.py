@@ -64,9 +64,33 @@ def _agrees(declared: str, measured: str, sockets_known: bool) -> bool:
     return declared == "intra-socket" and measured == "intra-node" and not sockets_known
 
 
+def pair_view(hosts: Sequence[str], sockets: Sequence[int] | None,
+              ranks: tuple[int, int]) -> tuple[list[str], list[int] | None]:
+    """Hosts and sockets of the two ``ranks`` (a contention run's first pair), in that order.
+
+    Hosts that do not cover both ranks say nothing about the pair (empty: unknown), rather
+    than describing two other ranks.
+    """
+    a, b = ranks
+    names = list(hosts)
+    if len(names) == 1:  # one host recorded for the whole run: every rank ran there
+        names = names * (max(a, b) + 1)
+    chosen = [names[a], names[b]] if max(a, b) < len(names) else []
+    socks = ([sockets[a], sockets[b]] if sockets is not None and max(a, b) < len(sockets)
+             else None)
+    return chosen, socks
+
+
 def resolve(hosts: Sequence[str], declared: str | None = None,
-            sockets: Sequence[int] | None = None, *, where: str = "") -> Placement:
-    """Combine the campaign's placement with the hosts the run recorded (see module doc)."""
+            sockets: Sequence[int] | None = None, *, where: str = "",
+            ranks: tuple[int, int] | None = None) -> Placement:
+    """Combine the campaign's placement with the hosts the run recorded (see module doc).
+
+    ``ranks``: the two ranks whose placement the run measured, when not 0 and 1 (the probe's
+    contention mode pairs rank i with i + K, so ranks 0 and 1 are two initiators).
+    """
+    if ranks is not None:
+        hosts, sockets = pair_view(hosts, sockets, ranks)
     pair = host_pair(hosts)
     measured = from_hosts(hosts, sockets)
     if declared is not None and declared not in PLACEMENTS:

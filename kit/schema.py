@@ -18,7 +18,8 @@ SAMPLES_SCHEMA: dict[str, pl.DataType] = {
     # series' identity (intra- and inter-node samples are never fitted together). Per run,
     # so it lives in the runs table, not in the part files; :func:`kit.dataset.scan` adds it.
     "placement": pl.Categorical(),
-    # The ranks' hosts in rank order, ``n1:n2`` (``unknown`` when the tool did not say).
+    # The hosts of the measured pair in rank order, ``n1:n2`` (``unknown`` when the tool did
+    # not say); in contention runs the first pair's (initiator:peer), not ranks 0 and 1.
     "host_pair": pl.String(),
     "op": pl.Categorical(),
     "size": pl.UInt64(),
@@ -71,9 +72,38 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     "cpus": pl.String(),  # comma-separated CPU of each rank (probe meta "cpus"), when known
 }
 
-#: The columns that identify one series (what one model is fitted to).
-SERIES_KEYS: tuple[str, ...] = ("campaign", "tool", "transport", "placement", "host_pair", "op",
-                                 "stat")
+#: The columns that identify one series (what one model is fitted to). ``pairs`` is there
+#: because k concurrent pairs share the network: a model through k = 1, 2, 4 mixed describes
+#: none of them. Series values are strings everywhere (series table, selectors, provenance).
+SERIES_KEYS: tuple[str, ...] = ("campaign", "tool", "transport", "placement", "host_pair",
+                                 "pairs", "op", "stat")
+
+
+def pairs_count(value: object) -> int:
+    """k of a series from its ``pairs`` value (``"4"``, 4); absent or unreadable means 1.
+
+    Model files and series dicts written before ``pairs`` was a series key lack it: they were
+    (nearly always) two-rank runs, so they stand for k = 1.
+    """
+    try:
+        k = int(str(value))
+    except (TypeError, ValueError):
+        return 1
+    return k if k >= 1 else 1
+
+
+def pairs_label(value: object) -> str:
+    """How a series' k is named for people: ``""`` for 1 (most users never run contention,
+    so the classic series stays unlabelled), ``"4 pairs"`` otherwise."""
+    k = pairs_count(value)
+    return "" if k == 1 else f"{k} pairs"
+
+
+def pairs_short(value: object) -> str:
+    """The same rule for file names: ``""`` for 1 (existing names do not change), ``"k4"``."""
+    k = pairs_count(value)
+    return "" if k == 1 else f"k{k}"
+
 
 #: Columns of SAMPLES_SCHEMA that are per run and kept in the runs table, not the part files.
 RUN_LEVEL_COLUMNS: tuple[str, ...] = ("placement", "host_pair")

@@ -33,3 +33,30 @@ def dataset_snapshot(dataset: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Samples and runs of a dataset in a stable order, to compare before/after a change."""
     samples = ds.scan(dataset).collect().sort("run_id", "seq", "op", "stat")
     return samples, ds.runs(dataset).sort("run_id")
+
+
+#: The probe's contention-mode CSV header (kit.tools.probe.HEADER_EXT).
+CONTENTION_HEADER = "seq,op,size,count,time,call,warmup,pair,round\n"
+
+
+def write_contention_run(folder: Path, k: int, rounds: list[tuple[int, list[float]]],
+                         meta: dict, *, op: str = "pingpong", prefix: str = "run") -> Path:
+    """A probe ``--pairs k`` run: one (size, [one-way time of each pair]) per round.
+
+    Pingpong rows hold the round trip, as the probe writes them; ``meta`` is written beside
+    (with ``pairs``, ``contention`` and the probe's default ``pairing`` i:i+k unless given).
+    """
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for r, (size, times) in enumerate(rounds):
+        for p, t in enumerate(times):
+            stored = 2 * t if op == "pingpong" else t
+            lines.append(f"{len(lines)},{op},{size},1,{stored:.9e},,0,{p},{r}")
+    samples = folder / f"{prefix}.samples.csv"
+    samples.write_text(CONTENTION_HEADER + "\n".join(lines) + "\n")
+    full = {"pairs": k, "contention": True, "pairing": [[i, i + k] for i in range(k)],
+            "samples_written": len(lines), **meta}
+    (folder / f"{prefix}.meta.json").write_text(json.dumps(full))
+    return samples

@@ -43,8 +43,8 @@ def test_fit_single_series_writes_model_with_provenance(model_file: Path, datase
     # No hosts in a calibration file and no campaign placement: both keys say unknown.
     assert doc["provenance"]["series"] == {"campaign": "graphene", "tool": "calibration",
                                            "transport": "tcp", "placement": "unknown",
-                                           "host_pair": "unknown", "op": "pingpong",
-                                           "stat": "raw"}
+                                           "host_pair": "unknown", "pairs": "1",
+                                           "op": "pingpong", "stat": "raw"}
     assert doc["provenance"]["samples"] == "raw"
     assert doc["provenance"]["dataset"] == str(dataset.resolve())
     assert doc["n_samples"] == 6620 and len(doc["regimes"]) >= 2

@@ -136,3 +136,37 @@ def test_old_datasets_without_the_columns_still_open(tmp_path: Path) -> None:
            campaign="old", transport="tcp")
     stored = pl.read_parquet(runs_file)
     assert stored["placement"].null_count() == 0
+
+
+def _k2_run(folder: Path, **meta: object) -> Path:
+    """An inter-node ``--pairs 2`` run: initiators 0, 1 on n1, peers 2, 3 on n2."""
+    from tests.builders import write_contention_run
+
+    rounds = [(64, [30e-6, 31e-6]) for _ in range(20)]
+    return write_contention_run(folder, 2, rounds,
+                                {**META, "hosts": ["n1", "n1", "n2", "n2"], **meta})
+
+
+def test_contention_placement_comes_from_the_first_pair(tmp_path: Path) -> None:
+    """Ranks 0 and 1 are two initiators on n1: the pair (0, 2) crosses to n2."""
+    ingest([_k2_run(tmp_path / "in")], tmp_path / "ds", campaign="c", transport="tcp")
+    row = ds.runs(tmp_path / "ds").row(0, named=True)
+    assert (row["placement"], row["host_pair"]) == ("inter-node", "n1:n2")
+    table = ds.series_table(tmp_path / "ds")
+    assert table.select("placement", "host_pair", "pairs").rows() == [
+        ("inter-node", "n1:n2", "2")]
+    # An explicit pairing (--pairs 0:3,1:2) is followed too.
+    ingest([_k2_run(tmp_path / "in2", pairing=[[1, 3], [0, 2]],
+                    hosts=["n1", "n2", "n3", "n3"])], tmp_path / "ds2", campaign="c")
+    assert ds.runs(tmp_path / "ds2")["host_pair"].to_list() == ["n2:n3"]
+
+
+def test_resolve_with_pair_ranks() -> None:
+    hosts = ["n1", "n1", "n2", "n2"]
+    assert resolve(hosts).placement == "intra-node"  # ranks 0 and 1: the old mistake
+    got = resolve(hosts, "inter-node", ranks=(0, 2))
+    assert (got.placement, got.host_pair, got.source) == ("inter-node", "n1:n2",
+                                                          "campaign+hosts")
+    assert resolve(hosts, ranks=(0, 1), sockets=[0, 0, 1, 1]).placement == "intra-socket"
+    assert resolve(["n1"], ranks=(0, 3)).host_pair == "n1:n1"  # one host for all ranks
+    assert resolve(["n1", "n2"], ranks=(0, 3)).placement == "unknown"  # hosts do not cover

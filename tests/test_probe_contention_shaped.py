@@ -14,6 +14,10 @@ later and then finish later, alone on the link, so one pair's own time can beat 
 while the round as a whole cannot. The best round is compared (as `pt2pt selftest` fits the
 fastest samples): a rank that is not scheduled stops draining its socket and can only lower
 the rate, while the token bucket bounds it from above.
+
+The runs are then ingested as a contention campaign: three series (k = 1, 2, 4, each its own
+series key ``pairs``), and ``pt2pt contention``'s per-pair bandwidth ratio to k = 1 (median
+of each pair's samples, not the best round) must be 1, 1/2, 1/4 within the same ±15 %.
 """
 
 from __future__ import annotations
@@ -93,3 +97,18 @@ def test_k_pairs_share_a_shaped_link(probe_bin: Path, shaped_namespace: str,
     print(f"best-round per-pair MB/s and per-pair medians, by k: {report}")
     for k, (best, _) in measured.items():
         assert abs(best / (RATE_BPS / k) - 1) <= TOLERANCE, (k, "MB/s", report)
+
+    from kit import contention
+    from kit import dataset as ds
+    from kit.ingest import ingest
+
+    files = [tmp_path / f"k{k}.samples.csv" for k in (1, 2, 4)]
+    result = ingest(files, tmp_path / "ds", campaign="shaped", transport="tcp")
+    assert result.ok and result.runs_added == 3, result
+    table = ds.series_table(tmp_path / "ds")
+    assert table["pairs"].to_list() == ["1", "2", "4"], table
+    (group,) = contention.contention(tmp_path / "ds")
+    ratios = {r.k: r.bandwidth_ratio for r in group.rows}
+    print(f"per-pair bandwidth x k=1: {ratios}")
+    for k, ratio in ratios.items():
+        assert ratio is not None and abs(ratio * k - 1) <= TOLERANCE, (k, ratios, report)

@@ -12,8 +12,8 @@ from tui.session import FINE_STEP, SeriesState
 def _state(breakpoints: list[float]) -> SeriesState:
     size = np.geomspace(1, 1 << 20, 200)
     empty = Binned(np.array([]), np.array([]), {}, np.array([]), np.array([]))
-    samples = Samples(SeriesKey(("c", "probe", "tcp", "unknown", "unknown", "pingpong", "raw")),
-                      size, np.full(size.size, 1e-5))
+    key = SeriesKey(("c", "probe", "tcp", "unknown", "unknown", "1", "pingpong", "raw"))
+    samples = Samples(key, size, np.full(size.size, 1e-5))
     state = SeriesState(samples, empty)
     state.breakpoints = list(breakpoints)
     state.families = [None] * (len(breakpoints) + 1)

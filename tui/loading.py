@@ -78,7 +78,7 @@ def series_rows(dataset: str | Path) -> list[SeriesRow]:
             large_bw_Bps=_float_or_none(rec.get("large_bw_Bps")),
             mpi=mpi.get((key.get("campaign"), key.get("tool"), key.get("transport")), ""),
         ))
-    rows.sort(key=lambda r: r.key)
+    rows.sort(key=lambda r: r.key.sort_key)
     return rows
 
 

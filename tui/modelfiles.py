@@ -92,6 +92,7 @@ def match_models(models: Sequence[ModelFile], rows: Sequence[SeriesRow]
         wanted = {k: v for k, v in mf.series.items() if k in SERIES_KEYS}
         if "stat" not in wanted:
             wanted["stat"] = "raw"
+        wanted.setdefault("pairs", "1")  # written before pairs was a key: the two-rank probe
         found = [r.key for r in rows
                  if all(r.key.get(k) == v for k, v in wanted.items())]
         if not found:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit.schema import SERIES_KEYS, UNKNOWN
+from kit.schema import SERIES_KEYS, UNKNOWN, pairs_count, pairs_label
 
 
 @dataclass(frozen=True, order=True)
@@ -29,9 +29,18 @@ class SeriesKey:
 
     @property
     def where(self) -> str:
-        """Placement and host pair (``inter-node n1:n2``), or "" when neither is known."""
+        """Placement, host pair and pairs beyond one (``inter-node n1:n2, 4 pairs``), or ""
+        when none is known."""
         parts = [self.get(k) for k in ("placement", "host_pair")]
-        return " ".join(p for p in parts if p and p != UNKNOWN)
+        text = " ".join(p for p in parts if p and p != UNKNOWN)
+        k = pairs_label(self.get("pairs"))
+        return ", ".join(p for p in (text, k) if p)
+
+    @property
+    def sort_key(self) -> tuple[object, ...]:
+        """Order of the browser: the values, ``pairs`` by number (2 before 16)."""
+        return tuple(pairs_count(v) if k == "pairs" else v
+                     for k, v in zip(SERIES_KEYS, self.values, strict=True))
 
     @property
     def label(self) -> str:

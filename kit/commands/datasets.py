@@ -12,15 +12,15 @@ from rich.table import Table
 
 from kit.bandwidth import TOP_OCTAVE_DEFINITION, TOP_OCTAVE_LABEL
 from kit.dataset import require_ingested, runs, series_table
-from kit.schema import SERIES_KEYS
+from kit.schema import SERIES_KEYS, pairs_count
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "datasets",
         help="list the series of a dataset (counts, size range, small time, large bandwidth)",
-        description="One line per series (campaign, tool, transport, placement, host pair, op, "
-        "stat): samples "
+        description="One line per series (campaign, tool, transport, placement, host pair, "
+        "concurrent pairs when some run had more than one, op, stat): samples "
         "outside warm-up, size range, median time of messages <= 64 B, and the median "
         "bandwidth over the top octave of sizes.",
     )
@@ -55,12 +55,15 @@ def run(args: argparse.Namespace) -> int:
     out = Table(title=f"{args.dataset}: {table.height} series",
                 caption=f"small median = median one-way time of sizes <= 64 B; "
                 f"{TOP_OCTAVE_DEFINITION}")
-    for key in SERIES_KEYS:
+    # The pairs column only when a contention run is there (the CSV always has it).
+    keys = [k for k in SERIES_KEYS if k != "pairs"
+            or any(pairs_count(v) > 1 for v in table["pairs"].to_list())]
+    for key in keys:
         out.add_column(key)
     for name in ("samples", "size min", "size max", "small median", TOP_OCTAVE_LABEL):
         out.add_column(name, justify="right")
     for row in table.iter_rows(named=True):
-        out.add_row(*(str(row[k]) for k in SERIES_KEYS), str(row["n_samples"]),
+        out.add_row(*(str(row[k]) for k in keys), str(row["n_samples"]),
                     str(row["size_min"]), str(row["size_max"]),
                     _seconds(row["small_median_s"]), _bandwidth(row["large_bw_Bps"]))
     console = Console(width=160)

@@ -53,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
     fitted = read_model(args.model)
     model = fitted.model
     if args.against is not None:
+        from kit.dataset import model_selector
         from kit.fitting import parse_selector
 
-        series = parse_selector(args.series) if args.series else fitted.series
+        # the model's own series; one from before ``pairs`` was a key stands for k = 1
+        series = parse_selector(args.series) if args.series else model_selector(fitted.series)
         rows, meta = simulate_against(model, args.against, series=series, seed=args.seed,
                                       version=args.simgrid_version)
         if args.json:

@@ -71,6 +71,9 @@ class ParsedRun:
     #: CPU and socket (physical package) of each rank, rank order, when the tool recorded them.
     cpus: list[int] = field(default_factory=list)
     sockets: list[int] = field(default_factory=list)
+    #: The ranks of the run's first pair (initiator, peer) when they are not 0 and 1: in the
+    #: probe's contention mode ranks 0 and 1 are two initiators, often on one node.
+    pair_ranks: tuple[int, int] | None = None
 
 
 class Companion(Exception):

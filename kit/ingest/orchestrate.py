@@ -382,7 +382,7 @@ class _Batch:
         listed = [{"path": str(p.resolve()), "sha256": hashes.get(p) or _sha256(p)}
                   for p in run.sources]
         where = resolve_placement(run.hosts, self.placement or run.placement,
-                                  run.sockets or None, where=str(path))
+                                  run.sockets or None, where=str(path), ranks=run.pair_ranks)
         if where.warning:
             report.warnings.append(where.warning)
         self.new_runs.append({

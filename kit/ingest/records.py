@@ -68,6 +68,11 @@ PROBE_META_SCHEMA: dict[str, Any] = {
         "end": _STR_OR_NULL,
         "ops": {"type": ["array", "null"], "items": {"type": "string"}},
         "samples_written": {"type": ["integer", "null"], "minimum": 0},
+        "pairs": {"type": ["integer", "null"], "minimum": 1},
+        # contention mode: [initiator, peer] ranks of each pair, pair 0 first
+        "pairing": {"type": ["array", "null"],
+                    "items": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                              "minItems": 2, "maxItems": 2}},
         "complete": {"type": ["boolean", "null"]},
         "stop_reason": _STR_OR_NULL,
     },

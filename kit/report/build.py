@@ -262,14 +262,16 @@ def aggregate_note(stat: str, reported: Mapping[str, Any] | None = None) -> str:
 
 
 def render(out_dir: Path, sections: list[Section], title: str, *,
-           loggp: tuple[list[Any], list[str]] | None = None) -> Path:
+           loggp: tuple[list[Any], list[str]] | None = None,
+           contention: list[dict[str, Any]] | None = None) -> Path:
     """Write ``index.html`` (atomically) from the sections (and the LogGP part, if any:
-    :func:`kit.report.loggp.loggp_part`'s tables and notes)."""
+    :func:`kit.report.loggp.loggp_part`'s tables and notes; the contention part:
+    :func:`contention_part`'s groups)."""
     env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True)
     blocks, loggp_notes = loggp if loggp is not None else ([], [])
     html = env.get_template("index.html.j2").render(
-        loggp_blocks=blocks, loggp_notes=loggp_notes,
+        loggp_blocks=blocks, loggp_notes=loggp_notes, contention=contention or [],
         title=title, sections=sections, kit_version=__version__, terms=TERMS,
         summaries=[s.summary for s in sections if s.summary is not None],
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
@@ -298,12 +300,13 @@ def series_frame(dataset: Path, series: Mapping[str, Any]) -> pl.DataFrame:
 
 def _raw_frame(dataset: Path | None, series: Mapping[str, Any]) -> pl.DataFrame | None:
     """``run_id``, ``seq``, ``size``, ``time`` of the raw rows (for run quality), or None."""
+    from kit.dataset import model_selector
     from kit.runquality import read_frame
 
     if dataset is None:
         return None
     try:
-        frame = read_frame(dataset, {k: str(v) for k, v in series.items() if v is not None})
+        frame = read_frame(dataset, model_selector(series))
     except (UserError, OSError, pl.exceptions.PolarsError):
         return None
     return frame if frame.height else None
@@ -317,10 +320,12 @@ def series_samples(dataset: Path, series: Mapping[str, Any]) -> tuple[NDArray, N
 
 
 def _series_title(series: Mapping[str, Any]) -> str:
-    from kit.schema import SERIES_KEYS, UNKNOWN
+    """``campaign / probe / tcp / ... / 4 pairs / pingpong / raw``: k = 1 is not named."""
+    from kit.schema import SERIES_KEYS, UNKNOWN, pairs_label
 
-    return " / ".join(str(series[k]) for k in SERIES_KEYS
-                      if series.get(k) is not None and series.get(k) != UNKNOWN)
+    words = [pairs_label(series.get(k)) if k == "pairs" else str(series[k])
+             for k in SERIES_KEYS if series.get(k) is not None and series.get(k) != UNKNOWN]
+    return " / ".join(w for w in words if w)
 
 
 def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None = None) -> Path:
@@ -428,4 +433,14 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
     from kit.report.loggp import loggp_part
 
     loggp = loggp_part(dataset, series, breakpoints=pingpong_breaks, random_state=random_state)
-    return render(out_dir, sections, f"pt2pt report: {dataset.name}", loggp=loggp)
+    return render(out_dir, sections, f"pt2pt report: {dataset.name}", loggp=loggp,
+                  contention=contention_part(dataset, series))
+
+
+def contention_part(dataset: Path, series: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    """The contention section's groups (title, headers, formatted rows, notes); empty when no
+    series of the dataset differ only in k, and then the report has no such section."""
+    from kit import contention as ct
+
+    return [{"title": g.title, "headers": ct.headers(g), "rows": ct.table_rows(g),
+             "notes": g.notes} for g in ct.contention(dataset, series)]

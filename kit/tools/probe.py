@@ -362,6 +362,21 @@ def _apply_meta(path: Path, meta: dict[str, Any], run: ParsedRun) -> None:
     run.transport_hint = transport_from_env(run.env, run.hosts)
     run.cpus = _int_list(meta.get(META_CPUS))
     run.sockets = _int_list(meta.get(META_SOCKETS))
+    run.pair_ranks = _first_pair(meta.get("pairing"))
+    k = meta.get("pairs")
+    if run.pair_ranks is None and isinstance(k, int) and not isinstance(k, bool) and k > 1:
+        run.pair_ranks = (0, k)  # no pairing recorded: the probe's default, rank i with i + K
+
+
+def _first_pair(value: Any) -> tuple[int, int] | None:
+    """Ranks (initiator, peer) of pair 0 from the meta's ``pairing``; None when absent or
+    malformed (placement then falls back to ranks 0 and 1, right for two-rank runs)."""
+    if not isinstance(value, list) or not value:
+        return None
+    first = _int_list(value[0])
+    if len(first) != 2 or min(first) < 0 or first[0] == first[1]:
+        return None
+    return first[0], first[1]
 
 
 def _int_list(value: Any) -> list[int]:

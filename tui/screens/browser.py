@@ -53,7 +53,9 @@ def _op_cell(key: serieskey.SeriesKey) -> str:
 
 def matches(row: loading.SeriesRow, query: str) -> bool:
     """Every whitespace-separated term of ``query`` occurs in some field (case-insensitive)."""
-    hay = " ".join([*row.key.values, row.mpi]).lower()
+    # pairs as its label ("4 pairs", nothing for 1): a bare "1" would match every row
+    words = [v for k, v in row.key.as_dict().items() if k != "pairs"]
+    hay = " ".join([*words, row.key.where, row.mpi]).lower()
     return all(term in hay for term in query.lower().split())
 
 

@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label
 
 from kit.errors import UserError
+from kit.schema import pairs_short
 from tui import modelfiles, serieskey
 from tui.screens.common import Confirm, notify_error
 from tui.session import Session
@@ -39,8 +40,10 @@ class Tick(Checkbox, inherit_bindings=False):
 
 
 def default_stem(key: serieskey.SeriesKey) -> str:
-    words = (v for v in key.values if v and v not in ("raw", "unknown"))
-    return "-".join(words).replace("/", "_").replace(":", "_")
+    """The series' values joined; the pair count only beyond one (``k4``), as model files."""
+    words = (pairs_short(v) if k == "pairs" else v for k, v in key.as_dict().items())
+    return "-".join(w for w in words if w and w not in ("raw", "unknown")
+                    ).replace("/", "_").replace(":", "_")
 
 
 class ExportScreen(ModalScreen[list[Path] | None]):
