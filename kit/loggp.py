@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 from kit import dataset as ds
 from kit.baselines import group_summary
 from kit.errors import UserError
+from kit.schema import LOGGP_KEYS
 
 #: Ops feeding each LogGP piece; the first present wins.
 SOURCES = {"send": ("send",), "recv": ("recv",), "gap": ("stream", "gap"),
@@ -73,23 +74,26 @@ def _line(x: NDArray, y: NDArray) -> tuple[float, float]:
 
 def read_ops(dataset: str | Path, series: dict[str, str],
              used: dict[str, str] | None = None) -> dict[str, tuple[NDArray, NDArray]]:
-    """(size, time) per LogGP source op of the selected campaign/transport/tool; ``used``
+    """(size, time) per LogGP source op of the selected group (LOGGP_KEYS); ``used``
     (if given) receives the op and stat each piece was read from, e.g. ``stream (raw)``."""
     lf = ds.scan(dataset).filter(~pl.col("warmup") & (pl.col("time") > 0))
     for k, v in series.items():
         lf = lf.filter(pl.col(k).cast(pl.String) == v)
     frame = (lf.select(pl.col("op").cast(pl.String), pl.col("stat").cast(pl.String),
                        pl.col("size").cast(pl.Float64), "time",
-                       *[pl.col(k).cast(pl.String) for k in ("campaign", "transport", "tool")])
+                       *[pl.col(k).cast(pl.String) for k in LOGGP_KEYS])
              .collect())
-    keys = frame.select("campaign", "transport", "tool").unique()
+    keys = frame.select(LOGGP_KEYS).unique()
     if keys.height == 0:
         raise UserError(f"no rows match {series or 'the dataset'}", where=str(dataset),
                         hint="list the series with 'pt2pt datasets'")
     if keys.height > 1:
         listing = "; ".join(",".join(f"{k}={r[k]}" for k in r) for r in keys.iter_rows(named=True))
-        raise UserError(f"{keys.height} campaign/transport/tool combinations match: {listing}",
-                        where="--series", hint="pick one with --series campaign=..,transport=..")
+        raise UserError(f"{keys.height} groups of series match ({', '.join(LOGGP_KEYS)}): "
+                        f"{listing}", where="--series",
+                        hint="pick one with --series, e.g. campaign=..,transport=..,"
+                             "placement=inter-node (LogGP never pools placements, host pairs "
+                             "or numbers of pairs)")
     out: dict[str, tuple[NDArray, NDArray]] = {}
     for piece, ops in SOURCES.items():
         for op in ops:

@@ -105,6 +105,10 @@ def pairs_short(value: object) -> str:
     return "" if k == 1 else f"k{k}"
 
 
+#: What one LogGP estimate pools: every series key but op and stat (its ops are the inputs:
+#: pingpong, send, recv, stream), so placements, host pairs and k are never mixed.
+LOGGP_KEYS: tuple[str, ...] = tuple(k for k in SERIES_KEYS if k not in ("op", "stat"))
+
 #: Columns of SAMPLES_SCHEMA that are per run and kept in the runs table, not the part files.
 RUN_LEVEL_COLUMNS: tuple[str, ...] = ("placement", "host_pair")
 

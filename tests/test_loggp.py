@@ -124,3 +124,47 @@ def test_real_stream_series_is_fitted_and_feeds_loggp(probe_bin: Path, tmp_path:
         assert r[p]["value"] is None and "needs" in r[p]["why"]
         assert f"{p} " in printed and "not estimated" in printed
     assert only["loggopsim"]["L"] is None and only["loggopsim"]["g"] > 0
+
+
+def _classic_run(folder: Path, hosts: list[str], latency: float, seed: int) -> None:
+    """A two-rank probe run of pingpong, send, recv and stream on ``hosts``: times from a
+    LogGP truth whose latency part is ``latency`` (seconds)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    lines = ["seq,op,size,count,time,call,warmup"]
+    ops = ("pingpong", "send", "recv", "stream")
+    for i in range(1200):
+        op = ops[i % 4]
+        size = int(np.exp(rng.uniform(0, np.log(2**20))))
+        base = {"pingpong": latency + size / 1e9, "send": 1e-6 + size / 8e9,
+                "recv": 1.2e-6 + size / 8e9, "stream": 2e-6 + size / 1e9}[op]
+        count = 16 if op == "stream" else 1
+        t = base * rng.lognormal(0, 0.05) * (2 if op == "pingpong" else count)
+        lines.append(f"{i},{op},{size},{count},{t:.9e},,0")
+    (folder / "r.samples.csv").write_text("\n".join(lines) + "\n")
+    (folder / "r.meta.json").write_text(json.dumps({
+        "probe_version": "test", "mpi_version": "test", "hosts": hosts, "ops": list(ops),
+        "env": {}, "complete": True, "samples_written": 1200}))
+
+
+def test_loggp_never_pools_placements(tmp_path: Path) -> None:
+    """Intra- and inter-node runs of one campaign are two LogGP tables (issue 14: a series'
+    identity includes its placement), and a selector that matches both says so."""
+    from kit.errors import UserError
+    from kit.ingest import ingest
+    from kit.report.loggp import loggp_part
+
+    _classic_run(tmp_path / "in" / "intra", ["n1", "n1"], 2e-6, 1)
+    _classic_run(tmp_path / "in" / "inter", ["n1", "n2"], 20e-6, 2)
+    assert ingest([tmp_path / "in"], tmp_path / "ds", campaign="c", transport="tcp").ok
+    with pytest.raises(UserError, match="placement=inter-node"):
+        loggp(tmp_path / "ds", {"campaign": "c"}, n_boot=20)
+    blocks, notes = loggp_part(tmp_path / "ds", {"campaign": "c"})
+    assert not notes
+    titles = sorted(b.title for b in blocks)
+    assert titles == ["c / tcp / probe, inter-node n1:n2", "c / tcp / probe, intra-node n1:n1"]
+    lat = {}
+    for place in ("intra-node", "inter-node"):
+        res = loggp(tmp_path / "ds", {"campaign": "c", "placement": place}, n_boot=20)
+        lat[place] = res["regimes"][0]["T1"]["value"]
+    assert lat["inter-node"] > 5 * lat["intra-node"]

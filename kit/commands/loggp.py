@@ -15,12 +15,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "loggp", help="LogGP parameters (L, o_s, o_r, g, G) of one campaign, with intervals",
         description="Derive LogGP parameters per size range from the pingpong, send, recv and "
-        "stream series of one campaign/transport/tool (or logp_mpi / Netgauge rows), with "
-        "bootstrap intervals. Prints a table; --json writes a file LogGOPSim-style "
+        "stream series of one campaign/transport/tool/placement/host pair/k (or logp_mpi / "
+        "Netgauge rows), with bootstrap intervals; intra- and inter-node ops are never "
+        "pooled. Prints a table; --json writes a file LogGOPSim-style "
         "simulators can read (see docs/architecture.md 'LogGP').")
     p.add_argument("dataset", type=Path, metavar="DATASET", help="dataset folder")
     p.add_argument("--series", metavar="KEY=V,...",
-                   help="select the campaign/transport/tool: campaign=..,transport=..,tool=..")
+                   help="select one group: campaign=..,transport=..,tool=..,placement=..")
     p.add_argument("--breakpoints", metavar="B1,B2,..",
                    help="size ranges (bytes); default: the pingpong series' regimes")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the parameters as JSON")

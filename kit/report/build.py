@@ -27,6 +27,7 @@ from kit.errors import ModelError, UserError
 from kit.paths import PACKAGE_DIR
 from kit.progress import track
 from kit.report.summary import TERMS, summarise
+from kit.schema import LOGGP_KEYS
 
 TEMPLATE_DIR = PACKAGE_DIR / "templates" / "report"
 
@@ -372,9 +373,8 @@ def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None =
 
         group = {k: str(series[k]) for k in GROUP_KEYS if series.get(k) is not None}
         bps = None
-        if series.get("op") == "pingpong" and len(group) == 3:  # reuse the model's ranges
-            bps = {(group["campaign"], group["transport"], group["tool"]):
-                   list(model.breakpoints_)}
+        if series.get("op") == "pingpong" and len(group) == len(GROUP_KEYS):  # model's ranges
+            bps = {tuple(group[k] for k in GROUP_KEYS): list(model.breakpoints_)}
         loggp = loggp_part(Path(ds_path), group, breakpoints=bps)
     return render(out_dir, [section], f"pt2pt report: {title}", loggp=loggp)
 
@@ -399,7 +399,7 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
                         "or check the dataset path")
     out_dir.mkdir(parents=True, exist_ok=True)
     sections = []
-    pingpong_breaks: dict[tuple[str, str, str], list[float]] = {}  # LogGP's size ranges
+    pingpong_breaks: dict[tuple[str, ...], list[float]] = {}  # LogGP's size ranges
     # A bar on a terminal: each series is fitted and validated here (minutes for many).
     for row in track(table.iter_rows(named=True), "report", table.height,
                      lambda r: _series_title({k: r[k] for k in SERIES_KEYS})):
@@ -427,8 +427,8 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
             section.notes.insert(0, aggregate_note(str(sel.get("stat")),
                                                    fitted.provenance.get("reported_noise")))
         elif sel.get("op") == "pingpong":
-            pingpong_breaks.setdefault((str(sel["campaign"]), str(sel["transport"]),
-                                        str(sel["tool"])), list(model.breakpoints_))
+            pingpong_breaks.setdefault(tuple(str(sel.get(k)) for k in LOGGP_KEYS),
+                                       list(model.breakpoints_))
         sections.append(section)
     from kit.report.loggp import loggp_part
 

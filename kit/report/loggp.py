@@ -1,4 +1,5 @@
-"""The report's LogGP part: one table per campaign/transport/tool that measured the ops for it.
+"""The report's LogGP part: one table per campaign/transport/tool/placement/pair/k that measured
+the ops for it.
 
 LogGP is a property of a campaign (its pingpong, send, recv and stream series together), not
 of one series, so it sits beside the per-series sections. Each table shows the parameters of
@@ -18,15 +19,18 @@ from typing import Any
 import polars as pl
 
 from kit.errors import UserError
+from kit.schema import LOGGP_KEYS, pairs_label
 
 #: Ops that make a LogGP table worth showing (pingpong alone gives only T1).
 EXTRA_OPS = ("send", "recv", "stream", "gap", "latency")
-GROUP_KEYS = ("campaign", "transport", "tool")
+#: What makes one LogGP table: the series keys but op and stat (the ops are its inputs). Each
+#: placement, host pair and k gets its own table: intra- and inter-node ops are never pooled.
+GROUP_KEYS = LOGGP_KEYS
 
 
 @dataclass
 class LogGPBlock:
-    """One campaign/transport/tool's LogGP table as the template shows it."""
+    """One group's (GROUP_KEYS) LogGP table as the template shows it."""
 
     title: str
     slug: str
@@ -38,7 +42,7 @@ class LogGPBlock:
 
 
 def _groups(dataset: Path, series: Mapping[str, str] | None) -> pl.DataFrame:
-    """campaign/transport/tool with the list of ops each measured (warm-up excluded)."""
+    """One row per GROUP_KEYS value with the list of ops it measured (warm-up excluded)."""
     from kit import dataset as ds
 
     lf = ds.scan(dataset).filter(~pl.col("warmup").fill_null(False))
@@ -48,6 +52,14 @@ def _groups(dataset: Path, series: Mapping[str, str] | None) -> pl.DataFrame:
     return (lf.group_by([pl.col(k).cast(pl.String) for k in GROUP_KEYS])
             .agg(ops=pl.col("op").cast(pl.String).unique().sort())
             .sort(list(GROUP_KEYS)).collect())
+
+
+def group_title(row: Mapping[str, Any]) -> str:
+    """``campaign / transport / tool, inter-node n1:n2[, 4 pairs]``: what the table pools."""
+    where = " ".join(str(row[k]) for k in ("placement", "host_pair") if row.get(k))
+    return ", ".join(part for part in (
+        " / ".join(str(row[k]) for k in ("campaign", "transport", "tool")), where,
+        pairs_label(row.get("pairs"))) if part)
 
 
 def _fmt(iv: Mapping[str, Any], unit: str) -> dict[str, str]:
@@ -103,12 +115,12 @@ def block_from_result(title: str, result: Mapping[str, Any]) -> LogGPBlock:
 
 
 def loggp_part(dataset: Path, series: Mapping[str, str] | None = None, *,
-               breakpoints: Mapping[tuple[str, str, str], list[float]] | None = None,
+               breakpoints: Mapping[tuple[str, ...], list[float]] | None = None,
                random_state: int = 0) -> tuple[list[LogGPBlock], list[str]]:
     """LogGP tables of the campaigns in ``dataset`` (those matching ``series``), and
     one sentence per campaign without them (what is missing and how to measure it).
 
-    ``breakpoints`` (per campaign/transport/tool) reuses the size ranges the report already
+    ``breakpoints`` (per GROUP_KEYS value tuple) reuses the size ranges the report already
     found on the pingpong series; otherwise :func:`kit.loggp.loggp` finds them.
     """
     from kit.loggp import loggp
@@ -120,8 +132,8 @@ def loggp_part(dataset: Path, series: Mapping[str, str] | None = None, *,
     except (UserError, OSError, pl.exceptions.PolarsError) as err:
         return [], [f"LogGP not estimated: the dataset could not be read ({err})."]
     for row in groups.iter_rows(named=True):
-        key = (row["campaign"], row["transport"], row["tool"])
-        title = " / ".join(key)
+        key = tuple(str(row[k]) for k in GROUP_KEYS)
+        title = group_title(row)
         ops = set(row["ops"] or [])
         if not ops & set(EXTRA_OPS):
             notes.append(f"{title}: LogGP not estimated: only {', '.join(sorted(ops))} was "
