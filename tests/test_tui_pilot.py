@@ -124,7 +124,9 @@ async def test_move_breakpoint_and_refit_changes_the_model(synthetic_dataset: Pa
         await pilot.press(*["right"] * (i + 1))  # select the breakpoint near 64 KiB
         assert screen.sel_bp == i
         await pilot.press("H", "H")  # two half-octave steps down
-        assert state.edited
+        # The edit held (the screen's own refit, 0.6 s after the last key, may already have
+        # landed on a slow machine and cleared ``edited``: check the breakpoint instead).
+        assert state.breakpoints[i] == pytest.approx(found[i] / 2, rel=0.02)
         await pilot.press("r")
         await settle(pilot)
 
