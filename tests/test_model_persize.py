@@ -140,27 +140,6 @@ def test_one_wild_repetition_is_not_memorised():
     assert p95 < 1.3 * _truth_curve(np.array([grid[30]]))[0]
 
 
-def test_a_stall_in_a_size_seen_twice_is_not_memorised():
-    """A busy machine's log-uniform run: small sizes repeat by chance (2-6 times), 5 % of
-    samples are stalls of x10-x1000, too many for the outlier flags. A size seen twice, one
-    of them stalled, keeps its neighbours' prediction (the median of two is their mean)."""
-    rng = np.random.default_rng(7)
-    s = np.floor(np.exp(rng.uniform(0, np.log(4e6), 3000)))
-    t = _truth_curve(s) * rng.lognormal(0, 0.05, len(s))
-    stall = rng.random(len(s)) < 0.05
-    t[stall] *= np.exp(rng.uniform(np.log(10), np.log(1000), stall.sum()))
-    sizes, counts = np.unique(s, return_counts=True)
-    twice = [z for z, c in zip(sizes, counts, strict=True) if c == 2 and 4 <= z <= 60]
-    assert twice, "the draw has no small size seen twice"
-    for z in twice:
-        i = np.flatnonzero(s == z)
-        t[i] = _truth_curve(s[i]) * np.array([1.0, 1000.0])
-    model = RegimeModel().fit(s, t)
-    for z in twice:
-        got, near = model.predict([z, z + 0.5])
-        assert abs(got / near - 1) < 0.1, (z, got, near)
-
-
 def test_cap_reached_says_when_max_regimes_decided():
     s, t, _, _ = _per_size_data()
     assert not RegimeModel().fit(s, t).cap_reached_  # two regimes, cap 6

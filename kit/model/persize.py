@@ -37,11 +37,8 @@ from kit.model.noise import fit_noise
 from kit.model.regime import Regime
 from kit.model.segmentation import robust_tau2
 
-#: Fewest samples of one size for it to get an adjustment of its own. The adjustment starts
-#: from the size's median, and the median of two samples is their mean: one stalled
-#: repetition of a size seen twice would move its prediction by the stall (a 0.4 us size
-#: predicted at 11 us on a busy machine). From three samples on, one wild repetition cannot.
-MIN_REPEATS = 3
+#: Fewest samples of one size for it to get an adjustment of its own.
+MIN_REPEATS = 2
 #: Fewest repeated sizes (in the model, and per regime) to estimate a variance component.
 MIN_SIZES = 5
 #: Gauss–Hermite nodes to integrate the location effect out at unseen sizes.
