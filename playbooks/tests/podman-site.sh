@@ -87,7 +87,7 @@ if ! P image exists "$IMAGE"; then
   say "building $IMAGE with debootstrap from $mirror (a few minutes)"
   debootstrap --variant=minbase --include="$PKGS" bookworm "$WORK/rootfs" "$mirror" >"$WORK/debootstrap.log" 2>&1 ||
     { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed"; }
-  tar -C "$WORK/rootfs" -c . | P import - "$IMAGE" >/dev/null
+  tar -C "$WORK/rootfs" -c . | P import -q - "$IMAGE" >/dev/null
   rm -rf "$WORK/rootfs"
 fi
 
@@ -192,7 +192,8 @@ P exec "pt2pt-site-login-$TAG" pt2pt --version
 P exec -w /tmp "pt2pt-site-compute-$TAG" "${MPIRUN[@]}" "$VIEW/bin/pt2pt-probe" --op pingpong \
   --sizes list:0,1K,64K --samples 20 --warmup 5 --seed 3 --output /tmp/pp >/dev/null
 rows=$(P exec "pt2pt-site-compute-$TAG" sh -c 'wc -l < /tmp/pp.samples.csv')
-say "probe on compute: /tmp/pp.samples.csv has $rows lines"
+[ "$rows" -ge 61 ] || die "the probe wrote $rows lines, expected a header and 65 samples"
+say "probe on compute: /tmp/pp.samples.csv has $rows lines (header + 5 warm-up + 3 x 20)"
 P exec "pt2pt-site-compute-$TAG" cat /etc/pt2pt/site.yaml >&2
 P exec -w /tmp "pt2pt-site-login-$TAG" sh -c "printf '%s\n' \
   'set_min_repetitions(8)' 'set_max_repetitions(16)' 'set_max_relative_standard_error(0.03)' \
@@ -202,7 +203,9 @@ P exec -w /tmp "pt2pt-site-login-$TAG" sh -c "printf '%s\n' \
   '      measure comm_pt2pt : Pingpong_Send_Recv(count, MPI_INT, 0, 1)' \
   '   od' 'end measurement' > small.ski"
 P exec -w /tmp "pt2pt-site-login-$TAG" "${MPIRUN[@]}" "$VIEW/bin/skampi" -i small.ski -o small.sko >/dev/null
-P exec "pt2pt-site-login-$TAG" head -3 /tmp/small.sko >&2
+rows=$(P exec "pt2pt-site-login-$TAG" grep -c '^count=' /tmp/small.sko)
+[ "$rows" -ge 6 ] || die "SKaMPI wrote $rows result rows, expected 6"
+say "SKaMPI on login: $(P exec "pt2pt-site-login-$TAG" head -1 /tmp/small.sko), $rows Pingpong_Send_Recv rows"
 # The kit's recipes as Spack's own CI audits builtin ones, with the Spack just deployed.
 P exec "pt2pt-site-login-$TAG" bash -c '. /apps/spack/spack-env.sh &&
   spack -e /apps/pt2pt-kit/current audit packages pt2pt.pt2pt-probe pt2pt.skampi &&
