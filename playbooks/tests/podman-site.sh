@@ -2,24 +2,34 @@
 # site.yml for real on two podman containers, offline, twice (the second run must change nothing).
 #
 #   PT2PT_SPACK_ROOT=/path/to/spack PT2PT_SPACK_PACKAGES=/path/to/spack-packages \
-#   PT2PT_SPACK_MIRROR=/path/to/source-mirror  playbooks/tests/podman-site.sh
+#   PT2PT_SPACK_MIRROR=/path/to/source-mirror  [PT2PT_OSU_SRC=/path/to/osu-copy]  playbooks/tests/podman-site.sh
 #
 # What it does (root, podman; see playbooks/README.md "site.yml on two podman containers"):
 #  1. a Debian 12 image with the build tools and Open MPI, made with debootstrap from the
 #     mirror the host's apt uses (no container registry needed), kept as $PT2PT_PODMAN_IMAGE;
 #  2. an offline bundle: tarballs of the given Spack and spack-packages trees, the source
 #     mirror, and a wheelhouse (clingo, setuptools, the kit's dependencies) made with the
-#     host's pip unless PT2PT_WHEELHOUSE names one;
+#     host's pip unless PT2PT_WHEELHOUSE names one; with PT2PT_OSU_SRC, an OSU Micro-Benchmarks
+#     tarball added to (the bundle's copy of) the mirror, laid out as `spack mirror create` does;
 #  3. two containers, `login` and `compute`, without network, sharing /apps (the "shared
 #     filesystem") and seeing the bundle read-only at /srv/pt2pt-offline;
 #  4. an inventory with ansible_connection containers.podman.podman, then site.yml twice;
 #     fails unless both runs have failed=0 and the second has changed=0 on both hosts;
-#  5. the probe (2 ranks, from the Spack view on /apps) on compute, SKaMPI on login,
+#  5. the probe (2 ranks, from the Spack view on /apps) on compute, osu_latency (2 ranks) on
+#     compute when OSU was installed, SKaMPI on login,
 #     `pt2pt --version` on login, `spack audit packages` of the kit's recipes on login;
 #  6. removes the two containers it created (by ID) and its work directory
 #     (PT2PT_PODMAN_KEEP=1 keeps both for a look).
 #
 # Without PT2PT_SPACK_ROOT it prints why and exits 0 (nothing to do): CI has no Spack copy.
+# PT2PT_OSU_SRC (optional) is a public copy of the OSU Micro-Benchmarks source, whose release
+# tarball (mvapich.cse.ohio-state.edu) may be out of reach: a git repository (bare or not,
+# archived at PT2PT_OSU_REV, default HEAD), a source directory, or a release .tar.gz. Its version
+# (AC_INIT in configure.ac, or PT2PT_OSU_VERSION) must be one the builtin recipe lists; it is
+# required in the site's packages.yaml (`require: "@=<version>"`) and installed with the probe
+# and SKaMPI. A copy without a generated `configure` is autoreconf'd on the host first. The
+# archive is not the release's, so its checksum differs: it needs --no-checksum (the default
+# here, PT2PT_SPACK_NO_CHECKSUM=1). Unset: OSU is concretized but not installed.
 # Needs the containers.podman collection (ansible-galaxy collection install containers.podman,
 # or ANSIBLE_COLLECTIONS_PATH pointing at a copy, e.g. from the `ansible` wheel on PyPI).
 set -euo pipefail
@@ -111,6 +121,46 @@ else
     "clingo==5.8.3" "setuptools==80.9.0" wheel "${deps[@]}"
 fi
 
+# The OSU tarball, as `spack mirror create` lays it out: <mirror>/<package>/<package>-<version>.tar.gz
+# with one top directory. Spack's AutotoolsPackage runs the shipped `configure` (no autoreconf
+# unless the recipe asks), so the builtin recipe is used unchanged.
+OSU_VERSION=""
+if [ -n "${PT2PT_OSU_SRC:-}" ]; then
+  osu_src=$WORK/osu-src
+  mkdir -p "$osu_src/tree"
+  if [ -f "$PT2PT_OSU_SRC" ]; then
+    tar -C "$osu_src/tree" --strip-components=1 -xzf "$PT2PT_OSU_SRC"
+  elif git -C "$PT2PT_OSU_SRC" rev-parse --git-dir >/dev/null 2>&1; then
+    osu_rev=$(git -C "$PT2PT_OSU_SRC" rev-parse --verify "${PT2PT_OSU_REV:-HEAD}^{commit}") ||
+      die "no commit ${PT2PT_OSU_REV:-HEAD} in $PT2PT_OSU_SRC (PT2PT_OSU_REV)"
+    git -C "$PT2PT_OSU_SRC" archive "$osu_rev" | tar -C "$osu_src/tree" -x
+  elif [ -d "$PT2PT_OSU_SRC" ]; then
+    cp -a "$PT2PT_OSU_SRC/." "$osu_src/tree"
+  else
+    die "$PT2PT_OSU_SRC is neither a tarball, a git repository nor a directory (PT2PT_OSU_SRC)"
+  fi
+  OSU_VERSION=${PT2PT_OSU_VERSION:-$(sed -nE 's/^AC_INIT\(\[[^]]*\], *\[([^]]+)\].*/\1/p' "$osu_src/tree/configure.ac" 2>/dev/null | head -1)}
+  [ -n "$OSU_VERSION" ] || die "no AC_INIT version in $PT2PT_OSU_SRC/configure.ac: set PT2PT_OSU_VERSION"
+  osu_recipe=$PACKAGES_DIR/repos/spack_repo/builtin/packages/osu_micro_benchmarks/package.py
+  grep -qE "version\(\s*\"$OSU_VERSION\"" "$osu_recipe" ||
+    die "OSU $OSU_VERSION is not a version of $osu_recipe"
+  if [ ! -x "$osu_src/tree/configure" ]; then
+    command -v autoreconf >/dev/null || die "$PT2PT_OSU_SRC has no configure: apt-get install autoconf automake libtool"
+    say "OSU $OSU_VERSION: no configure in the copy, running autoreconf -fi"
+    ( cd "$osu_src/tree" && autoreconf -fi ) >"$osu_src/autoreconf.log" 2>&1 ||
+      { tail -20 "$osu_src/autoreconf.log" >&2; die "autoreconf failed"; }
+  fi
+  mv "$osu_src/tree" "$osu_src/osu-micro-benchmarks-$OSU_VERSION"
+  mkdir -p "$OFFLINE/spack-mirror/osu-micro-benchmarks"
+  osu_tgz=$OFFLINE/spack-mirror/osu-micro-benchmarks/osu-micro-benchmarks-$OSU_VERSION.tar.gz
+  tar -C "$osu_src" -czf "$osu_tgz" "osu-micro-benchmarks-$OSU_VERSION"
+  rm -rf "$osu_src"
+  say "OSU $OSU_VERSION from $PT2PT_OSU_SRC${osu_rev:+ at $osu_rev}: mirror osu-micro-benchmarks/$(basename "$osu_tgz"), sha256 $(sha256sum "$osu_tgz" | cut -c1-16)... (not the release's: --no-checksum)"
+  [ "$NO_CHECKSUM" = 1 ] || say "warning: PT2PT_SPACK_NO_CHECKSUM=0, Spack will refuse the OSU archive (checksum)"
+else
+  say "OSU: PT2PT_OSU_SRC is not set (an OSU Micro-Benchmarks source copy): OSU is concretized, not installed"
+fi
+
 # 3. Two containers, no network, /apps shared.
 for node in login compute; do
   id=$(P run -d --name "pt2pt-site-$node-$TAG" --hostname "$node" --network none \
@@ -146,9 +196,10 @@ all:
       autoconf: {externals: [{spec: autoconf@2.71, prefix: /usr}]}
       automake: {externals: [{spec: automake@1.16.5, prefix: /usr}]}
       libtool: {externals: [{spec: libtool@2.4.7, prefix: /usr}]}
-      m4: {externals: [{spec: m4@1.4.19, prefix: /usr}]}
+      m4: {externals: [{spec: m4@1.4.19, prefix: /usr}]}$( [ -n "$OSU_VERSION" ] && printf '\n      osu-micro-benchmarks: {require: "@=%s"}' "$OSU_VERSION")
     pt2pt_env_prefix: /apps/pt2pt-kit
-    pt2pt_env_install_specs: [pt2pt-probe, skampi]   # OSU's release tarball is not in the mirror
+    pt2pt_env_install_specs: $( [ -n "$OSU_VERSION" ] && echo '[pt2pt-probe, skampi, osu-micro-benchmarks]' ||
+                                echo '[pt2pt-probe, skampi]   # no OSU source in the mirror' )
     pt2pt_env_install_args: $( [ "$NO_CHECKSUM" = 1 ] && echo '[--no-checksum]' || echo '[]' )
     pt2pt_kit_pip_extra_args: [--no-index, --find-links, /srv/pt2pt-offline/wheels]
   children:
@@ -195,6 +246,17 @@ rows=$(P exec "pt2pt-site-compute-$TAG" sh -c 'wc -l < /tmp/pp.samples.csv')
 [ "$rows" -ge 61 ] || die "the probe wrote $rows lines, expected a header and 65 samples"
 say "probe on compute: /tmp/pp.samples.csv has $rows lines (header + 5 warm-up + 3 x 20)"
 P exec "pt2pt-site-compute-$TAG" cat /etc/pt2pt/site.yaml >&2
+if [ -n "$OSU_VERSION" ]; then
+  # OSU 7.4's make install flattens c/mpi/pt2pt/standard/ into libexec/.../mpi/pt2pt/; 7.5 keeps it.
+  osu_latency=$(P exec "pt2pt-site-compute-$TAG" sh -c "ls $VIEW/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency \
+    $VIEW/libexec/osu-micro-benchmarks/mpi/pt2pt/standard/osu_latency 2>/dev/null | head -1")
+  [ -n "$osu_latency" ] || die "no osu_latency under $VIEW/libexec/osu-micro-benchmarks on compute"
+  P exec -w /tmp "pt2pt-site-compute-$TAG" "${MPIRUN[@]}" "$osu_latency" -m 1:1024 >"$WORK/osu_latency.out"
+  sed 's/^/  /' "$WORK/osu_latency.out" >&2
+  rows=$(grep -cE '^[0-9]+[[:space:]]+[0-9.]+' "$WORK/osu_latency.out" || true)
+  [ "$rows" -ge 11 ] || die "osu_latency printed $rows rows, expected 11 (1 B .. 1 KiB)"
+  say "OSU $OSU_VERSION on compute: $osu_latency, $rows rows (1 B .. 1 KiB)"
+fi
 P exec -w /tmp "pt2pt-site-login-$TAG" sh -c "printf '%s\n' \
   'set_min_repetitions(8)' 'set_max_repetitions(16)' 'set_max_relative_standard_error(0.03)' \
   'set_skampi_buffer(16kb)' 'comm_pt2pt = comm2_max_latency_with_root()' \
