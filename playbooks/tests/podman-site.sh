@@ -121,9 +121,12 @@ else
     "clingo==5.8.3" "setuptools==80.9.0" wheel "${deps[@]}"
 fi
 
-# The OSU tarball, as `spack mirror create` lays it out: <mirror>/<package>/<package>-<version>.tar.gz
-# with one top directory. Spack's AutotoolsPackage runs the shipped `configure` (no autoreconf
-# unless the recipe asks), so the builtin recipe is used unchanged.
+# The OSU tarball, as `spack mirror create` lays it out: stored as
+# _source-cache/archive/<sha256[:2]>/<sha256>.tar.gz under the checksum the recipe gives for that
+# version (the only path Spack 1.x fetches a checksummed version from; the archive is not those
+# bytes, hence --no-checksum), and linked from <package>/<package>-<version>.tar.gz. One top
+# directory. Spack's AutotoolsPackage runs the shipped `configure` (no autoreconf unless the
+# recipe asks), so the builtin recipe is used unchanged.
 OSU_VERSION=""
 if [ -n "${PT2PT_OSU_SRC:-}" ]; then
   osu_src=$WORK/osu-src
@@ -142,8 +145,8 @@ if [ -n "${PT2PT_OSU_SRC:-}" ]; then
   OSU_VERSION=${PT2PT_OSU_VERSION:-$(sed -nE 's/^AC_INIT\(\[[^]]*\], *\[([^]]+)\].*/\1/p' "$osu_src/tree/configure.ac" 2>/dev/null | head -1)}
   [ -n "$OSU_VERSION" ] || die "no AC_INIT version in $PT2PT_OSU_SRC/configure.ac: set PT2PT_OSU_VERSION"
   osu_recipe=$PACKAGES_DIR/repos/spack_repo/builtin/packages/osu_micro_benchmarks/package.py
-  grep -qE "version\(\s*\"$OSU_VERSION\"" "$osu_recipe" ||
-    die "OSU $OSU_VERSION is not a version of $osu_recipe"
+  osu_sha=$(sed -nE "s/^ *version\(\"$OSU_VERSION\", *sha256=\"([0-9a-f]{64})\".*/\1/p" "$osu_recipe" | head -1)
+  [ -n "$osu_sha" ] || die "OSU $OSU_VERSION is not a version of $osu_recipe (with its sha256 on the same line)"
   if [ ! -x "$osu_src/tree/configure" ]; then
     command -v autoreconf >/dev/null || die "$PT2PT_OSU_SRC has no configure: apt-get install autoconf automake libtool"
     say "OSU $OSU_VERSION: no configure in the copy, running autoreconf -fi"
@@ -151,11 +154,12 @@ if [ -n "${PT2PT_OSU_SRC:-}" ]; then
       { tail -20 "$osu_src/autoreconf.log" >&2; die "autoreconf failed"; }
   fi
   mv "$osu_src/tree" "$osu_src/osu-micro-benchmarks-$OSU_VERSION"
-  mkdir -p "$OFFLINE/spack-mirror/osu-micro-benchmarks"
-  osu_tgz=$OFFLINE/spack-mirror/osu-micro-benchmarks/osu-micro-benchmarks-$OSU_VERSION.tar.gz
-  tar -C "$osu_src" -czf "$osu_tgz" "osu-micro-benchmarks-$OSU_VERSION"
+  osu_store=_source-cache/archive/${osu_sha:0:2}/$osu_sha.tar.gz
+  mkdir -p "$OFFLINE/spack-mirror/$(dirname "$osu_store")" "$OFFLINE/spack-mirror/osu-micro-benchmarks"
+  tar -C "$osu_src" -czf "$OFFLINE/spack-mirror/$osu_store" "osu-micro-benchmarks-$OSU_VERSION"
+  ln -sfn "../$osu_store" "$OFFLINE/spack-mirror/osu-micro-benchmarks/osu-micro-benchmarks-$OSU_VERSION.tar.gz"
   rm -rf "$osu_src"
-  say "OSU $OSU_VERSION from $PT2PT_OSU_SRC${osu_rev:+ at $osu_rev}: mirror osu-micro-benchmarks/$(basename "$osu_tgz"), sha256 $(sha256sum "$osu_tgz" | cut -c1-16)... (not the release's: --no-checksum)"
+  say "OSU $OSU_VERSION from $PT2PT_OSU_SRC${osu_rev:+ at $osu_rev}: mirror $osu_store (the recipe's checksum), sha256 of the archive $(sha256sum "$OFFLINE/spack-mirror/$osu_store" | cut -c1-16)... (not the release's: --no-checksum)"
   [ "$NO_CHECKSUM" = 1 ] || say "warning: PT2PT_SPACK_NO_CHECKSUM=0, Spack will refuse the OSU archive (checksum)"
 else
   say "OSU: PT2PT_OSU_SRC is not set (an OSU Micro-Benchmarks source copy): OSU is concretized, not installed"
