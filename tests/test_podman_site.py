@@ -2,7 +2,8 @@
 
 Opt-in: runs only when PT2PT_SPACK_ROOT names a Spack source tree (plus PT2PT_SPACK_PACKAGES
 and PT2PT_SPACK_MIRROR, see playbooks/tests/podman-site.sh); otherwise it skips at once, so
-`make test` without Spack (CI) is not slowed down. Takes about 5 minutes when it runs.
+`make test` without Spack (CI) is not slowed down. Takes about 5 minutes when it runs (8 with
+PT2PT_OSU_SRC, which adds OSU Micro-Benchmarks to the mirror, the install and the checks).
 """
 
 from __future__ import annotations
