@@ -149,12 +149,20 @@ def test_liveness_without_access_to_proc_exe_uses_argv0(
     try:
         pidfile = tmp_path / "d.pid"
         pidfile.write_text(f"{proc.pid}\n")
+        # The child's own argv in /proc (not yet the parent's, on a loaded machine) before
+        # judging liveness by it.
+        cmdline = Path(f"/proc/{proc.pid}/cmdline")
+        deadline = time.monotonic() + 30
+        while b"pt2pt-marker" not in cmdline.read_bytes() and time.monotonic() < deadline:
+            assert proc.poll() is None, f"the sleeping child exited with {proc.returncode}"
+            time.sleep(0.05)
+        seen = (cmdline.read_bytes(), Path(f"/proc/{proc.pid}/stat").read_text())
 
         def denied(path: str) -> str:
             raise PermissionError(13, "Permission denied", path)
 
         monkeypatch.setattr(localcluster.os, "readlink", denied)
-        assert localcluster._alive(str(pidfile), exe, "pt2pt-marker")
+        assert localcluster._alive(str(pidfile), exe, "pt2pt-marker"), (exe, seen)
         assert not localcluster._alive(str(pidfile), "/usr/sbin/slurmd", "pt2pt-marker")
         assert not localcluster._alive(str(pidfile), exe, "another-conf")
     finally:
