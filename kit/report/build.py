@@ -27,7 +27,6 @@ from kit.errors import ModelError, UserError
 from kit.paths import PACKAGE_DIR
 from kit.progress import track
 from kit.report.summary import TERMS, summarise
-from kit.schema import LOGGP_KEYS
 
 TEMPLATE_DIR = PACKAGE_DIR / "templates" / "report"
 
@@ -369,12 +368,12 @@ def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None =
     section.notes[:0] = notes
     loggp = None
     if ds_path is not None and series:
-        from kit.report.loggp import GROUP_KEYS, loggp_part
+        from kit.report.loggp import GROUP_KEYS, group_key, loggp_part
 
         group = {k: str(series[k]) for k in GROUP_KEYS if series.get(k) is not None}
         bps = None
         if series.get("op") == "pingpong" and len(group) == len(GROUP_KEYS):  # model's ranges
-            bps = {tuple(group[k] for k in GROUP_KEYS): list(model.breakpoints_)}
+            bps = {group_key(group): list(model.breakpoints_)}
         loggp = loggp_part(Path(ds_path), group, breakpoints=bps)
     return render(out_dir, [section], f"pt2pt report: {title}", loggp=loggp)
 
@@ -399,6 +398,8 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
                         "or check the dataset path")
     out_dir.mkdir(parents=True, exist_ok=True)
     sections = []
+    from kit.report.loggp import group_key, loggp_part
+
     pingpong_breaks: dict[tuple[str, ...], list[float]] = {}  # LogGP's size ranges
     # A bar on a terminal: each series is fitted and validated here (minutes for many).
     for row in track(table.iter_rows(named=True), "report", table.height,
@@ -427,11 +428,8 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
             section.notes.insert(0, aggregate_note(str(sel.get("stat")),
                                                    fitted.provenance.get("reported_noise")))
         elif sel.get("op") == "pingpong":
-            pingpong_breaks.setdefault(tuple(str(sel.get(k)) for k in LOGGP_KEYS),
-                                       list(model.breakpoints_))
+            pingpong_breaks.setdefault(group_key(sel), list(model.breakpoints_))
         sections.append(section)
-    from kit.report.loggp import loggp_part
-
     loggp = loggp_part(dataset, series, breakpoints=pingpong_breaks, random_state=random_state)
     return render(out_dir, sections, f"pt2pt report: {dataset.name}", loggp=loggp,
                   contention=contention_part(dataset, series))

@@ -54,6 +54,11 @@ def _groups(dataset: Path, series: Mapping[str, str] | None) -> pl.DataFrame:
             .sort(list(GROUP_KEYS)).collect())
 
 
+def group_key(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """A group's GROUP_KEYS values as strings: how ``breakpoints`` are keyed."""
+    return tuple(str(row.get(k)) for k in GROUP_KEYS)
+
+
 def group_title(row: Mapping[str, Any]) -> str:
     """``campaign / transport / tool, inter-node n1:n2[, 4 pairs]``: what the table pools."""
     where = " ".join(str(row[k]) for k in ("placement", "host_pair") if row.get(k))
@@ -132,7 +137,7 @@ def loggp_part(dataset: Path, series: Mapping[str, str] | None = None, *,
     except (UserError, OSError, pl.exceptions.PolarsError) as err:
         return [], [f"LogGP not estimated: the dataset could not be read ({err})."]
     for row in groups.iter_rows(named=True):
-        key = tuple(str(row[k]) for k in GROUP_KEYS)
+        key = group_key(row)
         title = group_title(row)
         ops = set(row["ops"] or [])
         if not ops & set(EXTRA_OPS):
