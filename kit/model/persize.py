@@ -530,13 +530,24 @@ def estimate_shape(ps: PerSize, regimes: list[Regime], si: NDArray, ti: NDArray,
     store_of = store_of[gid]  # stored-size index of each sample (-1: not stored)
     emp = predictive_quantiles(gid, np.log(ti), lv)[pos]
     step = np.minimum(0.01, np.minimum(lv, 1 - lv) / 2)
-    grid = np.r_[lv, lv - step, lv + step]
-    lq = base_lnq(ps.sizes, grid)
     L = len(lv)
-    base, lo_q, hi_q = lq[:, :L], lq[:, L:2 * L], lq[:, 2 * L:]
-    slope = np.maximum(hi_q - lo_q, 0.0) / (2 * step)
-    v = lv * (1 - lv) / n[:, None] * slope**2
     usable = (n[:, None] + 1) * np.minimum(lv, 1 - lv)[None, :] >= 1.0
+    # The slope (for the sampling variance) only where a level is usable: sizes share one
+    # of a few usable-level patterns (set by n), each asked for just the quantiles it needs.
+    base = np.empty((len(n), L))
+    lo_q = np.full((len(n), L), np.nan)
+    hi_q = np.full((len(n), L), np.nan)
+    patterns, which = np.unique(usable, axis=0, return_inverse=True)
+    for k, pat in enumerate(patterns):
+        rows = np.flatnonzero(which.ravel() == k)
+        cols = np.flatnonzero(pat)
+        lq = base_lnq(ps.sizes[rows], np.r_[lv, lv[cols] - step[cols], lv[cols] + step[cols]])
+        base[rows] = lq[:, :L]
+        lo_q[np.ix_(rows, cols)] = lq[:, L:L + len(cols)]
+        hi_q[np.ix_(rows, cols)] = lq[:, L + len(cols):]
+    slope = np.maximum(hi_q - lo_q, 0.0) / (2 * step)
+    with np.errstate(invalid="ignore"):
+        v = lv * (1 - lv) / n[:, None] * slope**2
     d = emp - base
     shape = np.zeros_like(d)
     bps = np.asarray([r.size_min for r in regimes[1:]], dtype=float)

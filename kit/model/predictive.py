@@ -3,7 +3,7 @@
 At size s the distribution is Σ_terms weight(s) · scale(s) · ratio, where the terms come
 from the regime s falls in (one, or one per band) and, inside an overlap window, from both
 neighbouring regimes weighted by the logistic share. Quantiles are exact (scale · noise
-ppf) where a size has a single term, and found by bisection on the mixture CDF otherwise.
+ppf) where a size has a single term, and found by root finding on the mixture CDF otherwise.
 """
 
 from __future__ import annotations
@@ -112,24 +112,96 @@ def quantiles(tlist: list[Term], n: int, q: NDArray) -> NDArray:
             out[m] = scale[m, None] * noise.ppf(q)[None, :]
     multi = ~single
     if multi.any():
-        lo = np.full((n, len(q)), np.inf)
-        hi = np.full((n, len(q)), -np.inf)
-        for w, scale, noise in tlist:
-            m = w > 0
-            a = np.log(scale) + np.log(noise.ppf(np.array(1e-9)))
-            b = np.log(scale) + np.log(noise.ppf(np.array(1 - 1e-9)))
-            lo[m] = np.minimum(lo[m], a[m, None])
-            hi[m] = np.maximum(hi[m], b[m, None])
         sub = [(w[multi], scale[multi], noise) for w, scale, noise in tlist]
-        lo, hi = lo[multi], hi[multi]
-        qq = np.broadcast_to(q, lo.shape)
-        for _ in range(50):
-            mid = (lo + hi) / 2
-            below = cdf(sub, np.exp(mid)) < qq
-            lo = np.where(below, mid, lo)
-            hi = np.where(below, hi, mid)
-        out[multi] = np.exp((lo + hi) / 2)
+        out[multi] = np.exp(_mixture_lnq(sub, q))
     return out
+
+
+#: Root-finding tolerance on ln time (relative 1e-10 on time) and the safety cap on steps.
+_LNQ_TOL = 1e-10
+_LNQ_MAX_STEPS = 100
+#: A CDF this close to q is as close as float sums of several terms get.
+_CDF_TOL = 1e-13
+
+
+def _cdf_and_slope(tlist: list[Term], x: NDArray, rows: NDArray) -> tuple[NDArray, NDArray]:
+    """Mixture CDF at times exp(x) of sizes ``rows`` (1-D, paired) and its derivative in x;
+    each term is evaluated only where its weight is not zero."""
+    F = np.zeros(x.shape)
+    dF = np.zeros(x.shape)
+    for w, scale, noise in tlist:
+        wr = w[rows]
+        nz = np.flatnonzero(wr > 0)
+        if not len(nz):
+            continue
+        r = np.exp(x[nz] - np.log(scale[rows[nz]]))
+        F[nz] += wr[nz] * noise.cdf(r)
+        with np.errstate(over="ignore", under="ignore"):
+            dF[nz] += wr[nz] * np.exp(noise.logpdf(r)) * r
+    return F, dF
+
+
+def _mixture_lnq(tlist: list[Term], q: NDArray) -> NDArray:
+    """ln quantiles of a mixture at several sizes, (n, len(q)): Newton on ln time inside a
+    bracket, bisecting whenever a step would leave it.
+
+    Why not plain bisection: it needs ~50 CDF evaluations per quantile, and at 10^5 stored
+    sizes x 27 levels those dominated a per-size fit (18 of 26 CPU-s at 1 M samples). The
+    mixture's q-quantile lies between its terms' own q-quantiles (each term's CDF is at least
+    q above the largest of them and at most q below the smallest): a bracket a few tenths
+    of ln wide, whose linear interpolation starts Newton close. Where weights do not sum to
+    one (so that bracket may miss) the wide bracket of every term's 1e-9..1-1e-9 quantiles
+    is used instead. Converged (size, level) pairs drop out of the loop.
+    """
+    n = len(tlist[0][0])
+    shape = (n, len(q))
+    lo_t, hi_t = np.full(shape, np.inf), np.full(shape, -np.inf)
+    lo_w, hi_w = np.full(shape, np.inf), np.full(shape, -np.inf)
+    ends = np.log(np.array([1e-9, 1 - 1e-9]))
+    for w, scale, noise in tlist:
+        m = w > 0
+        ls = np.log(scale[m])[:, None]
+        at_q = ls + np.log(noise.ppf(q))[None, :]
+        lo_t[m] = np.minimum(lo_t[m], at_q)
+        hi_t[m] = np.maximum(hi_t[m], at_q)
+        e = np.log(noise.ppf(np.exp(ends)))
+        lo_w[m] = np.minimum(lo_w[m], ls + e[0])
+        hi_w[m] = np.maximum(hi_w[m], ls + e[1])
+    # one entry per (size, level) pair from here on
+    row = np.repeat(np.arange(n), len(q))
+    qq = np.broadcast_to(q, shape).ravel()
+    lo_t, hi_t, lo_w, hi_w = lo_t.ravel(), hi_t.ravel(), lo_w.ravel(), hi_w.ravel()
+    f_lo = _cdf_and_slope(tlist, lo_t, row)[0] - qq
+    f_hi = _cdf_and_slope(tlist, hi_t, row)[0] - qq
+    tight = (f_lo <= 0) & (f_hi >= 0)
+    lo, hi = np.where(tight, lo_t, lo_w), np.where(tight, hi_t, hi_w)
+    wide = np.flatnonzero(~tight)
+    if len(wide):
+        f_lo[wide] = _cdf_and_slope(tlist, lo[wide], row[wide])[0] - qq[wide]
+        f_hi[wide] = _cdf_and_slope(tlist, hi[wide], row[wide])[0] - qq[wide]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+    x = np.where(np.isfinite(x) & (x >= lo) & (x <= hi), x, (lo + hi) / 2)
+    live = np.flatnonzero((f_lo != 0) & (f_hi != 0) & (hi - lo > _LNQ_TOL))
+    x[f_lo == 0] = lo[f_lo == 0]
+    for _ in range(_LNQ_MAX_STEPS):
+        if not len(live):
+            break
+        xr, a, b = x[live], lo[live], hi[live]
+        F, dF = _cdf_and_slope(tlist, xr, row[live])
+        fx = F - qq[live]
+        a = np.where(fx < 0, xr, a)
+        b = np.where(fx > 0, xr, b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = xr - fx / dF
+        # the Newton step where it stays strictly inside the bracket, else the midpoint
+        nxt = np.where(np.isfinite(step) & (step > a) & (step < b), step, (a + b) / 2)
+        tol = _LNQ_TOL * np.maximum(1.0, np.abs(xr))
+        conv = (np.abs(fx) <= _CDF_TOL) | (b - a <= tol)
+        x[live] = np.where(conv, xr, nxt)
+        lo[live], hi[live] = a, b
+        live = live[~(conv | (np.abs(nxt - xr) <= tol))]
+    return x.reshape(shape)
 
 
 def sample(tlist: list[Term], n_sizes: int, n: int, rng: np.random.Generator) -> NDArray:
