@@ -170,11 +170,11 @@ def _mixture_lnq(tlist: list[Term], q: NDArray) -> NDArray:
     # one entry per (size, level) pair from here on
     row = np.repeat(np.arange(n), len(q))
     qq = np.broadcast_to(q, shape).ravel()
-    lo_t, hi_t, lo_w, hi_w = lo_t.ravel(), hi_t.ravel(), lo_w.ravel(), hi_w.ravel()
-    f_lo = _cdf_and_slope(tlist, lo_t, row)[0] - qq
-    f_hi = _cdf_and_slope(tlist, hi_t, row)[0] - qq
+    lt, ht, lw, hw = lo_t.ravel(), hi_t.ravel(), lo_w.ravel(), hi_w.ravel()
+    f_lo = _cdf_and_slope(tlist, lt, row)[0] - qq
+    f_hi = _cdf_and_slope(tlist, ht, row)[0] - qq
     tight = (f_lo <= 0) & (f_hi >= 0)
-    lo, hi = np.where(tight, lo_t, lo_w), np.where(tight, hi_t, hi_w)
+    lo, hi = np.where(tight, lt, lw), np.where(tight, ht, hw)
     wide = np.flatnonzero(~tight)
     if len(wide):
         f_lo[wide] = _cdf_and_slope(tlist, lo[wide], row[wide])[0] - qq[wide]
