@@ -180,3 +180,18 @@ def test_max_regimes_caps_the_final_count():
     for cap in (1, 2):
         model = RegimeModel(max_regimes=cap).fit(s, t)
         assert len(model.regimes_) == cap
+
+
+def test_quantiles_invert_the_cdf_of_a_band_mixture():
+    """Where bands overlap a quantile is found by root finding on the mixture CDF: the CDF
+    at the returned quantile is the level asked for, at unseen sizes and across levels from
+    1e-6 to 1 - 1e-6, and quantiles never decrease with the level."""
+    truth = S.ethernet_like()
+    s, t = S.sample(truth, 20000, lo=1, hi=2**22, seed=4)
+    model = RegimeModel(per_size=False).fit(s, t)
+    assert any(r.is_mixture for r in model.regimes_)
+    sizes = np.exp(np.linspace(0, np.log(2**22), 301)) + 0.5  # between stored sizes
+    levels = np.array([1e-6, 0.01, 0.05, 0.3, 0.5, 0.7, 0.95, 0.99, 1 - 1e-6])
+    q = model.predict_quantiles(sizes, levels)
+    assert np.all(np.diff(q, axis=1) > 0)
+    assert np.allclose(model.cdf(sizes, q), levels[None, :], rtol=0, atol=1e-7)
