@@ -171,6 +171,32 @@ def test_large_run_is_split_into_several_parts(tmp_path, monkeypatch):
     assert ingest([tmp_path / "in"], tmp_path / "ds").rows_added == 0
 
 
+@pytest.mark.parametrize("where", ["middle", "last"])
+def test_a_line_longer_than_a_block_is_refused_and_nothing_is_written(tmp_path, monkeypatch,
+                                                                        where):
+    from kit.tools import probe
+
+    monkeypatch.setattr(probe, "BLOCK_BYTES", 4096)
+    lines = [f"{i},pingpong,8,1,1.000000000e-06,,0" for i in range(300)]
+    long = "9" * 5000
+    lines.insert(150 if where == "middle" else 300, long)
+    write_run(tmp_path / "in", "r", lines, META, newline_at_end=where == "middle")
+    report = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert len(report.files_failed) == 1
+    assert "a line longer than" in report.files_failed[0][1]
+    assert not list((tmp_path / "ds").rglob("part-*.parquet"))
+
+
+def test_header_only_and_header_without_newline_are_refused_as_empty(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.samples.csv").write_text(HEADER)
+    (folder / "b.samples.csv").write_text(HEADER.rstrip("\n"))
+    report = ingest([folder], tmp_path / "ds")
+    assert len(report.files_failed) == 2 and report.rows_added == 0
+    assert all("no samples" in msg for _, msg in report.files_failed)
+
+
 HEADER_EXT = "seq,op,size,count,time,call,warmup,pair,round\n"
 
 

@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -406,33 +407,47 @@ class _Batch:
 def write_part(run: ParsedRun, run_id: str, transport: str, final: Path) -> tuple[int, list[Path]]:
     """Write the run's rows to temp files beside ``final``: (row count, temp files).
 
-    One temp file per frame; :func:`_final_names` gives their committed names.
+    One temp file per frame; :func:`_final_names` gives their committed names. Each frame is
+    written by a helper thread while the parser makes the next one (both run in Polars'
+    native code, outside the GIL); at most one write is in flight, so memory stays at about
+    two frames.
     """
     frames = [run.rows] if isinstance(run.rows, pl.DataFrame) else run.rows
     written: list[Path] = []
     n_rows = 0
-    try:
-        for index, frame in enumerate(frames):
-            defaults = {c: pl.lit(v) for c, v in OPTIONAL_SAMPLE_DEFAULTS.items()
-                        if c not in frame.columns}
-            out = frame.with_columns(run_id=pl.lit(run_id), transport=pl.lit(transport),
-                                     **defaults).select(ds.PART_COLUMNS).cast(
-                                         pl.Schema(ds.PART_DTYPES))
-            if out.null_count().sum_horizontal().item():
-                raise fail(run.sources[0], None, "internal: a parser produced empty values",
-                           "report this as a bug with the file attached")
-            tmp = final.with_name(f"{final.name}.{index}.{os.getpid()}{ds.TMP_SUFFIX}")
-            written.append(tmp)
-            # zstd level 1: as small as the default level at half the CPU (BENCHMARKS.md)
-            out.write_parquet(tmp, compression="zstd", compression_level=1)
-            n_rows += out.height
-        if n_rows == 0:
-            raise fail(run.sources[0], None, "no samples in the file",
-                       "check that the run got past its first measurement")
-    except BaseException:
-        for tmp in written:
-            tmp.unlink(missing_ok=True)
-        raise
+    in_flight: Future[None] | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pt2pt-write") as pool:
+        try:
+            for index, frame in enumerate(frames):
+                defaults = {c: pl.lit(v) for c, v in OPTIONAL_SAMPLE_DEFAULTS.items()
+                            if c not in frame.columns}
+                out = frame.with_columns(run_id=pl.lit(run_id), transport=pl.lit(transport),
+                                         **defaults).select(ds.PART_COLUMNS).cast(
+                                             pl.Schema(ds.PART_DTYPES))
+                if out.null_count().sum_horizontal().item():
+                    raise fail(run.sources[0], None, "internal: a parser produced empty values",
+                               "report this as a bug with the file attached")
+                tmp = final.with_name(f"{final.name}.{index}.{os.getpid()}{ds.TMP_SUFFIX}")
+                written.append(tmp)
+                if in_flight is not None:
+                    in_flight.result()
+                # zstd level 1: as small as the default level at half the CPU (BENCHMARKS.md)
+                in_flight = pool.submit(out.write_parquet, tmp, compression="zstd",
+                                        compression_level=1)
+                n_rows += out.height
+            if in_flight is not None:
+                in_flight.result()
+            if n_rows == 0:
+                raise fail(run.sources[0], None, "no samples in the file",
+                           "check that the run got past its first measurement")
+        except BaseException:
+            if in_flight is not None:
+                in_flight.cancel()
+                with contextlib.suppress(BaseException):
+                    in_flight.result()
+            for tmp in written:
+                tmp.unlink(missing_ok=True)
+            raise
     return n_rows, written
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import math
+import mmap
 import os
 import re
 from collections.abc import Iterator
@@ -152,29 +153,48 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
             pairs: int = 1, expected: int | None = None) -> Iterator[pl.DataFrame]:
     """Tidy frames of about FRAME_ROWS rows; marks the run incomplete on a torn last line,
     or when fewer sample lines than the meta file's ``samples_written`` (``expected``) are
-    there: a copy cut at a line boundary has no torn line to give it away."""
+    there: a copy cut at a line boundary has no torn line to give it away.
+
+    The file is mapped, not read: each block of whole lines is one slice of the mapping
+    (reading blocks and gluing the cut line to the next one copied every byte twice more,
+    a quarter of the parse time at 10 M rows).
+    """
     pending: list[pl.DataFrame] = []
     pending_rows = 0
     lines = 0
+    rest = b""
     with path.open("rb") as fh:
-        fh.readline()  # header, checked by parse()
-        rest = b""
-        while block := fh.read(BLOCK_BYTES):
-            data = rest + block
-            cut = data.rfind(b"\n") + 1
-            data, rest = data[:cut], data[cut:]
-            if len(rest) > BLOCK_BYTES:
-                raise fail(path, None, f"a line longer than {BLOCK_BYTES >> 20} MiB: not a "
-                           "probe samples file (or a corrupted one)")
-            if not data:
-                continue
-            frame = _parse_block(path, data, with_calls, extended, pairs)
-            lines += data.count(b"\n")
-            pending.append(frame)
-            pending_rows += frame.height
-            if pending_rows >= FRAME_ROWS:
-                yield pl.concat(pending)
-                pending, pending_rows = [], 0
+        header = len(fh.readline())  # checked by parse()
+        size = os.fstat(fh.fileno()).st_size
+        with (mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size > header
+              else contextlib.nullcontext(None)) as mm:
+            if mm is not None:
+                start, released = header, 0
+                end_of_lines = max(mm.rfind(b"\n") + 1, header)
+                while start < end_of_lines:
+                    stop = mm.rfind(b"\n", start, min(start + BLOCK_BYTES, end_of_lines)) + 1
+                    if stop <= start:
+                        raise fail(path, None, f"a line longer than {BLOCK_BYTES >> 20} MiB: "
+                                   "not a probe samples file (or a corrupted one)")
+                    data = mm[start:stop]
+                    start = stop
+                    # Parsed pages leave this process's resident set (they stay in the page
+                    # cache): without this the whole file counts as the ingest's memory.
+                    done = start - start % mmap.PAGESIZE
+                    if done > released:
+                        mm.madvise(mmap.MADV_DONTNEED, released, done - released)
+                        released = done
+                    frame = _parse_block(path, data, with_calls, extended, pairs)
+                    lines += data.count(b"\n")
+                    pending.append(frame)
+                    pending_rows += frame.height
+                    if pending_rows >= FRAME_ROWS:
+                        yield pl.concat(pending)
+                        pending, pending_rows = [], 0
+                rest = mm[end_of_lines:]
+    if len(rest) > BLOCK_BYTES:
+        raise fail(path, None, f"a line longer than {BLOCK_BYTES >> 20} MiB: not a "
+                   "probe samples file (or a corrupted one)")
     if rest.strip():
         run.mark_incomplete("truncated last line", f"{path.name}: truncated last line dropped "
                             "(the probe was stopped while writing it); run marked incomplete")
