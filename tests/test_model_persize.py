@@ -140,6 +140,31 @@ def test_one_wild_repetition_is_not_memorised():
     assert p95 < 1.3 * _truth_curve(np.array([grid[30]]))[0]
 
 
+@pytest.mark.parametrize("seed", [7, 8])
+def test_stalls_at_sizes_seen_twice_are_not_memorised(seed: int):
+    """A log-uniform run on a busy machine: small sizes repeat by chance, mostly twice, and
+    8 % of samples are stalls of x10-x10^4 (too many for the outlier flags). A size whose two
+    samples hit one stall (x1000) or a long one (both at x10^4) is predicted like its
+    neighbours, not at the mean of its two samples (the median of two): before, x12000."""
+    rng = np.random.default_rng(seed)
+    s = np.floor(np.exp(rng.uniform(0, np.log(200), 500)))
+    t = 0.5e-6 * rng.lognormal(0, 0.1, len(s))
+    busy = rng.random(len(s)) < 0.08
+    t[busy] *= np.exp(rng.uniform(np.log(10), np.log(10000), busy.sum()))
+    sizes, counts = np.unique(s, return_counts=True)
+    twice = sizes[counts == 2]
+    one, both = twice[len(twice) // 3], twice[2 * len(twice) // 3]
+    t[np.flatnonzero(s == one)[0]] = 500e-6
+    t[s == both] = [6.3e-3, 6.5e-3]
+    model = RegimeModel().fit(s, t)
+    ps = model.per_size_
+    assert ps is not None and ps.estimated
+    assert ps.lookup(np.array([both]))[0] >= 0  # stored: the per-size layer saw it
+    for z in (one, both):
+        assert model.predict([z])[0] < 2 * 0.5e-6, z
+        assert model.predict_quantiles([z], [0.75])[0, 0] < 10 * 0.5e-6, z
+
+
 def test_cap_reached_says_when_max_regimes_decided():
     s, t, _, _ = _per_size_data()
     assert not RegimeModel().fit(s, t).cap_reached_  # two regimes, cap 6
