@@ -180,8 +180,9 @@ class PerSize:
         if not h or len(self.sizes) == 0:
             return np.zeros(len(size)), float(comp[key])
         eff = self.loc_slow if band == 1 else self.loc
+        # model files from before kernel_min_n used every stored size
         mine = ((self.sizes >= comp["size_min"]) & (self.sizes <= comp["size_max"])
-                & np.isfinite(eff))
+                & np.isfinite(eff) & (self.n >= comp.get("kernel_min_n", 0)))
         if not mine.any():
             return np.zeros(len(size)), float(comp[key])
         x = np.log(np.maximum(self.sizes[mine], 1.0))
@@ -367,9 +368,13 @@ def estimate(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: N
             # Sizes near each other often share part of their effect (TCP window steps):
             # a kernel mean of the neighbours' effects predicts an unseen size's, with a
             # bandwidth chosen by leave-one-size-out error (none if it does not help).
-            h, t2u = _choose_bandwidth(np.log(np.maximum(sizes[mj], 1.0)), d[mj, j],
-                                       loc[mj, j], v, tau2)
+            # Not from sizes seen twice: their median is a mean, one stall there would move
+            # the unseen neighbours too (MEAN_LIKE_N; their own shift is shrunk as usual).
+            kern = counts[mj] >= MEAN_LIKE_N
+            h, t2u = _choose_bandwidth(np.log(np.maximum(sizes[mj][kern], 1.0)),
+                                       d[mj, j][kern], loc[mj, j][kern], v[kern], tau2)
             comp[key + "_h"] = h
+            comp["kernel_min_n"] = MEAN_LIKE_N
             comp[key + "_unseen"] = float(np.sqrt(t2u))
             if j == 0:
                 comp["sigma_within"] = float(np.sqrt(sig2))
