@@ -238,6 +238,10 @@ def malformed() -> list[tuple[str, bytes]]:
         ("per-size-shape-width", _edit(_set("per_size", {"estimated": True, "sizes": [1],
                                                          "shape_levels": [0.1, 0.9],
                                                          "shape": [[0.0]]}))),
+        ("per-size-kernel-min-n-string", _edit(_set("per_size", {
+            "estimated": True, "sizes": [1], "n": [3], "loc": [0.0],
+            "variance_components": [{"regime": 0, "estimated": True, "tau_loc": 0.1,
+                                     "tau_loc_h": 0.05, "kernel_min_n": "three"}]}))),
     ]
     names = [n for n, _ in cases]
     assert len(names) == len(set(names))

@@ -191,6 +191,7 @@ _PER_SIZE = {
                 "tau_loc_unseen": _SD_OR_NULL, "tau_loc_slow_unseen": _SD_OR_NULL,
                 "tau_loc_h": {"type": ["number", "null"], "exclusiveMinimum": 0},
                 "tau_loc_slow_h": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                "kernel_min_n": {"type": "integer", "minimum": 0, "maximum": 2**32},
             }}},
     },
 }
