@@ -179,7 +179,7 @@ def _mixture_lnq(tlist: list[Term], q: NDArray) -> NDArray:
     if len(wide):
         f_lo[wide] = _cdf_and_slope(tlist, lo[wide], row[wide])[0] - qq[wide]
         f_hi[wide] = _cdf_and_slope(tlist, hi[wide], row[wide])[0] - qq[wide]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
     x = np.where(np.isfinite(x) & (x >= lo) & (x <= hi), x, (lo + hi) / 2)
     live = np.flatnonzero((f_lo != 0) & (f_hi != 0) & (hi - lo > _LNQ_TOL))
@@ -192,7 +192,7 @@ def _mixture_lnq(tlist: list[Term], q: NDArray) -> NDArray:
         fx = F - qq[live]
         a = np.where(fx < 0, xr, a)
         b = np.where(fx > 0, xr, b)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             step = xr - fx / dF
         # the Newton step where it stays strictly inside the bracket, else the midpoint
         nxt = np.where(np.isfinite(step) & (step > a) & (step < b), step, (a + b) / 2)
