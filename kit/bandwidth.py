@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 DEFINITION = "effective bandwidth at size S = S / median one-way time at S"
@@ -47,6 +46,8 @@ def effective_bandwidth_expr(size: pl.Expr, time: pl.Expr) -> pl.Expr:
 
 def effective_bandwidth_at(model: Any, size: float) -> float:
     """Effective bandwidth at ``size`` from a model's median one-way time there."""
+    import numpy as np  # only with a model in hand (numpy is loaded by then anyway)
+
     median = float(np.asarray(model.predict(np.array([float(size)])))[0])
     return effective_bandwidth(size, median)
 

@@ -11,9 +11,7 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
-from importlib.metadata import entry_points
 
-from kit import __version__
 from kit import commands as _commands
 from kit.errors import UserError, format_error
 
@@ -54,6 +52,17 @@ def _modules_for(argv: Sequence[str]) -> set[str] | None:
     return set() if "--version" in argv and not {"-h", "--help"} & set(argv) else None
 
 
+class _Version(argparse.Action):
+    """--version, reading the installed version only when asked (kit.__getattr__)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        import kit
+
+        print(f"pt2pt-kit {kit.__version__}")
+        parser.exit()
+
+
 def build_parser(only: set[str] | None = None) -> argparse.ArgumentParser:
     """The whole CLI, or with ``only`` just the named kit.commands modules (no plugins)."""
     parser = _Parser(
@@ -61,7 +70,8 @@ def build_parser(only: set[str] | None = None) -> argparse.ArgumentParser:
         description="Measure MPI point-to-point communication sample by sample, "
         "and turn the samples into per-regime models with noise.",
     )
-    parser.add_argument("--version", action="version", version=f"pt2pt-kit {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show program's version number and exit")
     parser.add_argument("--quiet", dest="global_quiet", action="store_true",
                         help="no progress bars or progress lines on stderr, for scripts (also "
                         "PT2PT_QUIET=1; bars are drawn only on a terminal anyway)")
@@ -75,7 +85,11 @@ def build_parser(only: set[str] | None = None) -> argparse.ArgumentParser:
             register(sub)
     # Plugins (e.g. the Textual explorer) register through entry points, so that `kit`
     # stays importable and testable without them.
-    plugins = [] if only is not None else entry_points(group="pt2pt.commands")
+    plugins = []
+    if only is None:
+        from importlib.metadata import entry_points
+
+        plugins = list(entry_points(group="pt2pt.commands"))
     for ep in sorted(plugins, key=lambda e: e.name):
         try:
             ep.load()(sub)

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,7 @@ def test_version_imports_no_command_module_and_no_scientific_stack() -> None:
     assert "kit.cli" in names  # the measurement saw the CLI itself
     assert not heavy(names), sorted(heavy(names))
     assert not {n for n in names if n.startswith("kit.commands.")}
+    assert "numpy" not in names and "polars" not in names
 
 
 def test_datasets_on_a_small_dataset_imports_no_scientific_stack(tmp_path: Path) -> None:
@@ -72,6 +74,13 @@ def test_datasets_on_a_small_dataset_imports_no_scientific_stack(tmp_path: Path)
     assert "pingpong" in proc.stdout
     assert "kit.commands.datasets" in names
     assert not heavy(names), sorted(heavy(names))
+    assert "numpy" not in names  # ~0.1 s that a table of series does not need
+
+
+def test_version_is_printed_on_stdout_and_exits_0() -> None:
+    proc = subprocess.run([sys.executable, "-m", "kit", "--version"], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0 and proc.stdout.startswith("pt2pt-kit ") and not proc.stderr
 
 
 def test_help_still_lists_every_command() -> None:
@@ -86,7 +95,7 @@ def test_command_table_names_every_registered_command() -> None:
     """A command missing from COMMAND_MODULES still works, but slowly: keep the table whole."""
     full = cli.build_parser()
     sub = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
-    plugins = {ep.name for ep in cli.entry_points(group="pt2pt.commands")}
+    plugins = {ep.name for ep in entry_points(group="pt2pt.commands")}
     registered = set(sub.choices)
     missing = registered - set(cli.COMMAND_MODULES) - plugins
     assert not missing, f"add {sorted(missing)} to kit.cli.COMMAND_MODULES"
