@@ -386,7 +386,13 @@ async def test_large_series_show_a_preview_then_the_full_fit(
         assert not screen.preview
         await pilot.press("left", "H", "r")
         await settle(pilot)
-        assert shown == [False, True, False, True]
+        # After the edit: a preview first and the full fit last; the 'H' edit's own refit may
+        # show its pair too before 'r' supersedes it (or only its preview), depending on how
+        # fast fits run against the key presses. No full fit is shown without its preview.
+        after = shown[2:]
+        assert after and after[0] is False and after[-1] is True, shown
+        assert all(not after[i - 1] for i, final in enumerate(after) if final), shown
+        assert len(after) <= 4, shown  # at most the two fits asked for
         params = screen.state.model.get_params()  # the full fit, not the quick preview
         assert params["noise"] and params["overlap"] and params["mixture"]
 
