@@ -657,7 +657,10 @@ def test_infiniband_where_there_is_none_fails_fast(probe_bin: Path, scratch: Pat
     (tmp_path / "openib-output.txt").write_text(printed)
     assert proc.returncode != 0
     # Usually "... unable to reach each other ... BTLs attempted: self"; when mpirun's help
-    # aggregation garbles that box, only the MPI_Init failure line survives.
+    # aggregation garbles that box, only the MPI_Init failure line survives; and sometimes the
+    # help system itself fails in a container ("ORTE_ERROR_LOG: Out of resource in file
+    # .../show_help.c", seen once in 2026-11-26's container run): then there is no message.
     markers = ("BTLs attempted: self", "unreachable", "An error occurred in MPI_Init")
-    assert any(m in printed for m in markers), printed
+    help_failed = "ORTE_ERROR_LOG" in printed and "show_help.c" in printed
+    assert help_failed or any(m in printed for m in markers), printed
     assert not Path(f"{tmp_path / 'ib'}.samples.csv").exists()
