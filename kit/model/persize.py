@@ -85,11 +85,8 @@ def small_n_variance(draw_ln: Draw, counts: NDArray, levels: NDArray) -> NDArray
     for i, n in enumerate(counts):
         x = np.sort(draw_ln(rng, (SMALL_N_DRAWS, int(n))), axis=1)
         for k, u in enumerate(levels):  # as predictive_quantiles: order statistic u(n+1)
-            pos = np.clip(u * (n + 1) - 1.0, 0.0, n - 1.0)
-            lo = int(np.floor(pos))
-            hi = min(lo + 1, int(n) - 1)
-            f = pos - lo
-            out[i, k] = np.var(x[:, lo] * (1 - f) + x[:, hi] * f)
+            lo, hi, f = order_position(u, np.array([int(n)]))
+            out[i, k] = np.var(x[:, lo[0]] * (1 - f[0]) + x[:, hi[0]] * f[0])
     return out
 
 
@@ -696,9 +693,14 @@ def predictive_quantiles(group: NDArray, values: NDArray, levels: NDArray) -> ND
     counts = np.diff(np.r_[starts, len(g)])
     out = np.empty((len(starts), len(levels)))
     for k, u in enumerate(levels):
-        p = np.clip(u * (counts + 1) - 1.0, 0.0, counts - 1.0)
-        lo = np.floor(p).astype(np.int64)
-        hi = np.minimum(lo + 1, counts - 1)
-        f = p - lo
+        lo, hi, f = order_position(u, counts)
         out[:, k] = v[starts + lo] * (1 - f) + v[starts + hi] * f
     return out
+
+
+def order_position(u: float, counts: NDArray) -> tuple[NDArray, NDArray, NDArray]:
+    """0-based order statistics (lo, hi) and weight f of hi for the predictive u-quantile
+    of samples of each count: position u·(n+1) (1-based), interpolated, clipped."""
+    p = np.clip(u * (counts + 1) - 1.0, 0.0, counts - 1.0)
+    lo = np.floor(p).astype(np.int64)
+    return lo, np.minimum(lo + 1, counts - 1), p - lo

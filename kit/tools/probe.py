@@ -174,8 +174,7 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
                 while start < end_of_lines:
                     stop = mm.rfind(b"\n", start, min(start + BLOCK_BYTES, end_of_lines)) + 1
                     if stop <= start:
-                        raise fail(path, None, f"a line longer than {BLOCK_BYTES >> 20} MiB: "
-                                   "not a probe samples file (or a corrupted one)")
+                        raise _line_too_long(path)
                     data = mm[start:stop]
                     start = stop
                     # Parsed pages leave this process's resident set (they stay in the page
@@ -193,8 +192,7 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
                         pending, pending_rows = [], 0
                 rest = mm[end_of_lines:]
     if len(rest) > BLOCK_BYTES:
-        raise fail(path, None, f"a line longer than {BLOCK_BYTES >> 20} MiB: not a "
-                   "probe samples file (or a corrupted one)")
+        raise _line_too_long(path)
     if rest.strip():
         run.mark_incomplete("truncated last line", f"{path.name}: truncated last line dropped "
                             "(the probe was stopped while writing it); run marked incomplete")
@@ -205,6 +203,11 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
             f"{expected} (a truncated copy?); run marked incomplete")
     if pending:
         yield pl.concat(pending)
+
+
+def _line_too_long(path: Path) -> IngestError:
+    return fail(path, None, f"a line longer than {BLOCK_BYTES >> 20} MiB: not a probe samples "
+                "file (or a corrupted one)")
 
 
 def _parse_block(path: Path, data: bytes, with_calls: bool, extended: bool = False,
