@@ -1,7 +1,7 @@
 """TUI responsiveness targets (issue 8), measured headless through Textual's pilot.
 
 * open: a 10 M-sample single-series dataset, from app start to the series plot drawn
-  (target <= 2 s). The dataset carries the series summary ingest stores (series.parquet).
+  (target <= 2 s). The dataset carries the series summary ingest stores (series.json).
   With one series the browser opens it directly, as a user would see it.
 * refit: after moving a breakpoint on a 1 M-sample series, from the key press to the new
   model adopted by the screen (target <= 1 s).
@@ -49,7 +49,7 @@ def build(workdir: Path, n: int) -> Path:
     t0 = time.perf_counter()
     report = ingest([raw], dataset, campaign="bench", transport="tcp")
     print(f"  built {dataset} ({report.rows_added:,} rows) in {time.perf_counter() - t0:.1f} s")
-    # Above kit.dataset.SUMMARY_REFRESH_MAX_ROWS ingest leaves series.parquet to the first
+    # Above kit.dataset.SUMMARY_REFRESH_MAX_ROWS ingest leaves series.json to the first
     # reader; be that reader here, so the timed opens are the second and later ones.
     from kit.dataset import series_table
     series_table(dataset)
@@ -93,7 +93,7 @@ def open_in_child(dataset: Path) -> tuple[float, float, float]:
 def time_parts(dataset: Path) -> dict[str, float]:
     """Where the open time goes: kit's series table, loading the series, the drawing summary.
 
-    The series table is timed twice: without a stored summary (``series.parquet`` removed, as
+    The series table is timed twice: without a stored summary (``series.json`` removed, as
     for a dataset written by an older kit: a full scan, which stores the summary again) and
     then served from it, as every open after an ingest is.
     """
@@ -107,7 +107,7 @@ def time_parts(dataset: Path) -> dict[str, float]:
     out["series table, no stored summary (full scan + store)"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     rows = data.series_rows(dataset)
-    out["series table (kit.dataset.series_table, from series.parquet)"] = (
+    out["series table (kit.dataset.series_table, from series.json)"] = (
         time.perf_counter() - t0)
     t0 = time.perf_counter()
     samples = data.load_samples(dataset, rows[0].key, [r.key for r in rows])

@@ -23,9 +23,10 @@ alone.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:  # Polars only for the summary query; `pt2pt datasets` never needs it
+    import polars as pl
 
 DEFINITION = "effective bandwidth at size S = S / median one-way time at S"
 #: Column label of the samples' figure (datasets, TUI) and its one-line definition.
@@ -41,6 +42,8 @@ def effective_bandwidth(size: float, time: float) -> float:
 
 def effective_bandwidth_expr(size: pl.Expr, time: pl.Expr) -> pl.Expr:
     """:func:`effective_bandwidth` per row, for Polars queries (the series summary)."""
+    import polars as pl
+
     return size.cast(pl.Float64) / time
 
 

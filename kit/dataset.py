@@ -4,7 +4,7 @@ Layout (docs/architecture.md)::
 
     DATASET/samples/campaign=<c>/tool=<t>/part-<run_id>.parquet   hive-partitioned samples
     DATASET/runs.parquet                                           one row per run
-    DATASET/series.parquet                                         cached series_table()
+    DATASET/series.json                                            cached series_table()
 
 ``runs.parquet`` is the commit log: a part file counts only once its run is listed there,
 and runs.parquet is only ever replaced by ``os.replace`` of a fully written temp file. So a
@@ -13,22 +13,20 @@ behind without a run are invisible to :func:`scan` and removed by the next inges
 Part files do not repeat the campaign/tool columns: they come from the directory names, which
 lets Polars skip whole partitions when a query filters on them.
 
-``series.parquet`` is a cache, never part of the commit: :func:`series_table` scans every sample
+``series.json`` is a cache, never part of the commit: :func:`series_table` scans every sample
 (seconds at 10 M), so its result is stored, stamped with a fingerprint of what it was computed
 from (runs.parquet's bytes, the committed part files' names and sizes, the summary format). A
 summary whose stamp or content digest does not match is ignored and recomputed, so a kill between
 the runs.parquet replace and the summary write, or a damaged file, costs time, never correctness.
+It is JSON and :mod:`kit.series_summary` (which owns it) reads it without Polars.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import io
-import json
 import os
-import secrets
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from kit import series_summary as summary_file
 from kit.bandwidth import effective_bandwidth_expr
 from kit.errors import ModelError, UserError
 from kit.schema import (
@@ -46,16 +45,21 @@ from kit.schema import (
     SERIES_KEYS,
     UNKNOWN,
 )
+from kit.series_summary import (  # noqa: F401  (the layout's names, re-exported)
+    PART_PREFIX,
+    RUNS_FILE,
+    SAMPLES_DIR,
+    SMALL_SIZE,
+    SUMMARY_FILE,
+    TMP_SUFFIX,
+    part_path,
+    run_of_part,
+)
 
 if TYPE_CHECKING:  # numpy costs ~0.1 s to import; `pt2pt datasets` never needs it
     import numpy as np
 
-SAMPLES_DIR = "samples"
-RUNS_FILE = "runs.parquet"
-SUMMARY_FILE = "series.parquet"
 LOCK_FILE = ".ingest.lock"
-PART_PREFIX = "part-"
-TMP_SUFFIX = ".tmp"
 
 #: Columns stored inside part files (campaign and tool live in the directory names,
 #: placement and host pair in the runs table: they are the same for every row of a run).
@@ -66,27 +70,13 @@ PART_COLUMNS = [c for c in SAMPLES_SCHEMA
 PART_DTYPES = {c: (pl.Categorical() if c == "run_id" else SAMPLES_SCHEMA[c])
                for c in PART_COLUMNS}
 
-#: Below this size (bytes) a message counts as "small" in :func:`series_table`.
-SMALL_SIZE = 64
-
-#: Bump whenever series_table's columns or definitions change: summaries stamped with another
-#: version are then recomputed instead of being shown with the old meaning.
-SUMMARY_VERSION = 3  # 3: ``pairs`` became a series key
 #: series_table's result: column order and dtypes (a stored summary must match exactly).
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     **{k: pl.String() for k in SERIES_KEYS},
     "n_samples": pl.UInt64(), "size_min": pl.UInt64(), "size_max": pl.UInt64(),
     "small_median_s": pl.Float64(), "large_bw_Bps": pl.Float64(),
 }
-_STAMP_KEY = "pt2pt.series_summary.stamp"
-_DIGEST_KEY = "pt2pt.series_summary.digest"
-#: What parsing a damaged file may raise; Polars panics derive from BaseException.
-_READ_ERRORS = (Exception, pl.exceptions.PanicException)
-
-
-def part_path(dataset: Path, campaign: str, tool: str, run_id: str) -> Path:
-    return (Path(dataset) / SAMPLES_DIR / f"campaign={campaign}" / f"tool={tool}"
-            / f"{PART_PREFIX}{run_id}.parquet")
+assert tuple(SUMMARY_SCHEMA) == summary_file.COLUMNS
 
 
 def _check(dataset: Path) -> Path:
@@ -174,23 +164,17 @@ def _fill_placement(table: pl.DataFrame) -> pl.DataFrame:
                             dtype=pl.String))
 
 
-def run_of_part(name: str) -> str | None:
-    """The run_id in a part file name (``part-<run>.parquet`` or ``part-<run>-0003.parquet``)."""
-    if not (name.startswith(PART_PREFIX) and name.endswith(".parquet")):
-        return None
-    return name[len(PART_PREFIX):-len(".parquet")].split("-")[0]
+def _wanted(dataset: Path, run_table: pl.DataFrame) -> dict[Path, set[str]]:
+    """Partition folder -> the committed runs whose parts it holds."""
+    wanted: dict[Path, set[str]] = {}
+    for campaign, tool, run_id in run_table.select("campaign", "tool", "run_id").iter_rows():
+        wanted.setdefault(part_path(dataset, campaign, tool, run_id).parent, set()).add(run_id)
+    return wanted
 
 
 def committed_parts(dataset: Path, run_table: pl.DataFrame) -> list[Path]:
     """Part files whose run is committed in ``run_table`` (large runs have several)."""
-    wanted: dict[Path, set[str]] = {}
-    for campaign, tool, run_id in run_table.select("campaign", "tool", "run_id").iter_rows():
-        wanted.setdefault(part_path(dataset, campaign, tool, run_id).parent, set()).add(run_id)
-    files = []
-    for folder, run_ids in wanted.items():
-        if folder.is_dir():
-            files.extend(sorted(p for p in folder.iterdir() if run_of_part(p.name) in run_ids))
-    return files
+    return summary_file.committed_files(_wanted(dataset, run_table))
 
 
 def scan(dataset: str | Path) -> pl.LazyFrame:
@@ -252,7 +236,7 @@ def series_table(dataset: str | Path) -> pl.DataFrame:
     * ``large_bw_Bps``: the effective bandwidth (kit.bandwidth) of the series' top octave
       of sizes: median of size / time over size >= size_max / 2, in bytes per second.
 
-    Served from ``series.parquet`` when its stamp matches the committed data (opening a
+    Served from ``series.json`` when its stamp matches the committed data (opening a
     10 M-sample dataset must not rescan it); otherwise computed from the samples and stored
     for next time if the folder is writable (best effort: a read-only dataset still opens).
     """
@@ -260,11 +244,11 @@ def series_table(dataset: str | Path) -> pl.DataFrame:
     state = _committed(dataset)
     if not state.runs_bytes:  # nothing ingested: no summary to keep
         return _compute_series(state.files, state.run_table)
-    cached = _read_summary(dataset, state.stamp)
+    cached = summary_file.read(dataset, state.stamp)
     if cached is not None:
-        return cached
+        return _as_table(cached)
     table = _compute_series(state.files, state.run_table)
-    _save_quietly(dataset, table, state.stamp)
+    _save_quietly(dataset, table, state)
     return table
 
 
@@ -276,7 +260,7 @@ SUMMARY_REFRESH_MAX_ROWS = 1_000_000
 
 
 def refresh_summary(dataset: Path, *, max_rows: int | None = None) -> bool:
-    """Bring ``series.parquet`` up to date; ingest calls it right after a commit, holding
+    """Bring ``series.json`` up to date; ingest calls it right after a commit, holding
     the dataset lock, so the first open after an ingest is served from the summary.
 
     With ``max_rows``, a dataset holding more committed rows is left alone (a stale summary
@@ -287,11 +271,11 @@ def refresh_summary(dataset: Path, *, max_rows: int | None = None) -> bool:
     state = _committed(dataset)
     if not state.runs_bytes:
         return False
-    if _read_summary(dataset, state.stamp) is not None:
+    if summary_file.read(dataset, state.stamp) is not None:
         return True
     if max_rows is not None and state.rows > max_rows:
         return False
-    _write_summary(dataset, _compute_series(state.files, state.run_table), state.stamp)
+    _write_summary(dataset, _compute_series(state.files, state.run_table), state)
     return True
 
 
@@ -304,22 +288,16 @@ class _Committed:
     stamp: str
     rows: int  # committed rows, warm-up included (the runs table's n_samples)
     run_table: pl.DataFrame
+    wanted: dict[Path, set[str]]  # partition folder -> committed runs (stored in the summary)
 
 
 def _committed(dataset: Path) -> _Committed:
     run_table, data = _load_runs(dataset)
-    files = committed_parts(dataset, run_table)
-    digest = hashlib.sha256(f"pt2pt series summary v{SUMMARY_VERSION} small<={SMALL_SIZE} "
-                            f"keys={','.join(SERIES_KEYS)}\n".encode())
-    digest.update(hashlib.sha256(data).digest())
-    for path in files:  # parts are immutable once committed; sizes catch manual tampering
-        try:
-            size = path.stat().st_size
-        except OSError:
-            size = -1
-        digest.update(f"{path.relative_to(dataset).as_posix()}\0{size}\n".encode())
+    wanted = _wanted(dataset, run_table)
+    files = summary_file.committed_files(wanted)
     rows = int(run_table["n_samples"].fill_null(0).sum())
-    return _Committed(data, files, digest.hexdigest(), rows, run_table)
+    return _Committed(data, files, summary_file.stamp(dataset, data, files), rows, run_table,
+                      wanted)
 
 
 def _compute_series(files: list[Path], run_table: pl.DataFrame) -> pl.DataFrame:
@@ -353,40 +331,26 @@ def _compute_series(files: list[Path], run_table: pl.DataFrame) -> pl.DataFrame:
     return table.with_columns([pl.col(c).cast(pl.String) for c in keys])
 
 
-def _digest(table: pl.DataFrame) -> str:
-    """Content checksum: a summary that still parses but holds other values is rejected.
-    JSON floats are the shortest round-trip repr, so equal digests mean equal values."""
-    payload = json.dumps([table.columns, [str(t) for t in table.dtypes], table.rows()])
-    return hashlib.sha256(payload.encode()).hexdigest()
+def _as_table(summary: summary_file.Summary) -> pl.DataFrame:
+    return pl.DataFrame(summary.rows, schema=SUMMARY_SCHEMA, orient="row")
 
 
-def _read_summary(dataset: Path, stamp: str) -> pl.DataFrame | None:
-    """The stored summary if it belongs to ``stamp`` and is intact, else None (recompute)."""
-    try:
-        data = (dataset / SUMMARY_FILE).read_bytes()
-        meta = pl.read_parquet_metadata(io.BytesIO(data))
-        if meta.get(_STAMP_KEY) != stamp:
-            return None
-        table = pl.read_parquet(io.BytesIO(data))
-        if table.schema != pl.Schema(SUMMARY_SCHEMA) or meta.get(_DIGEST_KEY) != _digest(table):
-            return None
-    except _READ_ERRORS:  # missing, unreadable, truncated, not Parquet...
-        return None
-    return table
+def _placement_sources(run_table: pl.DataFrame) -> dict[str, int]:
+    counts = run_table.group_by("placement_source").len().iter_rows()
+    return {str(k): int(v) for k, v in counts if k is not None}
 
 
-def _write_summary(dataset: Path, table: pl.DataFrame, stamp: str) -> None:
-    """Atomically replace series.parquet (temp file + rename). No fsync: after a crash a
-    torn summary fails its digest and is recomputed."""
-    tmp = dataset / f"{SUMMARY_FILE}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"
-    try:
-        table.write_parquet(tmp, metadata={_STAMP_KEY: stamp, _DIGEST_KEY: _digest(table)})
-        os.replace(tmp, dataset / SUMMARY_FILE)
-    finally:
-        tmp.unlink(missing_ok=True)
+def placement_sources(dataset: str | Path) -> dict[str, int]:
+    """Runs per ``placement_source`` (how each run's placement is known)."""
+    return _placement_sources(runs(dataset))
 
 
-def _save_quietly(dataset: Path, table: pl.DataFrame, stamp: str) -> None:
+def _write_summary(dataset: Path, table: pl.DataFrame, state: _Committed) -> None:
+    summary = summary_file.Summary(table.rows(), _placement_sources(state.run_table))
+    summary_file.write(dataset, summary, state.stamp, state.wanted)
+
+
+def _save_quietly(dataset: Path, table: pl.DataFrame, state: _Committed) -> None:
     """Store a summary computed by a reader, unless that cannot or should not happen.
 
     Skipped when an ingest holds the lock (it writes a fresher summary itself) or committed
@@ -399,8 +363,8 @@ def _save_quietly(dataset: Path, table: pl.DataFrame, stamp: str) -> None:
         if lock.exists():
             fd = os.open(lock, os.O_RDONLY)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: BlockingIOError
-        if _committed(dataset).stamp == stamp:
-            _write_summary(dataset, table, stamp)
+        if _committed(dataset).stamp == state.stamp:
+            _write_summary(dataset, table, state)
     except (OSError, pl.exceptions.PolarsError, UserError):
         pass
     finally:
@@ -437,7 +401,8 @@ def remove_leftovers(dataset: Path, run_table: pl.DataFrame) -> int:
     tmp_runs = dataset / (RUNS_FILE + TMP_SUFFIX)
     if tmp_runs.exists():
         tmp_runs.unlink()
-    for tmp in dataset.glob(f"{SUMMARY_FILE}.*{TMP_SUFFIX}"):  # a killed summary write
+    for tmp in [*dataset.glob(f"{SUMMARY_FILE}.*{TMP_SUFFIX}"),  # a killed summary write
+                *dataset.glob(f"{summary_file.OLD_SUMMARY_FILE}.*{TMP_SUFFIX}")]:
         tmp.unlink(missing_ok=True)
     return removed
 

@@ -75,6 +75,23 @@ def test_datasets_on_a_small_dataset_imports_no_scientific_stack(tmp_path: Path)
     assert "kit.commands.datasets" in names
     assert not heavy(names), sorted(heavy(names))
     assert "numpy" not in names  # ~0.1 s that a table of series does not need
+    # ingest stored the summary: listing it needs no Polars (~0.5 s of import)
+    assert "polars" not in names
+
+
+def test_datasets_without_a_current_summary_computes_it_then_lists_without_polars(
+        tmp_path: Path) -> None:
+    csv = tmp_path / "run.samples.csv"
+    csv.write_text("seq,op,size,count,time,call,warmup\n"
+                   + "".join(f"{i},pingpong,{8 << i},1,{(i + 1) * 1e-6:.9e},,0\n"
+                             for i in range(10)))
+    ingest([csv], tmp_path / "ds", campaign="c", transport="shm")
+    (tmp_path / "ds" / "series.json").unlink()  # e.g. a dataset written by an older kit
+    first, names = imported_modules(["datasets", str(tmp_path / "ds")])
+    assert first.returncode == 0 and "polars" in names  # computed from the samples
+    second, names = imported_modules(["datasets", str(tmp_path / "ds")])
+    assert second.returncode == 0 and "polars" not in names  # ... and stored by the first
+    assert second.stdout == first.stdout
 
 
 def test_version_is_printed_on_stdout_and_exits_0() -> None:

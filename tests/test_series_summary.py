@@ -1,10 +1,11 @@
-"""The stored series summary (DATASET/series.parquet): served only when its stamp matches the
+"""The stored series summary (DATASET/series.json): served only when its stamp matches the
 committed data, recomputed otherwise, never wrong and never a traceback."""
 
 from __future__ import annotations
 
 import errno
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from kit import dataset as ds
+from kit import series_summary
 from kit.cli import main
 from kit.ingest import ingest
 from kit.schema import SERIES_KEYS
@@ -35,7 +37,7 @@ def _recomputed(dataset: Path) -> pl.DataFrame:
 
 
 def _stored_stamp(dataset: Path) -> str | None:
-    return pl.read_parquet_metadata(dataset / ds.SUMMARY_FILE).get(ds._STAMP_KEY)
+    return json.loads((dataset / ds.SUMMARY_FILE).read_text()).get("stamp")
 
 
 def _no_compute(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,7 +170,7 @@ def test_stale_stamp_recomputes(dataset, tmp_path, monkeypatch):
 
 def test_other_summary_version_recomputes(dataset, monkeypatch):
     truth = _recomputed(dataset)
-    monkeypatch.setattr(ds, "SUMMARY_VERSION", ds.SUMMARY_VERSION + 1)
+    monkeypatch.setattr(series_summary, "SUMMARY_VERSION", series_summary.SUMMARY_VERSION + 1)
     calls = []
     compute = ds._compute_series
     monkeypatch.setattr(ds, "_compute_series",
@@ -180,9 +182,11 @@ def test_other_summary_version_recomputes(dataset, monkeypatch):
 def test_tampered_values_with_current_stamp_recompute(dataset):
     truth = _recomputed(dataset)
     path = dataset / ds.SUMMARY_FILE
-    meta = pl.read_parquet_metadata(path)
-    forged = pl.read_parquet(path).with_columns(n_samples=pl.col("n_samples") + 1)
-    forged.write_parquet(path, metadata=meta)  # right stamp, old digest, other numbers
+    doc = json.loads(path.read_text())
+    n_col = doc["columns"].index("n_samples")
+    doc["rows"][0][n_col] += 1
+    path.write_text(json.dumps(doc))  # right stamp, old digest, other numbers
+    assert series_summary.read_current(dataset) is None
     assert_frame_equal(ds.series_table(dataset), truth, check_exact=True)
 
 
@@ -196,21 +200,29 @@ def _flipped(data: bytes) -> bytes:
 
 
 def _other_schema(data: bytes) -> bytes:
-    meta = pl.read_parquet_metadata(io.BytesIO(data))
-    table = pl.read_parquet(io.BytesIO(data)).with_columns(pl.col("n_samples").cast(pl.Int64))
-    buf = io.BytesIO()
-    table.write_parquet(buf, metadata=meta)
-    return buf.getvalue()
+    doc = json.loads(data)
+    n_col = doc["columns"].index("n_samples")
+    doc["rows"] = [[*r[:n_col], float(r[n_col]), *r[n_col + 1:]] for r in doc["rows"]]
+    return json.dumps(doc).encode()
+
+
+def _outside_samples(data: bytes) -> bytes:
+    doc = json.loads(data)
+    doc["parts"] = {"samples/../..": ["x"], **doc["parts"]}
+    return json.dumps(doc).encode()
 
 
 @pytest.mark.parametrize("damage", [
-    lambda data: b"", lambda data: b"not parquet at all\n" * 10, _truncated, _flipped,
+    lambda data: b"", lambda data: b"not json at all\n" * 10, _truncated, _flipped,
     lambda data: data[:4] + b"\0" * (len(data) - 8) + data[-4:], _other_schema,
-], ids=["empty", "garbage", "truncated", "flipped-byte", "zeroed", "other-schema"])
+    _outside_samples, lambda data: b"[" * 100_000,
+], ids=["empty", "garbage", "truncated", "flipped-byte", "zeroed", "other-schema",
+        "folder-outside-samples", "deep-nesting"])
 def test_corrupt_summary_recomputes(dataset, damage, capsys):
     truth = _recomputed(dataset)
     path = dataset / ds.SUMMARY_FILE
     path.write_bytes(damage(path.read_bytes()))
+    assert series_summary.read_current(dataset) is None  # `pt2pt datasets` falls back too
     assert_frame_equal(ds.series_table(dataset), truth, check_exact=True)
     assert _stored_stamp(dataset) == ds._committed(dataset).stamp  # repaired
     path.write_bytes(damage(path.read_bytes()))
@@ -218,6 +230,32 @@ def test_corrupt_summary_recomputes(dataset, damage, capsys):
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
     assert pl.read_csv(io.StringIO(captured.out)).height == truth.height
+    path.write_bytes(damage(path.read_bytes()))
+    assert main(["datasets", str(dataset)]) == 0  # the listing, which reads without Polars
+    assert f"{truth.height} series" in capsys.readouterr().out
+    assert series_summary.read_current(dataset) is not None  # repaired again
+
+
+def test_listing_reader_sees_every_change_of_the_committed_data(dataset, tmp_path):
+    """The Polars-free reader takes the committed runs of each folder from the file itself:
+    a new ingest, a dropped run in that record, or a changed part file makes it stale."""
+    assert series_summary.read_current(dataset) is not None
+    path = dataset / ds.SUMMARY_FILE
+    old = path.read_bytes()
+    ingest([_csv(tmp_path / "lab", "g.csv", 7)], dataset, transport="tcp")
+    fresh = path.read_bytes()
+    path.write_bytes(old)
+    assert series_summary.read_current(dataset) is None  # runs.parquet changed
+    doc = json.loads(fresh)
+    folder = next(iter(doc["parts"]))
+    doc["parts"][folder] = doc["parts"][folder][1:]  # "forget" a committed run
+    path.write_text(json.dumps(doc))
+    assert series_summary.read_current(dataset) is None
+    path.write_bytes(fresh)
+    assert series_summary.read_current(dataset) is not None
+    part = next((dataset / folder).iterdir())
+    part.write_bytes(part.read_bytes() + b"\0")  # tampered by hand
+    assert series_summary.read_current(dataset) is None
 
 
 def test_summary_path_is_a_folder(dataset):
@@ -269,7 +307,7 @@ def test_read_only_with_stale_summary(dataset, tmp_path, monkeypatch):
 
 
 def test_ingest_reports_an_unwritable_summary(tmp_path, monkeypatch):
-    def refuse(dataset: Path, table: pl.DataFrame, stamp: str) -> None:
+    def refuse(dataset: Path, table: pl.DataFrame, state: object) -> None:
         raise PermissionError(errno.EACCES, "Permission denied", str(dataset / ds.SUMMARY_FILE))
     monkeypatch.setattr(ds, "_write_summary", refuse)
     report = ingest([_csv(tmp_path / "lab", "a.csv", 1)], tmp_path / "ds", transport="tcp")

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
-import polars as pl
-from rich.console import Console
-from rich.table import Table
-
+from kit import series_summary
 from kit.bandwidth import TOP_OCTAVE_DEFINITION, TOP_OCTAVE_LABEL
-from kit.dataset import require_ingested, runs, series_table
-from kit.schema import SERIES_KEYS, pairs_count
+from kit.series_keys import SERIES_KEYS, pairs_count
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,37 +42,54 @@ def _bandwidth(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    # A folder without a runs table holds no ingested run: an empty listing would hide
-    # a wrong path (e.g. the campaign folder instead of its dataset).
-    require_ingested(args.dataset)
-    table = series_table(args.dataset)
     if args.csv:
-        print(table.write_csv(), end="")
+        from kit.dataset import require_ingested, series_table
+
+        print(series_table(require_ingested(args.dataset)).write_csv(), end="")
         return 0
-    out = Table(title=f"{args.dataset}: {table.height} series",
+    # The stored summary, when current, is read without Polars (its import alone is ~0.5 s);
+    # otherwise kit.dataset computes it, and stores it for the next listing.
+    summary = series_summary.read_current(args.dataset)
+    if summary is None:
+        from kit.dataset import placement_sources, require_ingested, series_table
+
+        # A folder without a runs table holds no ingested run: an empty listing would hide
+        # a wrong path (e.g. the campaign folder instead of its dataset).
+        require_ingested(args.dataset)
+        summary = series_summary.Summary(series_table(args.dataset).rows(),
+                                         placement_sources(args.dataset))
+    _print(args.dataset, summary)
+    return 0
+
+
+def _print(dataset: Path, summary: series_summary.Summary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = [dict(zip(series_summary.COLUMNS, r, strict=True)) for r in summary.rows]
+    out = Table(title=f"{dataset}: {len(rows)} series",
                 caption=f"small median = median one-way time of sizes <= 64 B; "
                 f"{TOP_OCTAVE_DEFINITION}")
     # The pairs column only when a contention run is there (the CSV always has it).
     keys = [k for k in SERIES_KEYS if k != "pairs"
-            or any(pairs_count(v) > 1 for v in table["pairs"].to_list())]
+            or any(pairs_count(r["pairs"]) > 1 for r in rows)]
     for key in keys:
         out.add_column(key)
     for name in ("samples", "size min", "size max", "small median", TOP_OCTAVE_LABEL):
         out.add_column(name, justify="right")
-    for row in table.iter_rows(named=True):
+    for row in rows:
         out.add_row(*(str(row[k]) for k in keys), str(row["n_samples"]),
                     str(row["size_min"]), str(row["size_max"]),
                     _seconds(row["small_median_s"]), _bandwidth(row["large_bw_Bps"]))
     console = Console(width=160)
     console.print(out)
-    for line in placement_notes(runs(args.dataset)):
+    for line in placement_notes(summary.placement_sources):
         console.print(line, highlight=False)
-    return 0
 
 
-def placement_notes(run_table: pl.DataFrame) -> list[str]:
-    """Say where a run's placement is not confirmed by both the campaign and the hosts."""
-    counts = dict(run_table.group_by("placement_source").len().iter_rows())
+def placement_notes(counts: Mapping[str, int]) -> list[str]:
+    """Say where a run's placement is not confirmed by both the campaign and the hosts
+    (``counts``: runs per ``placement_source``)."""
     notes = []
     if counts.get("hosts"):
         notes.append(f"placement: {counts['hosts']} run(s) from their hosts alone (no campaign "
