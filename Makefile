@@ -61,7 +61,7 @@ demo: probe
 	$(PT2PT) demo $(DEMO_ARGS)
 
 test: probe
-	$(PY) -m pytest $(PYTEST_ARGS)
+	bash tests/run-suite $(PY) $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check kit tui tests benchmarks

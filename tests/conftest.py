@@ -69,6 +69,37 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
+# `make test` runs the suite in two phases (tests/run-suite): every test marked ``serial`` one
+# at a time, the others spread over all cores by pytest-xdist. Serial are the tests that time
+# or load the machine: MPI jobs (a busy-polling rank beside another worker's test would measure
+# the other test), Slurm, daemons, namespaces, containers, builds, a browser, CPU hogs.
+SERIAL_MARKERS = frozenset({"mpi", "slurm", "root", "container", "ansible", "spack"})
+SERIAL_FIXTURES = frozenset({"probe_bin", "slurm_cluster", "slurm_cluster_factory",
+                             "slurm_cluster_2n", "campaign_env"})
+SERIAL_MODULES = frozenset({
+    "test_ansible", "test_campaign_runlocal", "test_demo", "test_localcluster", "test_nonroot",
+    "test_podman_site", "test_probe", "test_probe_contention_shaped", "test_report_browser",
+    "test_runquality", "test_selftest", "test_simgrid", "test_slurm_campaign",
+    "test_slurm_contention", "test_spack_env", "test_spack_real", "test_spack_recipes",
+    "test_wheel",
+})
+
+
+def is_serial(item: pytest.Item) -> bool:
+    module = getattr(item, "module", None)
+    name = module.__name__.rsplit(".", 1)[-1] if module is not None else ""
+    return bool(SERIAL_MARKERS & {m.name for m in item.iter_markers()}
+                or SERIAL_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or name in SERIAL_MODULES)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects on the marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_serial(item):
+            item.add_marker(pytest.mark.serial)
+
+
 # Local Slurm cluster fixtures (slurm_cluster, slurm_cluster_factory, slurm_cluster_2n).
 from tests.conftest_slurm import (  # noqa: E402, F401
     campaign_env,

@@ -6,6 +6,7 @@ model through three network loads; data and models from before the key read as k
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import polars as pl
 import pytest
 
 from kit import dataset as ds
+from kit import series_summary
 from kit.cli import main
 from kit.fitall import model_filename
 from kit.ingest import ingest
@@ -140,10 +142,14 @@ def test_part_files_without_the_column_read_as_k1(tmp_path: Path) -> None:
     # A summary in the old layout (no pairs column), even one carrying the current stamp and
     # a matching digest, is recomputed rather than trusted.
     old = ds.series_table(dataset).drop("pairs")
-    stamp = ds._committed(dataset).stamp
-    old.write_parquet(dataset / ds.SUMMARY_FILE, metadata={
-        "pt2pt.series_summary.stamp": stamp, "pt2pt.series_summary.digest": ds._digest(old)})
-    assert ds._read_summary(dataset, stamp) is None
+    state = ds._committed(dataset)
+    rows = [list(r) for r in old.rows()]
+    doc = json.loads((dataset / ds.SUMMARY_FILE).read_text())
+    doc.update(columns=old.columns, rows=rows, stamp=state.stamp, digest=hashlib.sha256(
+        json.dumps([old.columns, rows, doc["placement_sources"]]).encode()).hexdigest())
+    (dataset / ds.SUMMARY_FILE).write_text(json.dumps(doc))
+    assert series_summary.read(dataset, state.stamp) is None
+    assert series_summary.read_current(dataset) is None
     table = ds.series_table(dataset)
     assert table["pairs"].to_list() == ["1"] and table["n_samples"].to_list() == [30]
     assert ds.scan(dataset).select(pl.col("pairs").unique()).collect().item() == 1
