@@ -15,11 +15,8 @@ before/after ratios taken in one run.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -47,14 +44,9 @@ def measure(case: str, per_size: bool, intervals: bool, repeat: int) -> list[flo
 
 
 def child(path: str, case: str, per_size: bool, intervals: bool, repeat: int) -> list[float]:
-    bench_dir = str(Path(__file__).parent)
-    code = (f"import json, sys; sys.path.insert(0, {path!r}); sys.path.insert(1, {bench_dir!r}); "
-            "from bench_fit_cpu import measure; "
-            f"print(json.dumps(measure({case!r}, {per_size!r}, {intervals!r}, {repeat})))")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True)
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    from with_kit import call
+
+    return call(path, "bench_fit_cpu", "measure", case, per_size, intervals, repeat)
 
 
 def main() -> None:

@@ -17,10 +17,8 @@ then how many seeds each engine wins on the median error, and a paired sign test
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -43,13 +41,9 @@ def scores(runs: list[str], seeds: int) -> dict[str, list[dict[str, float]]]:
 
 
 def child(path: str, runs: list[str], seeds: int) -> dict[str, list[dict[str, float]]]:
-    code = (f"import json, sys; sys.path.insert(0, {path!r}); sys.path.insert(1, {str(HERE)!r}); "
-            "from bench_unseen_sizes import scores; "
-            f"print(json.dumps(scores({runs!r}, {seeds})))")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True)
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    from with_kit import call
+
+    return call(path, "bench_unseen_sizes", "scores", runs, seeds)
 
 
 def main() -> None:
