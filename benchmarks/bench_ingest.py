@@ -7,7 +7,7 @@ folder, then ingests it in a fresh child process so that the child's peak RSS
 (``ru_maxrss``) measures ingest alone. Prints rows/s, the CSV size, the in-memory size of
 the rows as a Polars frame, and the child's peak RSS. Up to
 kit.dataset.SUMMARY_REFRESH_MAX_ROWS rows the ingest time includes refreshing the series
-summary (series.parquet) after the commit; above it the first reader computes the summary
+summary (series.json) after the commit; above it the first reader computes the summary
 (timed by bench_tui.py), so the figures here are the ingest's alone.
 
     .venv/bin/python benchmarks/bench_ingest.py --rows 10000000 --vs-polars 5
