@@ -240,16 +240,27 @@ def series_table(dataset: str | Path) -> pl.DataFrame:
     10 M-sample dataset must not rescan it); otherwise computed from the samples and stored
     for next time if the folder is writable (best effort: a read-only dataset still opens).
     """
+    return _series(dataset)[0]
+
+
+def listing(dataset: str | Path) -> summary_file.Summary:
+    """:func:`series_table`'s rows and the runs per ``placement_source`` (the notes under
+    `pt2pt datasets`), from one read of the runs table."""
+    table, state = _series(dataset)
+    return summary_file.Summary(table.rows(), _placement_sources(state.run_table))
+
+
+def _series(dataset: str | Path) -> tuple[pl.DataFrame, _Committed]:
     dataset = _check(Path(dataset))
     state = _committed(dataset)
     if not state.runs_bytes:  # nothing ingested: no summary to keep
-        return _compute_series(state.files, state.run_table)
+        return _compute_series(state.files, state.run_table), state
     cached = summary_file.read(dataset, state.stamp)
     if cached is not None:
-        return _as_table(cached)
+        return _as_table(cached), state
     table = _compute_series(state.files, state.run_table)
     _save_quietly(dataset, table, state)
-    return table
+    return table, state
 
 
 #: Ingest refreshes the summary only up to this many committed rows. The refresh rescans the
@@ -338,11 +349,6 @@ def _as_table(summary: summary_file.Summary) -> pl.DataFrame:
 def _placement_sources(run_table: pl.DataFrame) -> dict[str, int]:
     counts = run_table.group_by("placement_source").len().iter_rows()
     return {str(k): int(v) for k, v in counts if k is not None}
-
-
-def placement_sources(dataset: str | Path) -> dict[str, int]:
-    """Runs per ``placement_source`` (how each run's placement is known)."""
-    return _placement_sources(runs(dataset))
 
 
 def _write_summary(dataset: Path, table: pl.DataFrame, state: _Committed) -> None:

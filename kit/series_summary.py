@@ -109,8 +109,18 @@ def _valid_row(row: object) -> bool:
             and all(v is None or type(v) is float for v in floats))
 
 
-def _parse(data: bytes, expected_stamp: str | None) -> tuple[dict[str, Any], Summary] | None:
-    """The document and its summary if well-formed, intact and (when given) of that stamp."""
+@dataclass(frozen=True)
+class _Stored:
+    """A parsed, intact summary file: its stamp, its record of committed runs per partition
+    folder (relative paths), and the summary itself."""
+
+    stamp: object
+    folders: dict[Path, set[str]]
+    summary: Summary
+
+
+def _parse(data: bytes, expected_stamp: str | None) -> _Stored | None:
+    """The stored summary if well-formed, intact and (when given) of that stamp."""
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -126,12 +136,13 @@ def _parse(data: bytes, expected_stamp: str | None) -> tuple[dict[str, Any], Sum
         return None
     if expected_stamp is not None and doc.get("stamp") != expected_stamp:
         return None
-    if _folders(doc.get("parts")) is None:
+    folders = _folders(doc.get("parts"))
+    if folders is None:
         return None
     summary = Summary([tuple(r) for r in rows], dict(sources))
     if doc.get("digest") != _digest(summary.rows, summary.placement_sources):
         return None
-    return doc, summary
+    return _Stored(doc.get("stamp"), folders, summary)
 
 
 def _folders(parts: object) -> dict[Path, set[str]] | None:
@@ -157,7 +168,7 @@ def read(dataset: Path, expected_stamp: str) -> Summary | None:
     except OSError:  # missing, a folder, unreadable
         return None
     parsed = _parse(data, expected_stamp)
-    return None if parsed is None else parsed[1]
+    return None if parsed is None else parsed.summary
 
 
 def read_current(dataset: Path) -> Summary | None:
@@ -176,14 +187,12 @@ def read_current(dataset: Path) -> Summary | None:
     parsed = _parse(data, None)
     if parsed is None:
         return None
-    doc, summary = parsed
-    folders = _folders(doc.get("parts")) or {}
-    wanted = {dataset / rel: run_ids for rel, run_ids in folders.items()}
+    wanted = {dataset / rel: run_ids for rel, run_ids in parsed.folders.items()}
     try:
         current = stamp(dataset, runs_bytes, committed_files(wanted))
     except (OSError, ValueError):
         return None
-    return summary if doc.get("stamp") == current else None
+    return parsed.summary if parsed.stamp == current else None
 
 
 def write(dataset: Path, summary: Summary, stamp_: str,

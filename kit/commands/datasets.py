@@ -51,13 +51,11 @@ def run(args: argparse.Namespace) -> int:
     # otherwise kit.dataset computes it, and stores it for the next listing.
     summary = series_summary.read_current(args.dataset)
     if summary is None:
-        from kit.dataset import placement_sources, require_ingested, series_table
+        from kit.dataset import listing, require_ingested
 
         # A folder without a runs table holds no ingested run: an empty listing would hide
         # a wrong path (e.g. the campaign folder instead of its dataset).
-        require_ingested(args.dataset)
-        summary = series_summary.Summary(series_table(args.dataset).rows(),
-                                         placement_sources(args.dataset))
+        summary = listing(require_ingested(args.dataset))
     _print(args.dataset, summary)
     return 0
 
