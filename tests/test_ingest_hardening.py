@@ -24,7 +24,13 @@ import pytest
 
 from kit import dataset as ds
 from kit.ingest import ingest
-from kit.ingest.orchestrate import DatasetWriteError, storage_error
+from kit.ingest.orchestrate import (
+    DatasetWriteError,
+    Interrupted,
+    stop_on_signals,
+    storage_error,
+)
+from kit.tools import probe
 from tests.builders import dataset_snapshot as _snapshot
 
 REPO = Path(__file__).resolve().parent.parent
@@ -203,6 +209,39 @@ def test_signal_while_writing_commits_nothing(sig: signal.Signals, tmp_path: Pat
     _no_tmp(dataset)
     after = _snapshot(dataset)
     assert before[0].equals(after[0]) and before[1].equals(after[1])
+
+
+@pytest.mark.parametrize("then", ["fails", "carries-on"])
+def test_a_signal_lost_in_native_code_still_stops_the_ingest(
+        then: str, tmp_path: Path, osu_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen in CI: SIGINT landed while Polars was calling back into Python; Polars printed
+    "Exception ignored" for the handler's exception and failed with a TypeError of its own,
+    and the user got a traceback and exit 1. Here the parser swallows the handler's exception
+    the same way, then fails or carries on: either way the ingest stops as interrupted, with
+    nothing committed and no temp file left."""
+    dataset = tmp_path / "ds"
+    ingest([osu_dir / "osu_latency_tcp_7.4.txt"], dataset)
+    before = _snapshot(dataset)
+    big = _random_probe_csv(tmp_path / "big.samples.csv", 2_000)
+    real = probe._parse_block
+
+    def parse_swallowing_the_signal(*args: object, **kwargs: object) -> pl.DataFrame:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the handler runs (and raises) here
+        except Interrupted:
+            pass  # what native code does with it: "Exception ignored"
+        if then == "fails":
+            raise TypeError("'<unprintable str object>' is not a Polars data type")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(probe, "_parse_block", parse_swallowing_the_signal)
+    with pytest.raises(Interrupted) as stop, stop_on_signals():
+        ingest([osu_dir / "osu_bw_tcp_7.4.txt", big], dataset)
+    assert stop.value.signum == signal.SIGINT and not stop.value.committed
+    after = _snapshot(dataset)
+    assert before[0].equals(after[0]) and before[1].equals(after[1])
+    _no_tmp(dataset)
 
 
 @pytest.mark.slow

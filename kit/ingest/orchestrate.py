@@ -118,14 +118,34 @@ class Interrupted(BaseException):
         return signal.Signals(self.signum).name
 
 
-_commit_state: dict[str, int | bool | None] = {"in_commit": False, "pending": None}
+_commit_state: dict[str, int | bool | None] = {"in_commit": False, "pending": None,
+                                               "received": None}
 
 
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    _commit_state["received"] = signum
     if _commit_state["in_commit"]:  # finish the commit first: all of this ingest or none
         _commit_state["pending"] = signum
         return
     raise Interrupted(signum)
+
+
+def _signalled() -> Interrupted | None:
+    """The Interrupted of a signal received during this ingest, if any.
+
+    The handler's exception can be lost: when the signal lands in Python code that native code
+    calls back (Polars converting a schema), Polars prints "Exception ignored" and then fails
+    with an error of its own, or carries on. So a received signal is raised again at the next
+    safe point, and an error raised after it is reported as the interruption it is.
+    """
+    signum = _commit_state["received"]
+    return None if signum is None else Interrupted(int(signum))
+
+
+def _stop_if_signalled() -> None:
+    stop = _signalled()
+    if stop is not None:
+        raise stop
 
 
 @contextlib.contextmanager
@@ -136,12 +156,14 @@ def stop_on_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _commit_state["received"] = None
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+        _commit_state["received"] = None
 
 
 @contextlib.contextmanager
@@ -289,6 +311,8 @@ def _ingest_locked(dataset: Path, files: list[tuple[Path, bool]], report: Ingest
                 if on_file is not None:
                     on_file(index, len(files), path)
                 batch.add(path, walked)
+                _stop_if_signalled()
+            _stop_if_signalled()
             with _commit_window():
                 ds.commit(dataset, batch.parts,
                           pl.DataFrame(batch.new_runs, schema=RUNS_SCHEMA))
@@ -298,8 +322,11 @@ def _ingest_locked(dataset: Path, files: list[tuple[Path, bool]], report: Ingest
             else:
                 report.runs_added = len(batch.new_runs)
             raise
-        except BaseException:
+        except BaseException as exc:
             _discard(dataset, batch)
+            stop = _signalled()
+            if stop is not None:  # the signal, lost in native code, surfaced as this error
+                raise stop from exc
             raise
         report.runs_added = len(batch.new_runs)
         # After the commit, not inside it: the summary is a cache stamped with what it was
@@ -310,10 +337,20 @@ def _ingest_locked(dataset: Path, files: list[tuple[Path, bool]], report: Ingest
         except Interrupted as exc:
             exc.committed = True  # the stale summary is ignored by readers
             raise
-        except (OSError, pl.exceptions.PolarsError, UserError) as exc:
+        except BaseException as exc:
+            stop = _signalled()
+            if stop is not None:  # the signal, lost in native code, surfaced as this error
+                stop.committed = True
+                raise stop from exc
+            if not isinstance(exc, OSError | pl.exceptions.PolarsError | UserError):
+                raise
             report.warnings.append(f"{dataset}: could not update {ds.SUMMARY_FILE} ({exc}); "
                                    "the dataset is complete, its series table is recomputed "
                                    "when opened")
+        stop = _signalled()
+        if stop is not None:  # lost inside the refresh without an error
+            stop.committed = True
+            raise stop
 
 
 def _discard(dataset: Path, batch: _Batch) -> None:
@@ -419,6 +456,7 @@ def write_part(run: ParsedRun, run_id: str, transport: str, final: Path) -> tupl
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pt2pt-write") as pool:
         try:
             for index, frame in enumerate(frames):
+                _stop_if_signalled()
                 defaults = {c: pl.lit(v) for c, v in OPTIONAL_SAMPLE_DEFAULTS.items()
                             if c not in frame.columns}
                 out = frame.with_columns(run_id=pl.lit(run_id), transport=pl.lit(transport),
