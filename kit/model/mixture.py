@@ -51,19 +51,26 @@ def _wline(x: NDArray, y: NDArray, w: NDArray) -> NDArray:
     return np.array([my - b * mx, b])
 
 
-def logistic_step(x: NDArray, r: NDArray, c: NDArray, steps: int = 3) -> NDArray:
+def logistic_step(x: NDArray, r: NDArray, c: NDArray, steps: int = 3,
+                  n: NDArray | None = None) -> NDArray:
     """Newton steps of logistic regression on soft targets r (tiny ridge keeps it finite).
 
     The 2x2 gradient and Hessian are formed from dot products and solved in closed form:
     the same Newton step as ``np.linalg.solve`` on the stacked design matrix, without
-    building it (this runs three times per EM iteration).
+    building it (this runs three times per EM iteration). With ``n`` given, each ``x`` is a
+    group of ``n`` samples and ``r`` the sum of their targets: the same step, computed once
+    per distinct size instead of once per sample.
     """
     c = np.asarray(c, dtype=float)
     x2 = x * x
     for _ in range(steps):
         p = expit(c[0] + c[1] * x)
-        e = p - r
-        v = p * (1 - p)
+        if n is None:
+            e = p - r
+            v = p * (1 - p)
+        else:
+            e = n * p - r
+            v = n * p * (1 - p)
         g0 = float(e.sum()) + 1e-6 * c[0]
         g1 = float(np.dot(x, e)) + 1e-6 * c[1]
         h00 = float(v.sum()) + 1e-6
@@ -78,12 +85,30 @@ def logistic_step(x: NDArray, r: NDArray, c: NDArray, steps: int = 3) -> NDArray
     return c
 
 
-def _norm_logpdf(y: NDArray, mu: NDArray, sd: float) -> NDArray:
-    return -0.5 * ((y - mu) / sd) ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi)
+def _group_line(xu: NDArray, w: NDArray, wy: NDArray) -> NDArray:
+    """Weighted line of y on x from per-group sums: ``w`` (weights) and ``wy`` (weighted y)
+    at the distinct ``xu``; the same line as :func:`_wline` on the samples."""
+    sw = float(w.sum())
+    if sw <= 0 or len(xu) < 2:
+        return np.array([float(wy.sum()) / max(sw, 1e-300), 0.0])
+    mx, my = float(np.dot(w, xu)) / sw, float(wy.sum()) / sw
+    dx = xu - mx
+    vxx = float(np.dot(w * dx, dx))
+    b = float(np.dot(dx, wy - w * my)) / vxx if vxx > 1e-12 else 0.0
+    return np.array([my - b * mx, b])
+
+
+_HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
 
 
 def fit_bands(x: NDArray, y: NDArray, rng: np.random.Generator, iters: int = 60) -> BandFit | None:
-    """EM for two bands; ``x`` = ln size, ``y`` = ln time. None when EM cannot start."""
+    """EM for two bands; ``x`` = ln size, ``y`` = ln time. None when EM cannot start.
+
+    Everything that depends on the size alone (the share, the band lines, the M-step's
+    weighted sums) is computed once per distinct size from per-size sums of the
+    responsibilities: repetitions of a size make the per-sample work a few gathers and
+    three bincounts per iteration, the rest scales with the number of sizes.
+    """
     if len(x) < 50:
         return None
     base = _wline(x, y, np.ones_like(x))
@@ -91,32 +116,58 @@ def fit_bands(x: NDArray, y: NDArray, rng: np.random.Generator, iters: int = 60)
     lo, hi = np.quantile(e, [0.25, 0.85])
     if hi - lo < 1e-9:
         return None
-    lines = np.array([[base[0] + lo, base[1]], [base[0] + hi, base[1]]])
+    # y is centred (its sums of squares then keep their precision); intercepts shift back.
+    y0 = float(np.mean(y))
+    yc = y - y0
+    lines = np.array([[base[0] - y0 + lo, base[1]], [base[0] - y0 + hi, base[1]]])
     sig = np.full(2, max(float(np.std(e)) / 2, 1e-3))
     c = np.array([0.0, 0.0])
+    xu, inv, cnt_i = np.unique(x, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    g = len(xu)
+    cnt = cnt_i.astype(float)
+    sy = np.bincount(inv, yc, minlength=g)
+    syy = np.bincount(inv, yc * yc, minlength=g)
     xm = float(np.mean(x))
-    x_c = x - xm  # centred for a well-conditioned logistic fit
+    xu_c = xu - xm  # centred for a well-conditioned logistic fit
     ll_old = -np.inf
     r = np.zeros_like(x)
+    yc2 = yc * yc
     for _ in range(iters):
-        w1 = np.clip(expit(c[0] + c[1] * x_c), 1e-12, 1 - 1e-12)
-        l0 = np.log1p(-w1) + _norm_logpdf(y, lines[0, 0] + lines[0, 1] * x, sig[0])
-        l1 = np.log(w1) + _norm_logpdf(y, lines[1, 0] + lines[1, 1] * x, sig[1])
-        tot = np.logaddexp(l0, l1)
-        r = np.exp(l1 - tot)
-        ll = float(np.sum(tot))
-        for k, rk in enumerate((1 - r, r)):
-            lines[k] = _wline(x, y, rk)
-            res = y - (lines[k, 0] + lines[k, 1] * x)
-            sig[k] = max(float(np.sqrt(np.sum(rk * res**2) / max(rk.sum(), 1e-12))), 1e-3)
-        c = logistic_step(x_c, r, c)
+        w1 = np.clip(expit(c[0] + c[1] * xu_c), 1e-12, 1 - 1e-12)
+        mu0 = lines[0, 0] + lines[0, 1] * xu
+        mu1 = lines[1, 0] + lines[1, 1] * xu
+        p0, p1 = 1.0 / (sig[0] * sig[0]), 1.0 / (sig[1] * sig[1])
+        a0 = np.log1p(-w1) - np.log(sig[0]) - _HALF_LOG_2PI
+        a1 = np.log(w1) - np.log(sig[1]) - _HALF_LOG_2PI
+        # l1 - l0 is a quadratic in y whose coefficients depend on the size only; the
+        # log-likelihood is sum(l0) (per-size sums) + sum(softplus(l1 - l0)).
+        beta = mu1 * p1 - mu0 * p0
+        gam = (a1 - a0) - 0.5 * (mu1 * mu1 * p1 - mu0 * mu0 * p0)
+        d = (-0.5 * (p1 - p0)) * yc2 + beta[inv] * yc + gam[inv]
+        r = expit(d)
+        sum_l0 = float(np.dot(cnt, a0)) - 0.5 * p0 * float(
+            np.sum(syy - 2.0 * mu0 * sy + mu0 * mu0 * cnt))
+        ll = sum_l0 + float(np.sum(np.logaddexp(0.0, d)))
+        rs = np.bincount(inv, r, minlength=g)
+        ry = np.bincount(inv, r * yc, minlength=g)
+        ryy = np.bincount(inv, r * yc * yc, minlength=g)
+        for k, (w, wy, wyy) in enumerate(((cnt - rs, sy - ry, syy - ryy), (rs, ry, ryy))):
+            lines[k] = _group_line(xu, w, wy)
+            mu = lines[k, 0] + lines[k, 1] * xu
+            # sum of w·(y - mu)^2 from the per-size sums
+            ss = float(np.sum(wyy - 2.0 * mu * wy + mu * mu * w))
+            sig[k] = max(float(np.sqrt(max(ss, 0.0) / max(float(w.sum()), 1e-12))), 1e-3)
+        c = logistic_step(xu_c, rs, c, n=cnt)
         if abs(ll - ll_old) < 1e-6 * len(x):
             break
         ll_old = ll
+    ll_y = ll  # the density of y is that of yc: centring shifts, it does not scale
+    lines[:, 0] += y0
     weight = np.array([c[0] - c[1] * xm, c[1]])
     if lines[0, 0] + lines[0, 1] * xm > lines[1, 0] + lines[1, 1] * xm:  # keep fast band first
         lines, sig, r, weight = lines[::-1].copy(), sig[::-1].copy(), 1 - r, -weight
-    return BandFit(lines, sig, weight, r, ll)
+    return BandFit(lines, sig, weight, r, ll_y)
 
 
 def assign_bands(fit: BandFit, x: NDArray, y: NDArray) -> NDArray:
