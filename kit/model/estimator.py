@@ -240,7 +240,7 @@ class RegimeModel(BaseEstimator):
             regimes[k] = new
 
         overlaps = self._overlaps(regimes, breakpoints, si, ti)
-        refitted: set[int] = set()
+        refitted: dict[int, NDArray] = {}  # regime -> the samples it was last refitted on
         for _ in range(OVERLAP_ROUNDS):
             if not any(overlaps):
                 break
@@ -248,11 +248,19 @@ class RegimeModel(BaseEstimator):
             # a band or noise tail of this one: refit on the samples each regime owns,
             # with the two quick noise families while the windows still move.
             labels = self._owners(regimes, breakpoints, overlaps, si, ti)
+            moved = False
             for k in range(len(regimes)):
                 near = (k > 0 and overlaps[k - 1]) or (k < len(overlaps) and overlaps[k])
-                if near and np.sum(labels == k) >= min_support:
-                    refit(k, labels == k, True)
-                    refitted.add(k)
+                mine = labels == k
+                if not near or np.sum(mine) < min_support:
+                    continue
+                if k in refitted and np.array_equal(refitted[k], mine):
+                    continue  # the same samples: the same quick fit
+                refit(k, mine, True)
+                refitted[k] = mine
+                moved = True
+            if not moved:
+                break  # a fixed point: the windows would not move again
             overlaps = self._overlaps(regimes, breakpoints, si, ti)
         labels = self._owners(regimes, breakpoints, overlaps, si, ti)
         for k in sorted(refitted):  # final noise with every family

@@ -148,19 +148,30 @@ def _em_gmm(lr: NDArray, k: int, iters: int = 80) -> tuple[NDArray, NDArray, NDA
     ll = -np.inf
     x = lr[None, :]
     half_log_2pi = 0.5 * np.log(2 * np.pi)
+    # Two (k, n) work arrays updated in place and ndarray methods instead of np.* wrappers:
+    # at n ~ 1,000 each step is dominated by per-call overhead, not arithmetic.
+    lp = np.empty((k, n))
+    tmp = np.empty((k, n))
     for _ in range(iters):
-        z = (x - mu[:, None]) / sd[:, None]
-        lp = -0.5 * (z * z) + (np.log(w) - np.log(sd) - half_log_2pi)[:, None]
-        mx = np.max(lp, axis=0)
-        p = np.exp(lp - mx)
-        tot = np.sum(p, axis=0)
-        ll = float(np.sum(np.log(tot) + mx))
-        resp = p / tot
-        nk = np.sum(resp, axis=1) + 1e-12
+        isd = 1.0 / sd
+        np.multiply(x, isd[:, None], out=lp)
+        lp -= (mu * isd)[:, None]
+        np.multiply(lp, lp, out=lp)
+        lp *= -0.5
+        lp += (np.log(w) - np.log(sd) - half_log_2pi)[:, None]
+        mx = lp.max(axis=0)
+        lp -= mx
+        np.exp(lp, out=lp)
+        tot = lp.sum(axis=0)
+        ll = float(np.log(tot).sum() + mx.sum())
+        lp /= tot  # responsibilities
+        nk = lp.sum(axis=1) + 1e-12
         w = nk / n
-        mu = np.sum(resp * x, axis=1) / nk
-        d = x - mu[:, None]
-        sd = np.maximum(np.sqrt(np.sum(resp * (d * d), axis=1) / nk), 1e-4)
+        mu = (lp @ lr) / nk
+        np.subtract(x, mu[:, None], out=tmp)
+        tmp *= tmp
+        tmp *= lp
+        sd = np.maximum(np.sqrt(tmp.sum(axis=1) / nk), 1e-4)
         if ll - ll_old < 1e-5 * n:
             break
         ll_old = ll

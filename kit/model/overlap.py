@@ -62,15 +62,20 @@ def fit_overlap(left: Regime, right: Regime, boundary: float, size: NDArray,
     ok = np.isfinite(lp_l) | np.isfinite(lp_r)
     s, t, x, lp_l, lp_r = s[ok], t[ok], x[ok], lp_l[ok], lp_r[ok]
     x0 = np.log(max(boundary, 1.0))
-    xc = x - x0
+    # The share depends on the size only: it and the logistic step are computed once per
+    # distinct size, from per-size sums of the responsibilities.
+    xu, inv, cnt = np.unique(x - x0, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    n_u = cnt.astype(float)
+    dl = lp_r - lp_l
     c = np.array([0.0, 8.0])
     r = np.zeros_like(x)
     for _ in range(iters):
-        w = np.clip(expit(c[0] + c[1] * xc), 1e-12, 1 - 1e-12)
-        a, b = np.log1p(-w) + lp_l, np.log(w) + lp_r
-        r = np.exp(b - np.logaddexp(a, b))
+        w = np.clip(expit(c[0] + c[1] * xu), 1e-12, 1 - 1e-12)
+        with np.errstate(invalid="ignore"):
+            r = expit(logit(w)[inv] + dl)
         r = np.nan_to_num(r, nan=0.5)
-        c_new = logistic_step(xc, r, c, steps=2)
+        c_new = logistic_step(xu, np.bincount(inv, r, minlength=len(xu)), c, steps=2, n=n_u)
         if np.allclose(c_new, c, atol=1e-6):
             c = c_new
             break
