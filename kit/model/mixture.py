@@ -20,6 +20,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit
 
+from kit.model.squarem import accelerate
+
 MAX_EM_SAMPLES = 8000
 MIN_BAND_SHARE = 0.03
 MIN_SEPARATION = np.log(1.5)
@@ -107,7 +109,8 @@ def fit_bands(x: NDArray, y: NDArray, rng: np.random.Generator, iters: int = 60)
     Everything that depends on the size alone (the share, the band lines, the M-step's
     weighted sums) is computed once per distinct size from per-size sums of the
     responsibilities: repetitions of a size make the per-sample work a few gathers and
-    three bincounts per iteration, the rest scales with the number of sizes.
+    three bincounts per iteration, the rest scales with the number of sizes. The EM is
+    accelerated (:mod:`kit.model.squarem`): ``iters`` bounds the EM evaluations.
     """
     if len(x) < 50:
         return None
@@ -119,55 +122,65 @@ def fit_bands(x: NDArray, y: NDArray, rng: np.random.Generator, iters: int = 60)
     # y is centred (its sums of squares then keep their precision); intercepts shift back.
     y0 = float(np.mean(y))
     yc = y - y0
-    lines = np.array([[base[0] - y0 + lo, base[1]], [base[0] - y0 + hi, base[1]]])
-    sig = np.full(2, max(float(np.std(e)) / 2, 1e-3))
-    c = np.array([0.0, 0.0])
+    yc2 = yc * yc
     xu, inv, cnt_i = np.unique(x, return_inverse=True, return_counts=True)
     inv = inv.reshape(-1)
     g = len(xu)
     cnt = cnt_i.astype(float)
     sy = np.bincount(inv, yc, minlength=g)
-    syy = np.bincount(inv, yc * yc, minlength=g)
+    syy = np.bincount(inv, yc2, minlength=g)
     xm = float(np.mean(x))
     xu_c = xu - xm  # centred for a well-conditioned logistic fit
-    ll_old = -np.inf
-    r = np.zeros_like(x)
-    yc2 = yc * yc
-    for _ in range(iters):
-        w1 = np.clip(expit(c[0] + c[1] * xu_c), 1e-12, 1 - 1e-12)
-        mu0 = lines[0, 0] + lines[0, 1] * xu
-        mu1 = lines[1, 0] + lines[1, 1] * xu
-        p0, p1 = 1.0 / (sig[0] * sig[0]), 1.0 / (sig[1] * sig[1])
-        a0 = np.log1p(-w1) - np.log(sig[0]) - _HALF_LOG_2PI
-        a1 = np.log(w1) - np.log(sig[1]) - _HALF_LOG_2PI
+
+    def e_step(th: NDArray) -> tuple[NDArray, float]:
+        """Responsibilities of the slow band and the log-likelihood at ``th``."""
+        ls0, ls1 = float(th[4]), float(th[5])
+        w1 = np.clip(expit(th[6] + th[7] * xu_c), 1e-12, 1 - 1e-12)
+        mu0 = th[0] + th[1] * xu
+        mu1 = th[2] + th[3] * xu
+        p0, p1 = float(np.exp(-2.0 * ls0)), float(np.exp(-2.0 * ls1))
+        a0 = np.log1p(-w1) - ls0 - _HALF_LOG_2PI
+        a1 = np.log(w1) - ls1 - _HALF_LOG_2PI
         # l1 - l0 is a quadratic in y whose coefficients depend on the size only; the
         # log-likelihood is sum(l0) (per-size sums) + sum(softplus(l1 - l0)).
         beta = mu1 * p1 - mu0 * p0
         gam = (a1 - a0) - 0.5 * (mu1 * mu1 * p1 - mu0 * mu0 * p0)
         d = (-0.5 * (p1 - p0)) * yc2 + beta[inv] * yc + gam[inv]
-        r = expit(d)
         sum_l0 = float(np.dot(cnt, a0)) - 0.5 * p0 * float(
             np.sum(syy - 2.0 * mu0 * sy + mu0 * mu0 * cnt))
-        ll = sum_l0 + float(np.sum(np.logaddexp(0.0, d)))
+        return expit(d), sum_l0 + float(np.sum(np.logaddexp(0.0, d)))
+
+    def step(th: NDArray) -> tuple[NDArray, float]:
+        r, ll = e_step(th)
         rs = np.bincount(inv, r, minlength=g)
         ry = np.bincount(inv, r * yc, minlength=g)
-        ryy = np.bincount(inv, r * yc * yc, minlength=g)
+        ryy = np.bincount(inv, r * yc2, minlength=g)
+        out = np.empty(8)
         for k, (w, wy, wyy) in enumerate(((cnt - rs, sy - ry, syy - ryy), (rs, ry, ryy))):
-            lines[k] = _group_line(xu, w, wy)
-            mu = lines[k, 0] + lines[k, 1] * xu
+            line = _group_line(xu, w, wy)
+            out[2 * k:2 * k + 2] = line
+            mu = line[0] + line[1] * xu
             # sum of w·(y - mu)^2 from the per-size sums
             ss = float(np.sum(wyy - 2.0 * mu * wy + mu * mu * w))
-            sig[k] = max(float(np.sqrt(max(ss, 0.0) / max(float(w.sum()), 1e-12))), 1e-3)
-        c = logistic_step(xu_c, rs, c, n=cnt)
-        if abs(ll - ll_old) < 1e-6 * len(x):
-            break
-        ll_old = ll
-    ll_y = ll  # the density of y is that of yc: centring shifts, it does not scale
+            out[4 + k] = np.log(max(float(np.sqrt(max(ss, 0.0) / max(float(w.sum()), 1e-12))),
+                                    1e-3))
+        out[6:8] = logistic_step(xu_c, rs, th[6:8], n=cnt)
+        return out, ll
+
+    # Parameters: both lines (centred y), ln sigma of each band (an extrapolated step
+    # cannot make a sigma negative) and the share's logistic coefficients (centred x).
+    ls = np.log(max(float(np.std(e)) / 2, 1e-3))
+    theta0 = np.array([base[0] - y0 + lo, base[1], base[0] - y0 + hi, base[1], ls, ls, 0.0, 0.0])
+    theta, _ = accelerate(step, theta0, iters, 1e-6 * len(x))
+    r, ll = e_step(theta)  # the density of y is that of yc: centring shifts, it does not scale
+    lines = theta[:4].reshape(2, 2).copy()
     lines[:, 0] += y0
+    sig = np.maximum(np.exp(theta[4:6]), 1e-3)
+    c = theta[6:8]
     weight = np.array([c[0] - c[1] * xm, c[1]])
     if lines[0, 0] + lines[0, 1] * xm > lines[1, 0] + lines[1, 1] * xm:  # keep fast band first
         lines, sig, r, weight = lines[::-1].copy(), sig[::-1].copy(), 1 - r, -weight
-    return BandFit(lines, sig, weight, r, ll_y)
+    return BandFit(lines, sig, weight, r, ll)
 
 
 def assign_bands(fit: BandFit, x: NDArray, y: NDArray) -> NDArray:
