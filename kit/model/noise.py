@@ -298,10 +298,13 @@ def _choose(fits: dict[str, tuple[float, dict[str, Any]]], r: NDArray) -> str:
     for fam in by_aic:
         cand = Noise(fam, dict(fits[fam][1]))
         try:
-            _anchor_median(cand, med)
-            fitted = np.asarray(cand.ppf(np.array([0.95, 0.99])), dtype=float)
+            # Anchoring scales every quantile by the same factor (every family's ratio
+            # scales with its scale, the mixture's ln r shifts): one ppf call serves both.
+            q = np.asarray(cand.ppf(np.array([0.5, 0.95, 0.99])), dtype=float)
         except (ValueError, FloatingPointError):
             continue
+        factor = med / q[0]
+        fitted = q[1:] * factor if np.isfinite(factor) and factor > 0 else q[1:]
         err = float(np.max(np.abs(fitted - emp) / emp))
         errors[fam] = err if np.isfinite(err) else np.inf
         if errors[fam] <= TAIL_TOLERANCE:

@@ -33,7 +33,8 @@ MIN_SEPARATION = 3.0
 def _width(reg: Regime) -> float:
     """Half the 16-84 % spread of ln ratio: a robust noise sigma (bands: the widest)."""
     noises = [c.noise for c in reg.components] or [reg.noise]
-    return max(float(np.log(n.ppf(np.array(0.84)) / n.ppf(np.array(0.16)))) / 2 for n in noises)
+    q = np.array([0.16, 0.84])
+    return max(float(np.diff(np.log(np.asarray(n.ppf(q), dtype=float)))[0]) / 2 for n in noises)
 
 
 def _separation(left: Regime, right: Regime, boundary: float) -> float:

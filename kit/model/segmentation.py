@@ -14,7 +14,7 @@ nothing extra: discontinuities are allowed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,6 +53,8 @@ class Bins:
     per_size: bool = False
     #: Sampling variance of each bin's ln median.
     v: NDArray | None = None
+    #: The families' cost tables of these bins (see :func:`cost_tables`), once computed.
+    tables: dict[str, NDArray] | None = field(default=None, repr=False, compare=False)
 
 
 def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BINS,
@@ -241,8 +243,15 @@ def refine_boundary(size: NDArray, log_time: NDArray, left: NDArray, right: NDAr
 
 
 def cost_tables(bins: Bins, families: tuple[str, ...] = FAMILIES) -> dict[str, NDArray]:
+    """Each family's segment cost table of ``bins``; the default set is kept on the bins
+    (a fit asks for the same bins' tables three times: O(B^2) each)."""
+    if families == FAMILIES and bins.tables is not None:
+        return bins.tables
     x, y = np.log(bins.size), np.log(bins.median)
-    return {f: segment_costs(x, y, bins.weight, f) for f in families}
+    out = {f: segment_costs(x, y, bins.weight, f) for f in families}
+    if families == FAMILIES:
+        bins.tables = out
+    return out
 
 
 def dp_segment(costs: list[NDArray], counts: NDArray, min_support: int) -> tuple[float, list[int]]:
