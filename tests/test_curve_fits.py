@@ -1,4 +1,5 @@
-"""The curve fits solve the same robust problem scipy's least_squares(loss="huber") does.
+"""The curve fits solve the same robust problem scipy's least_squares(loss="huber") does
+(and the segmentation DP answers every K from one table).
 
 The engine replaced scipy's trust-region solver by IRLS (constant, power) and a bounded
 Gauss-Newton IRLS (linear) for speed; these tests hold them to scipy's answer: the same
@@ -76,3 +77,17 @@ def test_bounded_linear_fit_is_never_worse_than_scipys() -> None:
         cost = _huber_cost(sw * (np.log(ours["a"] + ours["b"] * se) - y), f_scale)
         assert cost <= cost_ref * (1 + 1e-9) + 1e-15
     assert at_bound > 0  # the flat series put b on its bound: the active set was exercised
+
+
+def test_one_dp_table_answers_every_number_of_regimes() -> None:
+    from kit.model.segmentation import dp_segment, dp_segment_all
+
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        B = int(rng.integers(2, 60))
+        cost = rng.random((B + 1, B + 1)) * 10
+        counts = rng.integers(1, 20, B)
+        min_support, k_max = int(rng.integers(1, 40)), int(rng.integers(1, 9))
+        every = dp_segment_all(cost, counts, min_support, k_max)
+        for k in range(1, k_max + 1):
+            assert dp_segment([cost] * k, counts, min_support) == every[k - 1]

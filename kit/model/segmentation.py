@@ -282,6 +282,40 @@ def dp_segment(costs: list[NDArray], counts: NDArray, min_support: int) -> tuple
     return float(best[K, B]), cuts
 
 
+def dp_segment_all(cost: NDArray, counts: NDArray, min_support: int, k_max: int
+                   ) -> list[tuple[float, list[int]]]:
+    """:func:`dp_segment` with the same ``cost`` for every segment, for K = 1..k_max at once.
+
+    Layer k of the DP table is the best split of every prefix into k segments, whatever
+    the final K: one table of k_max layers answers every K (the same costs and cuts as
+    k_max separate runs, at the cost of the largest one).
+    """
+    B = len(counts)
+    cum = np.r_[0, np.cumsum(counts)]
+    support = cum[None, :] - cum[:, None]
+    c = np.where(support >= min_support, cost, np.inf)  # [i, j]
+    best = np.full((k_max + 1, B + 1), np.inf)
+    arg = np.zeros((k_max + 1, B + 1), dtype=np.int64)
+    best[0, 0] = 0.0
+    cols = np.arange(B + 1)
+    for k in range(1, k_max + 1):
+        tot = best[k - 1][:, None] + c
+        arg[k] = np.argmin(tot, axis=0)
+        best[k] = tot[arg[k], cols]
+    out: list[tuple[float, list[int]]] = []
+    for K in range(1, k_max + 1):
+        if not np.isfinite(best[K, B]):
+            out.append((float("inf"), []))
+            continue
+        cuts, j = [], B
+        for k in range(K, 0, -1):
+            i = int(arg[k, j])
+            cuts.append(i)
+            j = i
+        out.append((float(best[K, B]), sorted(cuts)[1:]))
+    return out
+
+
 def bic(rss: float, bins: Bins, k_regimes: int, b_eff: float | None = None) -> float:
     """BIC of a K-regime fit with the residual variance estimated from the fit.
 
@@ -363,8 +397,8 @@ def choose_segmentation(bins: Bins, max_regimes: int, min_support: int,
         rss, cuts = dp_segment([table(f) for f in families], bins.count, min_support)
         return cuts if np.isfinite(rss) else None
     fits: list[tuple[int, float, list[int]]] = []
-    for k in range(1, max_regimes + 1):
-        rss, cuts = dp_segment([best_any] * k, bins.count, min_support)
+    for k, (rss, cuts) in enumerate(dp_segment_all(best_any, bins.count, min_support,
+                                                   max_regimes), start=1):
         if not np.isfinite(rss):
             break
         fits.append((k, rss, cuts))
