@@ -1,5 +1,6 @@
 """The curve fits solve the same robust problem scipy's least_squares(loss="huber") does
-(and the segmentation DP answers every K from one table).
+(and the segmentation DP answers every K from one table; the Weibull and log-logistic
+noise laws reach scipy's maximum likelihood).
 
 The engine replaced scipy's trust-region solver by IRLS (constant, power) and a bounded
 Gauss-Newton IRLS (linear) for speed; these tests hold them to scipy's answer: the same
@@ -91,3 +92,22 @@ def test_one_dp_table_answers_every_number_of_regimes() -> None:
         every = dp_segment_all(cost, counts, min_support, k_max)
         for k in range(1, k_max + 1):
             assert dp_segment([cost] * k, counts, min_support) == every[k - 1]
+
+
+def test_log_location_scale_fits_reach_scipys_optimum() -> None:
+    from scipy import stats
+
+    from kit.model.noise import _gumbel_min_fit, _logistic_fit
+
+    rng = np.random.default_rng(2)
+    for i in range(80):
+        n = int(rng.integers(5, 3000))
+        y = [-rng.gumbel(0, 0.1, n), rng.logistic(0.1, 0.05, n),
+             np.where(rng.random(n) < 0.2, rng.normal(0.4, 0.2, n), rng.normal(0, 0.03, n)),
+             rng.normal(0, 1e-3, n)][i % 4]
+        for law, ours in ((stats.gumbel_l, _gumbel_min_fit), (stats.logistic, _logistic_fit)):
+            loc, scale = ours(y)
+            assert scale > 0
+            ll_ours = float(law.logpdf(y, loc, scale).sum())
+            ll_ref = float(law.logpdf(y, *law.fit(y)).sum())
+            assert ll_ours >= ll_ref - 1e-6 * max(1.0, abs(ll_ref))

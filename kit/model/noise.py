@@ -206,21 +206,82 @@ def _fit_gmm(lr: NDArray, max_k: int = 3) -> tuple[dict, float, int] | None:
     return None if best is None else (best[1], best[2], best[3])
 
 
-#: Families whose ln r follows a two-parameter location-scale law with a closed-form or
-#: root-finding ML fit in scipy: Weibull (ln r is a minimum Gumbel with location ln scale
-#: and scale 1/c) and log-logistic (ln r is logistic). The maximum-likelihood estimate is
-#: the same in either parametrisation (the Jacobian of ln does not depend on the
-#: parameters), and these fits take ~1.5 ms where the generic Nelder-Mead on r takes
-#: 15-40 ms for the same optimum (to its 1e-4 tolerance).
-_LOG_LOCATION_SCALE = {"weibull": stats.gumbel_l, "fisk": stats.logistic}
+def _gumbel_min_fit(y: NDArray) -> tuple[float, float]:
+    """ML (location, scale) of a minimum-Gumbel law (scipy's ``gumbel_l``) for ``y``.
+
+    The scale solves beta + mean(y) - sum(w·y) = 0 with w = softmax(y / beta) (the
+    location is then beta·ln(mean(exp(y / beta)))); Newton on beta, whose derivative is
+    1 + var_w(y) / beta², converges in a few steps from the moment estimate.
+    """
+    ybar = float(np.mean(y))
+    beta = max(float(np.std(y)) * np.sqrt(6.0) / np.pi, 1e-12)
+    ymax = float(np.max(y))
+    for _ in range(100):
+        e = np.exp((y - ymax) / beta)
+        w = e / e.sum()
+        m1 = float(np.dot(w, y))
+        var = max(float(np.dot(w, (y - m1) ** 2)), 0.0)
+        g = beta + ybar - m1
+        new = beta - g / (1.0 + var / (beta * beta))
+        if new <= 0:
+            new = beta / 2
+        done = abs(new - beta) <= 1e-12 * beta
+        beta = new
+        if done:
+            break
+    e = np.exp((y - ymax) / beta)
+    return ymax + beta * float(np.log(np.mean(e))), beta
+
+
+def _logistic_fit(y: NDArray) -> tuple[float, float]:
+    """ML (location, scale) of a logistic law for ``y``: 2-D Newton on the score equations
+    sum(tanh(z/2)) = 0 and sum(z·tanh(z/2)) = n, z = (y - loc) / scale."""
+    n = len(y)
+    mu = float(np.median(y))
+    s = max(float(np.std(y)) * np.sqrt(3.0) / np.pi, 1e-12)
+    for _ in range(100):
+        z = (y - mu) / s
+        t = np.tanh(z / 2)
+        d = 0.5 * (1 - t * t)
+        f1, f2 = float(t.sum()), float(np.dot(z, t)) - n
+        a = d.sum()
+        b = float(np.dot(d, z))
+        u = t + z * d
+        c = float(u.sum())
+        e = float(np.dot(u, z))
+        # Jacobian of (f1, f2) in (mu, s): -[[a, b], [c, e]] / s
+        det = a * e - b * c
+        if not np.isfinite(det) or det == 0:
+            break
+        dmu = s * (e * f1 - b * f2) / det
+        ds = s * (a * f2 - c * f1) / det
+        step = 1.0
+        while s + step * ds <= 0:
+            step /= 2
+        mu, s_new = mu + step * dmu, s + step * ds
+        done = abs(step * dmu) <= 1e-12 * s and abs(s_new - s) <= 1e-12 * s
+        s = s_new
+        if done:
+            break
+    return mu, s
+
+
+#: Families whose ln r follows a two-parameter location-scale law with a direct ML fit:
+#: Weibull (ln r is a minimum Gumbel with location ln scale and scale 1/c) and
+#: log-logistic (ln r is logistic). The maximum-likelihood estimate is the same in either
+#: parametrisation (the Jacobian of ln does not depend on the parameters); Newton on the
+#: score equations takes 0.35-0.5 ms at 2,500 samples where scipy's ``fit`` of the same
+#: laws takes 1.1-1.5 ms (and the generic Nelder-Mead on r 15-40 ms), same optimum.
+_LOG_LOCATION_SCALE = {"weibull": _gumbel_min_fit, "fisk": _logistic_fit}
 
 
 def _ml_fit(fam: str, r: NDArray) -> tuple[float, ...]:
     """scipy's ``dist.fit(r, floc=0)`` result tuple (shape, loc, scale) for ``fam``."""
     dist, _ = _SCIPY[fam]
-    log_law = _LOG_LOCATION_SCALE.get(fam)
-    if log_law is not None:
-        loc, scale = log_law.fit(np.log(r))
+    log_fit = _LOG_LOCATION_SCALE.get(fam)
+    if log_fit is not None:
+        with np.errstate(all="ignore"):
+            loc, scale = log_fit(np.log(r))
         if np.isfinite(loc) and np.isfinite(scale) and scale > 0:
             return (1.0 / float(scale), 0.0, float(np.exp(loc)))
     return tuple(dist.fit(r, floc=0.0))
