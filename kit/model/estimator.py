@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator
 
 from kit.errors import ModelError
 from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, evaluate, fit_family
+from kit.model.memo import clear_all
 from kit.model.mixture import assign_bands, detect_bands
 from kit.model.noise import NOISE_FAMILIES, Noise, fit_noise
 from kit.model.outliers import flag_outliers, stable_argsort
@@ -141,6 +142,7 @@ class RegimeModel(BaseEstimator):
                              hint="drop or repair those rows (times are seconds > 0)")
         _as_sizes(s, "fit(size, time)")
         min_support = self._check_params(len(s))
+        clear_all()  # memoised EMs live for one fit
         rng = np.random.default_rng(self.random_state)
 
         order = stable_argsort(s)

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit
 
+from kit.model.memo import ContentMemo
 from kit.model.squarem import accelerate
 
 MAX_EM_SAMPLES = 8000
@@ -193,6 +194,9 @@ def assign_bands(fit: BandFit, x: NDArray, y: NDArray) -> NDArray:
     return np.argmax(lp, axis=1)
 
 
+#: Band EMs already run on the same samples (see :mod:`kit.model.memo`).
+_BAND_FITS = ContentMemo()
+
 #: Log-likelihood of ln time (and its parameter count) under the single-curve alternative.
 Baseline = Callable[[NDArray, NDArray], tuple[float, int]]
 
@@ -228,7 +232,11 @@ def detect_bands(x: NDArray, y: NDArray, rng: np.random.Generator,
     if len(x) > MAX_EM_SAMPLES:
         idx = rng.choice(len(x), MAX_EM_SAMPLES, replace=False)
         x, y = x[idx], y[idx]
-    fit = fit_bands(x, y, rng)
+    key = _BAND_FITS.key(x, y)
+    hit, fit = _BAND_FITS.get(key)
+    if not hit:
+        fit = fit_bands(x, y, rng)
+        _BAND_FITS.put(key, fit)
     if fit is None:
         return None
     deff = min(max(float(deff), 1.0), _share_design_effect(x, fit.resp))

@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from scipy import stats
 from scipy.special import ndtr
 
+from kit.model.memo import ContentMemo
 from kit.model.squarem import accelerate
 
 NOISE_FAMILIES: tuple[str, ...] = ("lognormal", "gamma", "weibull", "invgauss", "fisk", "gmm")
@@ -287,6 +288,10 @@ def _ml_fit(fam: str, r: NDArray) -> tuple[float, ...]:
     return tuple(dist.fit(r, floc=0.0))
 
 
+#: Mixture EMs already run on the same ratios (see :mod:`kit.model.memo`).
+_GMM_FITS = ContentMemo()
+
+
 def fit_noise(ratio: NDArray, rng: np.random.Generator,
               families: tuple[str, ...] = NOISE_FAMILIES) -> Noise:
     """Fit every candidate family to ``ratio`` (> 0) by ML and keep the lowest AIC."""
@@ -308,7 +313,12 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
             if fam == "gmm":
                 # EM is the slowest candidate; half the samples pin 2-3 components well.
                 sub = r[: MAX_NOISE_SAMPLES // 2]
-                gmm = _fit_gmm(np.log(sub))
+                lr = np.log(sub)
+                key = _GMM_FITS.key(lr)
+                hit, gmm = _GMM_FITS.get(key)
+                if not hit:
+                    gmm = _fit_gmm(lr)
+                    _GMM_FITS.put(key, gmm)
                 if gmm is None:
                     continue
                 params, _, k = gmm
