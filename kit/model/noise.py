@@ -340,8 +340,11 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
         fits["lognormal"] = (np.inf, {"s": float(np.std(np.log(r))), "scale": float(np.median(r))})
     best = _choose(fits, r)
     noise = Noise(best, fits[best][1], {f: float(v[0]) for f, v in fits.items()}, {}, n_all)
-    _anchor_median(noise, float(np.median(r)))
-    noise.quantiles = _quantile_report(noise, r)
+    # One quantile call serves the anchoring and the report: anchoring scales every
+    # quantile by the same factor.
+    q = np.asarray(noise.ppf(_REPORT_LEVELS), dtype=float).reshape(-1)
+    factor = _anchor_median(noise, float(np.median(r)), float(q[0]))
+    noise.quantiles = _quantile_report(noise, r, q * factor)
     return noise
 
 
@@ -383,26 +386,35 @@ def _choose(fits: dict[str, tuple[float, dict[str, Any]]], r: NDArray) -> str:
     return min(errors, key=lambda f: errors[f]) if errors else by_aic[0]
 
 
-def _anchor_median(noise: Noise, target: float) -> None:
-    """Rescale so the fitted median equals the empirical one.
+def _anchor_median(noise: Noise, target: float, median: float | None = None) -> float:
+    """Rescale so the fitted median equals the empirical one; returns the factor applied.
 
     The ML fit matches the shape; a misfit of a few percent at the median would show up as
     a few percent error in every predicted median, the number users read first, so the
     scale (a shift of ln r for the Gaussian mixture) is pinned to the sample median.
+    ``median``: the fitted median, when the caller has it already.
     """
-    factor = target / noise.median()
+    factor = target / (noise.median() if median is None else median)
     if not np.isfinite(factor) or factor <= 0:
-        return
+        return 1.0
     if noise.family == "gmm":
         noise.params["means"] = [m + float(np.log(factor)) for m in noise.params["means"]]
     else:
         noise.params["scale"] = noise.params["scale"] * factor
+    return float(factor)
 
 
-def _quantile_report(noise: Noise, r: NDArray) -> dict[str, dict[str, float]]:
-    """Fitted vs empirical p50/p95/p99 of the ratio: the tail check a reader wants first."""
-    names, qs = ("p50", "p95", "p99"), np.array([0.5, 0.95, 0.99])
-    fitted = np.asarray(noise.ppf(qs), dtype=float).reshape(-1)
+#: The levels of a noise's quantile report (p50, p95, p99).
+_REPORT_LEVELS = np.array([0.5, 0.95, 0.99])
+
+
+def _quantile_report(noise: Noise, r: NDArray, fitted: NDArray | None = None
+                     ) -> dict[str, dict[str, float]]:
+    """Fitted vs empirical p50/p95/p99 of the ratio: the tail check a reader wants first.
+    ``fitted``: the noise's quantiles at those levels, when the caller has them already."""
+    names, qs = ("p50", "p95", "p99"), _REPORT_LEVELS
+    if fitted is None:
+        fitted = np.asarray(noise.ppf(qs), dtype=float).reshape(-1)
     emp = np.quantile(r, qs) if len(r) else np.full(3, np.nan)
     return {name: {"fitted": float(f), "empirical": float(e)}
             for name, f, e in zip(names, fitted, emp, strict=True)}
