@@ -15,6 +15,7 @@ import copy
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,15 @@ class ContentMemo:
             self._store.move_to_end(key)
             value = self._store[key]
         return True, copy.deepcopy(value)
+
+    def call(self, compute: Callable[..., Any], *arrays: np.ndarray) -> Any:
+        """``compute(*arrays)``, from the memo when these arrays were seen (then stored)."""
+        key = self.key(*arrays)
+        hit, value = self.get(key)
+        if not hit:
+            value = compute(*arrays)
+            self.put(key, value)
+        return value
 
     def put(self, key: bytes, value: Any) -> None:
         stored = copy.deepcopy(value)

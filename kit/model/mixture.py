@@ -40,20 +40,6 @@ class BandFit:
     loglik: float
 
 
-def _wline(x: NDArray, y: NDArray, w: NDArray) -> NDArray:
-    # Weighted sums as dot products: one pass each and no temporaries (EM calls this twice
-    # per iteration on up to MAX_EM_SAMPLES samples).
-    sw = w.sum()
-    if sw <= 0 or np.ptp(x) == 0:
-        return np.array([float(np.dot(w, y) / max(sw, 1e-300)), 0.0])
-    mx, my = np.dot(w, x) / sw, np.dot(w, y) / sw
-    dx = x - mx
-    wdx = w * dx
-    vxx = np.dot(wdx, dx)
-    b = np.dot(wdx, y - my) / vxx if vxx > 1e-12 else 0.0
-    return np.array([my - b * mx, b])
-
-
 def logistic_step(x: NDArray, r: NDArray, c: NDArray, steps: int = 3,
                   n: NDArray | None = None) -> NDArray:
     """Newton steps of logistic regression on soft targets r (tiny ridge keeps it finite).
@@ -90,7 +76,7 @@ def logistic_step(x: NDArray, r: NDArray, c: NDArray, steps: int = 3,
 
 def _group_line(xu: NDArray, w: NDArray, wy: NDArray) -> NDArray:
     """Weighted line of y on x from per-group sums: ``w`` (weights) and ``wy`` (weighted y)
-    at the distinct ``xu``; the same line as :func:`_wline` on the samples."""
+    at the distinct ``xu`` (with unit weights and ``wy = y``, the plain line of samples)."""
     sw = float(w.sum())
     if sw <= 0 or len(xu) < 2:
         return np.array([float(wy.sum()) / max(sw, 1e-300), 0.0])
@@ -115,7 +101,7 @@ def fit_bands(x: NDArray, y: NDArray, rng: np.random.Generator, iters: int = 60)
     """
     if len(x) < 50:
         return None
-    base = _wline(x, y, np.ones_like(x))
+    base = _group_line(x, np.ones_like(x), y)
     e = y - (base[0] + base[1] * x)
     lo, hi = np.quantile(e, [0.25, 0.85])
     if hi - lo < 1e-9:
@@ -232,11 +218,7 @@ def detect_bands(x: NDArray, y: NDArray, rng: np.random.Generator,
     if len(x) > MAX_EM_SAMPLES:
         idx = rng.choice(len(x), MAX_EM_SAMPLES, replace=False)
         x, y = x[idx], y[idx]
-    key = _BAND_FITS.key(x, y)
-    hit, fit = _BAND_FITS.get(key)
-    if not hit:
-        fit = fit_bands(x, y, rng)
-        _BAND_FITS.put(key, fit)
+    fit = _BAND_FITS.call(lambda xs, ys: fit_bands(xs, ys, rng), x, y)
     if fit is None:
         return None
     deff = min(max(float(deff), 1.0), _share_design_effect(x, fit.resp))

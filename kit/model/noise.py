@@ -314,11 +314,7 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
                 # EM is the slowest candidate; half the samples pin 2-3 components well.
                 sub = r[: MAX_NOISE_SAMPLES // 2]
                 lr = np.log(sub)
-                key = _GMM_FITS.key(lr)
-                hit, gmm = _GMM_FITS.get(key)
-                if not hit:
-                    gmm = _fit_gmm(lr)
-                    _GMM_FITS.put(key, gmm)
+                gmm = _GMM_FITS.call(_fit_gmm, lr)
                 if gmm is None:
                     continue
                 params, _, k = gmm
@@ -377,13 +373,19 @@ def _choose(fits: dict[str, tuple[float, dict[str, Any]]], r: NDArray) -> str:
             q = np.asarray(cand.ppf(np.array([0.5, 0.95, 0.99])), dtype=float)
         except (ValueError, FloatingPointError):
             continue
-        factor = med / q[0]
-        fitted = q[1:] * factor if np.isfinite(factor) and factor > 0 else q[1:]
+        fitted = q[1:] * _anchor_factor(med, float(q[0]))
         err = float(np.max(np.abs(fitted - emp) / emp))
         errors[fam] = err if np.isfinite(err) else np.inf
         if errors[fam] <= TAIL_TOLERANCE:
             return fam
     return min(errors, key=lambda f: errors[f]) if errors else by_aic[0]
+
+
+def _anchor_factor(target: float, median: float) -> float:
+    """The factor that moves a fitted ``median`` onto ``target`` (1 where it is undefined)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = target / median
+    return float(factor) if np.isfinite(factor) and factor > 0 else 1.0
 
 
 def _anchor_median(noise: Noise, target: float, median: float | None = None) -> float:
@@ -394,8 +396,8 @@ def _anchor_median(noise: Noise, target: float, median: float | None = None) -> 
     scale (a shift of ln r for the Gaussian mixture) is pinned to the sample median.
     ``median``: the fitted median, when the caller has it already.
     """
-    factor = target / (noise.median() if median is None else median)
-    if not np.isfinite(factor) or factor <= 0:
+    factor = _anchor_factor(target, noise.median() if median is None else median)
+    if factor == 1.0:
         return 1.0
     if noise.family == "gmm":
         noise.params["means"] = [m + float(np.log(factor)) for m in noise.params["means"]]
