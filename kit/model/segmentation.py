@@ -254,6 +254,29 @@ def cost_tables(bins: Bins, families: tuple[str, ...] = FAMILIES) -> dict[str, N
     return out
 
 
+def _dp_tables(costs: list[NDArray], counts: NDArray, min_support: int
+               ) -> tuple[NDArray, NDArray]:
+    """Forward pass of the segmentation DP: ``best[k, j]`` is the least cost of splitting
+    bins [0, j) into k segments (segment k using ``costs[k - 1]``), ``arg`` where the last
+    one starts. A cost shared by consecutive layers is masked for support once."""
+    K, B = len(costs), len(counts)
+    cum = np.r_[0, np.cumsum(counts)]
+    support = cum[None, :] - cum[:, None]
+    best = np.full((K + 1, B + 1), np.inf)
+    arg = np.zeros((K + 1, B + 1), dtype=np.int64)
+    best[0, 0] = 0.0
+    cols = np.arange(B + 1)
+    c, masked = np.empty(0), None
+    for k in range(1, K + 1):
+        if costs[k - 1] is not masked:
+            masked = costs[k - 1]
+            c = np.where(support >= min_support, masked, np.inf)  # [i, j]
+        tot = best[k - 1][:, None] + c
+        arg[k] = np.argmin(tot, axis=0)
+        best[k] = tot[arg[k], cols]
+    return best, arg
+
+
 def dp_segment(costs: list[NDArray], counts: NDArray, min_support: int) -> tuple[float, list[int]]:
     """Exact DP: split bins into len(costs) consecutive segments, segment k using costs[k].
 
@@ -261,25 +284,20 @@ def dp_segment(costs: list[NDArray], counts: NDArray, min_support: int) -> tuple
     (``inf`` and [] when no partition meets ``min_support``).
     """
     K, B = len(costs), len(counts)
-    cum = np.r_[0, np.cumsum(counts)]
-    support = cum[None, :] - cum[:, None]
-    best = np.full((K + 1, B + 1), np.inf)
-    arg = np.zeros((K + 1, B + 1), dtype=np.int64)
-    best[0, 0] = 0.0
-    for k in range(1, K + 1):
-        c = np.where(support >= min_support, costs[k - 1], np.inf)  # [i, j]
-        tot = best[k - 1][:, None] + c
-        arg[k] = np.argmin(tot, axis=0)
-        best[k] = tot[arg[k], np.arange(B + 1)]
+    best, arg = _dp_tables(costs, counts, min_support)
     if not np.isfinite(best[K, B]):
         return float("inf"), []
+    return float(best[K, B]), _backtrack(arg, K, B)
+
+
+def _backtrack(arg: NDArray, K: int, B: int) -> list[int]:
+    """Bins where segments 2..K start, from a DP's argmin table (layer k, end bin j)."""
     cuts, j = [], B
     for k in range(K, 0, -1):
         i = int(arg[k, j])
         cuts.append(i)
         j = i
-    cuts = sorted(cuts)[1:]  # the first segment starts at bin 0
-    return float(best[K, B]), cuts
+    return sorted(cuts)[1:]  # the first segment starts at bin 0
 
 
 def dp_segment_all(cost: NDArray, counts: NDArray, min_support: int, k_max: int
@@ -291,29 +309,9 @@ def dp_segment_all(cost: NDArray, counts: NDArray, min_support: int, k_max: int
     k_max separate runs, at the cost of the largest one).
     """
     B = len(counts)
-    cum = np.r_[0, np.cumsum(counts)]
-    support = cum[None, :] - cum[:, None]
-    c = np.where(support >= min_support, cost, np.inf)  # [i, j]
-    best = np.full((k_max + 1, B + 1), np.inf)
-    arg = np.zeros((k_max + 1, B + 1), dtype=np.int64)
-    best[0, 0] = 0.0
-    cols = np.arange(B + 1)
-    for k in range(1, k_max + 1):
-        tot = best[k - 1][:, None] + c
-        arg[k] = np.argmin(tot, axis=0)
-        best[k] = tot[arg[k], cols]
-    out: list[tuple[float, list[int]]] = []
-    for K in range(1, k_max + 1):
-        if not np.isfinite(best[K, B]):
-            out.append((float("inf"), []))
-            continue
-        cuts, j = [], B
-        for k in range(K, 0, -1):
-            i = int(arg[k, j])
-            cuts.append(i)
-            j = i
-        out.append((float(best[K, B]), sorted(cuts)[1:]))
-    return out
+    best, arg = _dp_tables([cost] * k_max, counts, min_support)
+    return [(float(best[K, B]), _backtrack(arg, K, B)) if np.isfinite(best[K, B])
+            else (float("inf"), []) for K in range(1, k_max + 1)]
 
 
 def bic(rss: float, bins: Bins, k_regimes: int, b_eff: float | None = None) -> float:
