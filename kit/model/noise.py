@@ -35,6 +35,8 @@ _SCIPY = {
     "fisk": (stats.fisk, ("c",)),
 }
 
+_HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
+
 #: Samples used for the likelihood fits; more adds time, not accuracy, for 5-parameter shapes.
 MAX_NOISE_SAMPLES = 2500
 
@@ -136,19 +138,122 @@ class Noise:
                    n=int(d.get("n", 0)))
 
 
-def _em_gmm(lr: NDArray, k: int, iters: int = 80) -> tuple[NDArray, NDArray, NDArray, float]:
-    """1-D Gaussian mixture by EM, started from quantiles (deterministic, no sklearn overhead).
+#: EM evaluations before Newton takes over.
+_EM_BEFORE_NEWTON = 6
+_LN_SD_MIN = float(np.log(1e-4))
 
-    Arrays are laid out (component, sample): the per-sample max and sum over 2-3
-    components are then row-wise ufuncs and the per-component sums contiguous, several
-    times faster than reducing a short last axis (noise fitting is most of a fit's time).
-    Two (k, n) work arrays are updated in place: at n ~ 1,000 each step is dominated by
-    per-call overhead. The EM is accelerated (:mod:`kit.model.squarem`) on (ln weights,
-    means, ln sds); ``iters`` bounds the EM evaluations.
+
+def _gmm_newton_terms(x: NDArray, th: NDArray, k: int
+                      ) -> tuple[float, NDArray, NDArray]:
+    """Log-likelihood, gradient and Hessian of a 1-D Gaussian mixture at ``th``.
+
+    ``th`` = (alpha_1..alpha_{k-1}, means, ln sds) with weights softmax(0, alpha): the
+    weights' one free dimension is pinned, so the Hessian is not singular. The Hessian is
+    the observed information: sum over samples of E_r[∇² ln f + s sᵀ] − g_i g_iᵀ, with s
+    a component's score and g_i the sample's (the responsibility-weighted s).
+    """
+    a = np.concatenate([[0.0], th[:k - 1]])
+    lw = a - np.logaddexp.reduce(a)
+    w = np.exp(lw)
+    mu, lsd = th[k - 1:2 * k - 1], th[2 * k - 1:]
+    isd = np.exp(-lsd)
+    z = (x[None, :] - mu[:, None]) * isd[:, None]
+    zz = z * z
+    lp = (lw - lsd - _HALF_LOG_2PI)[:, None] - 0.5 * zz
+    mx = lp.max(axis=0)
+    e = np.exp(lp - mx)
+    tot = e.sum(axis=0)
+    r = e / tot
+    ll = float(np.log(tot).sum() + mx.sum())
+    n_par = 3 * k - 1
+    smu = z * isd[:, None]  # d ln f_j / d mu_j
+    sl = zz - 1.0  # d ln f_j / d ln sd_j
+    big = np.empty((n_par, x.shape[0]))
+    big[:k - 1] = r[1:] - w[1:, None]
+    np.multiply(r, smu, out=big[k - 1:2 * k - 1])
+    np.multiply(r, sl, out=big[2 * k - 1:])
+    g = big.sum(axis=1)
+    h = -(big @ big.T)
+    rs = r.sum(axis=1)
+    ew = np.eye(k)[:, 1:] - w[None, 1:]  # row j: d ln w_j / d alpha
+    h[:k - 1, :k - 1] += (ew.T * rs) @ ew - len(x) * (np.diag(w[1:]) - np.outer(w[1:], w[1:]))
+    rsmu = np.einsum("jn,jn->j", r, smu)
+    rsl = np.einsum("jn,jn->j", r, sl)
+    rmm = np.einsum("jn,jn->j", r, smu * smu)
+    rml = np.einsum("jn,jn->j", r, smu * sl)
+    rll = np.einsum("jn,jn->j", r, sl * sl)
+    rz = np.einsum("jn,jn->j", r, z)
+    rzz = np.einsum("jn,jn->j", r, zz)
+    im, il = np.arange(k - 1, 2 * k - 1), np.arange(2 * k - 1, 3 * k - 1)
+    h[:k - 1, im] += ew.T * rsmu
+    h[:k - 1, il] += ew.T * rsl
+    h[im, :k - 1] += ew * rsmu[:, None]
+    h[il, :k - 1] += ew * rsl[:, None]
+    h[im, im] += rmm - rs * isd * isd
+    cross = rml - 2.0 * isd * rz
+    h[im, il] += cross
+    h[il, im] += cross
+    h[il, il] += rll - 2.0 * rzz
+    return ll, g, h
+
+
+def _gmm_newton(x: NDArray, th: NDArray, k: int, max_evals: int
+                ) -> tuple[NDArray, float, int, bool]:
+    """Damped Newton ascent from ``th`` (Newton parametrisation); (theta, ll, evals, ok).
+
+    Where the likelihood is not locally concave (overlapping components sit on a ridge),
+    the Hessian's eigenvalues are replaced by their magnitudes (floored): every step is
+    then an ascent direction, and the backtracking keeps only steps that gain. ``ok`` is
+    False when a step runs into the sd floor (a collapsing component: EM's floor handles
+    that).
+    """
+    ll, g, h = _gmm_newton_terms(x, th, k)
+    evals = 1
+    while evals < max_evals:
+        lam, vec = np.linalg.eigh(-h)
+        if not np.all(np.isfinite(lam)):
+            return th, ll, evals, False
+        mag = np.maximum(np.abs(lam), 1e-8 * max(float(np.abs(lam).max()), 1e-300))
+        d = vec @ ((vec.T @ g) / mag)
+        if float(g @ d) < 1e-7:  # twice the predicted gain: converged
+            return th, ll, evals, True
+        d *= min(1.0, 1.0 / float(np.abs(d).max()))  # at most 1 in any coordinate
+        t = 1.0
+        while evals < max_evals and t > 1e-3:
+            cand = th + t * d
+            if float(cand[2 * k - 1:].min()) >= _LN_SD_MIN:
+                ll2, g2, h2 = _gmm_newton_terms(x, cand, k)
+                evals += 1
+                if np.isfinite(ll2) and ll2 >= ll:
+                    break
+            elif t < 0.5:
+                return th, ll, evals, False
+            t /= 2
+        else:
+            return th, ll, evals, True  # no step gains: at the optimum to round-off
+        th, ll, g, h = cand, ll2, g2, h2
+    return th, ll, evals, True
+
+
+def _em_gmm(lr: NDArray, k: int, iters: int = 80) -> tuple[NDArray, NDArray, NDArray, float]:
+    """1-D Gaussian mixture by maximum likelihood, started from quantiles (deterministic).
+
+    EM (accelerated, :mod:`kit.model.squarem`) brings the parameters into the basin of a
+    maximum; Newton's method with the exact Hessian then converges there in a few steps.
+    EM alone creeps where components overlap: stopped when a step gained less than
+    1e-5·n, it was measured 1-9 log-likelihood units short of the maximum on a third of
+    one reference run's mixtures (a component's weight 0.47 where the maximum has 0.09),
+    which decides between noise families. ``iters`` bounds EM and Newton evaluations
+    together; if Newton never applies (the likelihood not concave where EM stands, or a
+    component collapsing onto the sd floor), the EM result is returned.
+
+    EM arrays are laid out (component, sample): the per-sample max and sum over 2-3
+    components are then row-wise ufuncs and the per-component sums contiguous. Two (k, n)
+    work arrays are updated in place: at n ~ 1,000 each step is dominated by per-call
+    overhead.
     """
     n = len(lr)
     x = lr[None, :]
-    half_log_2pi = 0.5 * np.log(2 * np.pi)
     lp = np.empty((k, n))
     tmp = np.empty((k, n))
 
@@ -161,7 +266,7 @@ def _em_gmm(lr: NDArray, k: int, iters: int = 80) -> tuple[NDArray, NDArray, NDA
         np.subtract(lp, (mu * isd)[:, None], out=lp)
         np.multiply(lp, lp, out=lp)
         np.multiply(lp, -0.5, out=lp)
-        np.add(lp, (lw - lsd - half_log_2pi)[:, None], out=lp)
+        np.add(lp, (lw - lsd - _HALF_LOG_2PI)[:, None], out=lp)
         mx = lp.max(axis=0)
         np.subtract(lp, mx, out=lp)
         np.exp(lp, out=lp)
@@ -181,8 +286,17 @@ def _em_gmm(lr: NDArray, k: int, iters: int = 80) -> tuple[NDArray, NDArray, NDA
 
     mu0 = np.quantile(lr, (np.arange(k) + 0.5) / k)
     sd0 = max(float(np.std(lr)) / k, 1e-4)
-    theta0 = np.concatenate([np.full(k, -np.log(k)), mu0, np.full(k, np.log(sd0))])
-    theta, _ = accelerate(step, theta0, iters, 1e-5 * n)
+    theta = np.concatenate([np.full(k, -np.log(k)), mu0, np.full(k, np.log(sd0))])
+    theta, used = accelerate(step, theta, min(_EM_BEFORE_NEWTON, iters), 1e-5 * n)
+    if used < iters:
+        lw = theta[:k] - np.logaddexp.reduce(theta[:k])
+        start = np.concatenate([lw[1:] - lw[0], theta[k:]])
+        with np.errstate(all="ignore"):  # a far trial step may overflow: it is rejected
+            polished, _, spent, ok = _gmm_newton(lr, start, k, iters - used)
+        used += spent
+        theta = np.concatenate([[0.0], polished[:k - 1], polished[k - 1:]])
+        if not ok and used < iters:  # a component collapsing: EM's sd floor takes over
+            theta, _ = accelerate(step, theta, iters - used, 1e-5 * n)
     ll = e_step(theta)
     w = np.exp(theta[:k] - np.logaddexp.reduce(theta[:k]))
     return w, theta[k:2 * k].copy(), np.maximum(np.exp(theta[2 * k:]), 1e-4), ll
