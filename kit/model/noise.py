@@ -158,42 +158,40 @@ def _gmm_newton_terms(x: NDArray, th: NDArray, k: int
     mu, lsd = th[k - 1:2 * k - 1], th[2 * k - 1:]
     isd = np.exp(-lsd)
     z = (x[None, :] - mu[:, None]) * isd[:, None]
-    zz = z * z
-    lp = (lw - lsd - _HALF_LOG_2PI)[:, None] - 0.5 * zz
+    lp = (lw - lsd - _HALF_LOG_2PI)[:, None] - 0.5 * (z * z)
     mx = lp.max(axis=0)
     e = np.exp(lp - mx)
     tot = e.sum(axis=0)
     r = e / tot
     ll = float(np.log(tot).sum() + mx.sum())
     n_par = 3 * k - 1
-    smu = z * isd[:, None]  # d ln f_j / d mu_j
-    sl = zz - 1.0  # d ln f_j / d ln sd_j
-    big = np.empty((n_par, x.shape[0]))
+    # Everything below is a responsibility-weighted moment of z: sums of r·z^p, p <= 4.
+    rz = r * z
+    rzz = rz * z
+    rz3 = rzz * z
+    m0, m1, m2 = r.sum(axis=1), rz.sum(axis=1), rzz.sum(axis=1)
+    m3, m4 = rz3.sum(axis=1), (rz3 * z).sum(axis=1)
+    big = np.empty((n_par, x.shape[0]))  # per-sample scores: alpha, mu (z/sd), ln sd (z²-1)
     big[:k - 1] = r[1:] - w[1:, None]
-    np.multiply(r, smu, out=big[k - 1:2 * k - 1])
-    np.multiply(r, sl, out=big[2 * k - 1:])
+    np.multiply(rz, isd[:, None], out=big[k - 1:2 * k - 1])
+    np.subtract(rzz, r, out=big[2 * k - 1:])
     g = big.sum(axis=1)
     h = -(big @ big.T)
-    rs = r.sum(axis=1)
     ew = np.eye(k)[:, 1:] - w[None, 1:]  # row j: d ln w_j / d alpha
-    h[:k - 1, :k - 1] += (ew.T * rs) @ ew - len(x) * (np.diag(w[1:]) - np.outer(w[1:], w[1:]))
-    rsmu = np.einsum("jn,jn->j", r, smu)
-    rsl = np.einsum("jn,jn->j", r, sl)
-    rmm = np.einsum("jn,jn->j", r, smu * smu)
-    rml = np.einsum("jn,jn->j", r, smu * sl)
-    rll = np.einsum("jn,jn->j", r, sl * sl)
-    rz = np.einsum("jn,jn->j", r, z)
-    rzz = np.einsum("jn,jn->j", r, zz)
+    h[:k - 1, :k - 1] += (ew.T * m0) @ ew - len(x) * (np.diag(w[1:]) - np.outer(w[1:], w[1:]))
+    rsmu, rsl = isd * m1, m2 - m0
     im, il = np.arange(k - 1, 2 * k - 1), np.arange(2 * k - 1, 3 * k - 1)
     h[:k - 1, im] += ew.T * rsmu
     h[:k - 1, il] += ew.T * rsl
     h[im, :k - 1] += ew * rsmu[:, None]
     h[il, :k - 1] += ew * rsl[:, None]
-    h[im, im] += rmm - rs * isd * isd
-    cross = rml - 2.0 * isd * rz
+    # E_r[s sᵀ + ∇² ln f] per component: mu-mu z²/sd² - 1/sd², mu-lnsd (z³ - z)/sd - 2z/sd,
+    # lnsd-lnsd (z² - 1)² - 2z².
+    h[im, im] += isd * isd * (m2 - m0)
+    cross = isd * (m3 - 3.0 * m1)
     h[im, il] += cross
     h[il, im] += cross
-    h[il, il] += rll - 2.0 * rzz
+    h[il, il] += m4 - 4.0 * m2 + m0
     return ll, g, h
 
 
