@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator
 
 from kit.errors import ModelError
 from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, evaluate, fit_family
-from kit.model.memo import clear_all
+from kit.model.memo import clear_all, content_rng
 from kit.model.mixture import assign_bands, detect_bands
 from kit.model.noise import NOISE_FAMILIES, Noise, fit_noise
 from kit.model.outliers import flag_outliers, stable_argsort
@@ -144,6 +144,9 @@ class RegimeModel(BaseEstimator):
         min_support = self._check_params(len(s))
         clear_all()  # memoised EMs live for one fit
         rng = np.random.default_rng(self.random_state)
+        # Regime fits seed their own generators from their samples and this (content_rng).
+        self._regime_seed = (int(self.random_state) if self.random_state is not None
+                             else int(np.random.default_rng().integers(2**63)))
 
         order = stable_argsort(s)
         ss, ts = s[order], t[order]
@@ -180,7 +183,7 @@ class RegimeModel(BaseEstimator):
                     f"regime [{max(lo_edge, 0):g}, {hi_edge:g}) B holds {hi - lo} samples, "
                     f"fewer than the minimum support {min_support}", where="breakpoints",
                     hint="use fewer breakpoints or lower min_support")
-            reg = self._fit_regime(si[lo:hi], ti[lo:hi], family, rng, quick)
+            reg = self._fit_regime(si[lo:hi], ti[lo:hi], family, quick)
             reg.size_min = float(si[lo]) if lo_edge == -np.inf else float(lo_edge)
             reg.size_max = float(si[-1]) if hi_edge == np.inf else float(hi_edge)
             reg.n_outliers = int(out_sorted[olo:ohi].sum())
@@ -206,7 +209,7 @@ class RegimeModel(BaseEstimator):
             fam_list = [None] * (len(edges) - 1)
         regimes = [fit_between(edges[k], edges[k + 1], fam_list[k]) for k in range(len(edges) - 1)]
         if self.overlap:
-            self._fit_overlaps(regimes, breakpoints, si, ti, fam_list, min_support, rng)
+            self._fit_overlaps(regimes, breakpoints, si, ti, fam_list, min_support)
 
         self.regimes_ = regimes
         self.breakpoints_ = [float(b) for b in breakpoints]
@@ -232,11 +235,10 @@ class RegimeModel(BaseEstimator):
         return self
 
     def _fit_overlaps(self, regimes: list[Regime], breakpoints: list[float], si: NDArray,
-                      ti: NDArray, fam_list: list[str | None], min_support: int,
-                      rng: np.random.Generator) -> None:
+                      ti: NDArray, fam_list: list[str | None], min_support: int) -> None:
         """Overlap windows at each boundary (in place); found boundaries move to their centre."""
         def refit(k: int, mine: NDArray, quick: bool) -> None:
-            new = self._fit_regime(si[mine], ti[mine], fam_list[k], rng, quick)
+            new = self._fit_regime(si[mine], ti[mine], fam_list[k], quick)
             new.size_min, new.size_max = regimes[k].size_min, regimes[k].size_max
             new.n_outliers = regimes[k].n_outliers
             regimes[k] = new
@@ -426,7 +428,8 @@ class RegimeModel(BaseEstimator):
         return [float(bins.first[c]) for c in cuts]
 
     def _fit_regime(self, s: NDArray, t: NDArray, family: str | None,
-                    rng: np.random.Generator, quick: bool = False) -> Regime:
+                    quick: bool = False) -> Regime:
+        rng = content_rng(self._regime_seed, s, t)
         # One regime's family: its own overall between-size variance is enough (the local
         # one matters for placing boundaries, which is done).
         bins = make_bins(s, t, local=False)
