@@ -38,3 +38,19 @@ def test_fits_with_and_without_the_memo_are_the_same_model(
     np.testing.assert_array_equal(memoised.predict_quantiles(grid, q), expected)
     np.testing.assert_array_equal(again.predict_quantiles(grid, q), expected)
     assert memoised.breakpoints_ == plain.breakpoints_
+
+
+def test_a_regime_fit_depends_on_its_samples_and_the_seed_not_on_fits_before_it() -> None:
+    # 12 k samples: above the noise subsample (2,500) and band subsample (8,000) sizes,
+    # where the regime draws random subsamples.
+    size, time = synth.sample(synth.ethernet_like(), 12000, 1, 1400, grid=30, seed=9)
+    order = np.argsort(size, kind="stable")
+    s, t = size[order], time[order]
+    model = RegimeModel(random_state=3).fit(size, time)  # sets up the fit's state
+    first = model._fit_regime(s, t, None, quick=False)
+    model._fit_regime(s[: len(s) // 2], t[: len(t) // 2], None, quick=True)  # another fit between
+    second = model._fit_regime(s, t, None, quick=False)
+    assert first.noise.params == second.noise.params
+    assert [c.params for c in first.components] == [c.params for c in second.components]
+    other = RegimeModel(random_state=4).fit(size, time)._fit_regime(s, t, None, quick=False)
+    assert other.noise.params != first.noise.params  # the seed still matters
