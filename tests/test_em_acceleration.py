@@ -44,8 +44,8 @@ def test_band_em_is_at_least_as_good_as_a_long_plain_em() -> None:
     slow = rng.random(len(x)) < share
     spread = rng.normal(0, 0.08, len(x)) * np.where(slow, 1.5, 1)
     y = -11 + 0.1 * x + np.where(slow, 0.15, 0.0) + spread
-    fit = fit_bands(x, y, rng)
-    long = fit_bands(x, y, rng, iters=3000)
+    fit = fit_bands(x, y)
+    long = fit_bands(x, y, iters=3000)
     assert fit is not None and long is not None
     assert fit.loglik >= long.loglik - 1.0
     assert 0 < fit.resp.mean() < 1 and np.all(fit.sigmas > 0)

@@ -90,7 +90,7 @@ def _group_line(xu: NDArray, w: NDArray, wy: NDArray) -> NDArray:
 _HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
 
 
-def fit_bands(x: NDArray, y: NDArray, rng: np.random.Generator, iters: int = 150) -> BandFit | None:
+def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
     """EM for two bands; ``x`` = ln size, ``y`` = ln time. None when EM cannot start.
 
     Everything that depends on the size alone (the share, the band lines, the M-step's
@@ -234,7 +234,7 @@ def detect_bands(x: NDArray, y: NDArray, rng: np.random.Generator,
     if len(x) > MAX_EM_SAMPLES:
         idx = np.sort(rng.choice(len(x), MAX_EM_SAMPLES, replace=False))  # keep size order
         x, y = x[idx], y[idx]
-    fit = _BAND_FITS.call(lambda xs, ys: fit_bands(xs, ys, rng), x, y)
+    fit = _BAND_FITS.call(fit_bands, x, y)
     if fit is None:
         return None
     deff = min(max(float(deff), 1.0), _share_design_effect(x, fit.resp))

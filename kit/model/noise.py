@@ -87,7 +87,7 @@ class Noise:
             # The normal log-density and log-sum-exp written out: scipy's versions check
             # and broadcast their arguments, several times the cost of the arithmetic.
             z = (lr[..., None] - mu) / sd
-            comp = -0.5 * (z * z) + (np.log(w) - np.log(sd) - 0.5 * np.log(2 * np.pi))
+            comp = -0.5 * (z * z) + (np.log(w) - np.log(sd) - _HALF_LOG_2PI)
             top = np.max(comp, axis=-1)
             with np.errstate(invalid="ignore"):
                 out = top + np.log(np.sum(np.exp(comp - top[..., None]), axis=-1))
