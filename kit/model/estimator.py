@@ -21,7 +21,12 @@ from sklearn.base import BaseEstimator
 from kit.errors import ModelError
 from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, evaluate, fit_family
 from kit.model.memo import clear_all, content_rng
-from kit.model.mixture import assign_bands, detect_bands
+from kit.model.mixture import (
+    MAX_EM_SAMPLES,
+    MAX_QUICK_EM_SAMPLES,
+    assign_bands,
+    detect_bands,
+)
 from kit.model.noise import NOISE_FAMILIES, Noise, fit_noise
 from kit.model.outliers import flag_outliers, stable_argsort
 from kit.model.overlap import fit_overlap
@@ -458,12 +463,14 @@ class RegimeModel(BaseEstimator):
         if self.mixture and len(s) >= MIN_MIXTURE_SAMPLES and nb >= 3:
             deff = (len(s) / float(design_weights(s, self._bins, self._rho).sum())
                     if hasattr(self, "_rho") else 1.0)
-            self._add_bands(reg, s, t, rng, noise_fams, deff)
+            self._add_bands(reg, s, t, rng, noise_fams, deff,
+                            MAX_QUICK_EM_SAMPLES if quick else MAX_EM_SAMPLES)
         return reg
 
     @staticmethod
     def _add_bands(reg: Regime, s: NDArray, t: NDArray, rng: np.random.Generator,
-                   noise_fams: tuple[str, ...], deff: float = 1.0) -> None:
+                   noise_fams: tuple[str, ...], deff: float = 1.0,
+                   max_samples: int = MAX_EM_SAMPLES) -> None:
         """Turn ``reg`` into a two-band regime if its raw samples hold two bands."""
         x, y = np.log(np.maximum(s, 1.0)), np.log(t)
 
@@ -473,7 +480,7 @@ class RegimeModel(BaseEstimator):
             ll = float(np.sum(reg.noise.logpdf(np.exp(yb) / curve) - np.log(curve) + yb))
             return ll, N_PARAMS[reg.family] + _noise_params(reg.noise)
 
-        bands = detect_bands(x, y, rng, baseline, deff)
+        bands = detect_bands(x, y, rng, baseline, deff, max_samples)
         if bands is None:
             return
         owner = assign_bands(bands, x, y)

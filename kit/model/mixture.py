@@ -24,6 +24,16 @@ from kit.model.memo import ContentMemo
 from kit.model.squarem import accelerate
 
 MAX_EM_SAMPLES = 8000
+#: Samples a *quick* fit's band EM sees (the merge pass's candidates, which decide merges
+#: only; the regimes that survive are refitted on MAX_EM_SAMPLES), as many as a noise fit.
+MAX_QUICK_EM_SAMPLES = 2500
+#: Precision (1 / sd^2) of a zero-mean Gaussian prior on the share's slope in ln size. Where
+#: a regime holds a boundary rather than two bands, the likelihood keeps rising as the share
+#: sharpens into a step, and EM walks that flat ridge for 90-130 evaluations (c1 at 90-270,
+#: the share going 0.1 -> 0.9 within 2-5 % of size) to a fit the coexistence test rejects.
+#: An sd of 10 lets the share go 0.1 -> 0.9 within a factor 1.55 of size at one sd, and
+#: moves the slopes of genuine bands (|c1| < 5) by less than their standard error.
+SLOPE_PRECISION = 1.0 / 10.0**2
 MIN_BAND_SHARE = 0.03
 MIN_SEPARATION = np.log(1.5)
 MIN_ASHMAN_D = 2.0
@@ -41,14 +51,15 @@ class BandFit:
 
 
 def logistic_step(x: NDArray, r: NDArray, c: NDArray, steps: int = 3,
-                  n: NDArray | None = None) -> NDArray:
+                  n: NDArray | None = None, slope_precision: float = 1e-6) -> NDArray:
     """Newton steps of logistic regression on soft targets r (tiny ridge keeps it finite).
 
     The 2x2 gradient and Hessian are formed from dot products and solved in closed form:
     the same Newton step as ``np.linalg.solve`` on the stacked design matrix, without
     building it (this runs three times per EM iteration). With ``n`` given, each ``x`` is a
     group of ``n`` samples and ``r`` the sum of their targets: the same step, computed once
-    per distinct size instead of once per sample.
+    per distinct size instead of once per sample. ``slope_precision`` is that of a Gaussian
+    prior on ``c[1]`` (the default is the tiny ridge).
     """
     c = np.asarray(c, dtype=float)
     x2 = x * x
@@ -61,10 +72,10 @@ def logistic_step(x: NDArray, r: NDArray, c: NDArray, steps: int = 3,
             e = n * p - r
             v = n * p * (1 - p)
         g0 = float(e.sum()) + 1e-6 * c[0]
-        g1 = float(np.dot(x, e)) + 1e-6 * c[1]
+        g1 = float(np.dot(x, e)) + slope_precision * c[1]
         h00 = float(v.sum()) + 1e-6
         h01 = float(np.dot(v, x))
-        h11 = float(np.dot(v, x2)) + 1e-6
+        h11 = float(np.dot(v, x2)) + slope_precision
         det = h00 * h11 - h01 * h01
         if not (np.isfinite(det) and det > 0):  # let numpy say what is wrong
             step = np.linalg.solve(np.array([[h00, h01], [h01, h11]]), np.array([g0, g1]))
@@ -96,7 +107,7 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
     Everything that depends on the size alone (the share, the band lines, the M-step's
     weighted sums) is computed once per distinct size from per-size sums of the
     responsibilities: repetitions of a size make the per-sample work a few gathers and
-    three bincounts per iteration, the rest scales with the number of sizes. The EM is
+    three per-size sums per iteration, the rest scales with the number of sizes. The EM is
     accelerated (:mod:`kit.model.squarem`): ``iters`` bounds the EM evaluations. 60 was
     too few: on taurus's 54 band EMs, 4 stopped at that bound 1.8-41 log-likelihood units
     short of the maximum (which the band/no-band decision compares); none needs 150.
@@ -115,17 +126,27 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
     xu, inv, cnt_i = np.unique(x, return_inverse=True, return_counts=True)
     inv = inv.reshape(-1)
     g = len(xu)
-    # Per-size values to per-sample: a repeat when the samples come sorted by size (as
-    # regimes hand them over), several times cheaper than the general gather.
+    # Per-size values to per-sample and per-sample values to per-size sums: a repeat and
+    # a reduceat when the samples come sorted by size (as regimes hand them over), several
+    # times cheaper than the general gather and bincount (which checks its indices anew
+    # on every call: three bincounts cost more than the rest of an M-step).
     if bool(np.all(inv[1:] >= inv[:-1])):
+        starts = np.r_[0, np.cumsum(cnt_i)[:-1]]
+
         def spread(v: NDArray) -> NDArray:
             return np.repeat(v, cnt_i)
+
+        def per_size(v: NDArray) -> NDArray:
+            return np.add.reduceat(v, starts)
     else:
         def spread(v: NDArray) -> NDArray:
             return v[inv]
+
+        def per_size(v: NDArray) -> NDArray:
+            return np.bincount(inv, v, minlength=g)
     cnt = cnt_i.astype(float)
-    sy = np.bincount(inv, yc, minlength=g)
-    syy = np.bincount(inv, yc2, minlength=g)
+    sy = per_size(yc)
+    syy = per_size(yc2)
     xm = float(np.mean(x))
     xu_c = xu - xm  # centred for a well-conditioned logistic fit
 
@@ -155,9 +176,9 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
 
     def step(th: NDArray) -> tuple[NDArray, float]:
         r, ll = e_step(th)
-        rs = np.bincount(inv, r, minlength=g)
-        ry = np.bincount(inv, r * yc, minlength=g)
-        ryy = np.bincount(inv, r * yc2, minlength=g)
+        rs = per_size(r)
+        ry = per_size(r * yc)
+        ryy = per_size(r * yc2)
         out = np.empty(8)
         for k, (w, wy, wyy) in enumerate(((cnt - rs, sy - ry, syy - ryy), (rs, ry, ryy))):
             line = _group_line(xu, w, wy)
@@ -167,14 +188,16 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
             ss = float(np.sum(wyy - 2.0 * mu * wy + mu * mu * w))
             out[4 + k] = np.log(max(float(np.sqrt(max(ss, 0.0) / max(float(w.sum()), 1e-12))),
                                     1e-3))
-        out[6:8] = logistic_step(xu_c, rs, th[6:8], n=cnt)
-        return out, ll
+        out[6:8] = logistic_step(xu_c, rs, th[6:8], n=cnt, slope_precision=SLOPE_PRECISION)
+        # EM climbs the posterior: the slope's prior joins the likelihood it monitors.
+        return out, ll - 0.5 * SLOPE_PRECISION * float(th[7]) ** 2
 
     # Parameters: both lines (centred y), ln sigma of each band (an extrapolated step
     # cannot make a sigma negative) and the share's logistic coefficients (centred x).
     ls = np.log(max(float(np.std(e)) / 2, 1e-3))
     theta0 = np.array([base[0] - y0 + lo, base[1], base[0] - y0 + hi, base[1], ls, ls, 0.0, 0.0])
     theta, _ = accelerate(step, theta0, iters, 1e-6 * len(x))
+    # The likelihood without the prior: BIC compares it with the single curve's.
     r, ll = e_step(theta)  # the density of y is that of yc: centring shifts, it does not scale
     lines = theta[:4].reshape(2, 2).copy()
     lines[:, 0] += y0
@@ -225,14 +248,16 @@ def _share_design_effect(x: NDArray, resp: NDArray) -> float:
 
 
 def detect_bands(x: NDArray, y: NDArray, rng: np.random.Generator,
-                 baseline: Baseline, deff: float = 1.0) -> BandFit | None:
+                 baseline: Baseline, deff: float = 1.0,
+                 max_samples: int = MAX_EM_SAMPLES) -> BandFit | None:
     """A :class:`BandFit` if the samples hold two genuine bands, else None.
 
     ``deff`` (>= 1, the design effect of repeated sizes) divides the log-likelihoods and
     the sample count of the BIC: n samples of few sizes are worth n / deff independent ones.
+    EM and BIC see at most ``max_samples`` of them (a random subsample).
     """
-    if len(x) > MAX_EM_SAMPLES:
-        idx = np.sort(rng.choice(len(x), MAX_EM_SAMPLES, replace=False))  # keep size order
+    if len(x) > max_samples:
+        idx = np.sort(rng.choice(len(x), max_samples, replace=False))  # keep size order
         x, y = x[idx], y[idx]
     fit = _BAND_FITS.call(fit_bands, x, y)
     if fit is None:
