@@ -112,10 +112,10 @@ def test_gmm_newton_terms_match_finite_differences() -> None:
 
 
 def test_share_slope_prior_keeps_a_step_share_finite() -> None:
-    # A share that is a step in size (every sample below 8 KiB in one band, above in the
-    # other) is a boundary, not two bands: without a prior its maximum-likelihood slope is
-    # infinite and EM walks that ridge for its whole budget (90-130 evaluations on real
-    # runs). With the share-slope prior the Newton steps settle on a finite slope.
+    # A share that is a step in size (every sample below the step in one band, above it in
+    # the other) is a boundary, not two bands: without a prior its maximum-likelihood slope
+    # is infinite, and on real runs EM walked that ridge for 90-133 evaluations. With the
+    # share-slope prior the Newton steps settle on a finite slope.
     from kit.model.mixture import SLOPE_PRECISION, logistic_step
 
     x = np.linspace(-2.0, 2.0, 81)
