@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator
 
 from kit.errors import ModelError
 from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, evaluate, fit_family
-from kit.model.memo import clear_all, content_rng
+from kit.model.memo import ContentMemo, clear_all, content_rng
 from kit.model.mixture import (
     MAX_EM_SAMPLES,
     MAX_QUICK_EM_SAMPLES,
@@ -61,6 +61,8 @@ REFINE_FACTOR = 1.25
 MAX_MERGE_SAMPLES = 20000
 #: Fewest samples for trying a two-band mixture in a regime.
 MIN_MIXTURE_SAMPLES = 200
+#: Candidate curve fits already made on the same samples (see :mod:`kit.model.memo`).
+_CURVE_FITS = ContentMemo()
 
 
 def _regime_params(reg: Regime) -> int:
@@ -248,7 +250,8 @@ class RegimeModel(BaseEstimator):
             new.n_outliers = regimes[k].n_outliers
             regimes[k] = new
 
-        overlaps = self._overlaps(regimes, breakpoints, si, ti)
+        seen: dict[int, tuple[Regime, Regime, float, Overlap | None]] = {}
+        overlaps = self._overlaps(regimes, breakpoints, si, ti, seen)
         refitted: dict[int, NDArray] = {}  # regime -> the samples it was last refitted on
         for _ in range(OVERLAP_ROUNDS):
             if not any(overlaps):
@@ -270,13 +273,13 @@ class RegimeModel(BaseEstimator):
                 moved = True
             if not moved:
                 break  # a fixed point: the windows would not move again
-            overlaps = self._overlaps(regimes, breakpoints, si, ti)
+            overlaps = self._overlaps(regimes, breakpoints, si, ti, seen)
         labels = self._owners(regimes, breakpoints, overlaps, si, ti)
         for k in sorted(refitted):  # final noise with every family
             if np.sum(labels == k) >= min_support:
                 refit(k, labels == k, False)
         if refitted:
-            overlaps = self._overlaps(regimes, breakpoints, si, ti)
+            overlaps = self._overlaps(regimes, breakpoints, si, ti, seen)
         for k, ov in enumerate(overlaps):
             regimes[k].overlap = ov
             if ov is not None and self.breakpoints is None:
@@ -359,10 +362,24 @@ class RegimeModel(BaseEstimator):
         return regimes, [float(e) for e in edges[1:-1]]
 
     @staticmethod
-    def _overlaps(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: NDArray
+    def _overlaps(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: NDArray,
+                  seen: dict[int, tuple[Regime, Regime, float, Overlap | None]] | None = None
                   ) -> list[Overlap | None]:
-        return [fit_overlap(regimes[k], regimes[k + 1], breakpoints[k], si, ti)
-                for k in range(len(regimes) - 1)]
+        """Each boundary's overlap. ``seen`` (per boundary: the two regime objects, the
+        boundary and the result) carries results across overlap rounds: a boundary whose
+        regimes were not refitted gets the same (deterministic) fit again."""
+        out: list[Overlap | None] = []
+        for k in range(len(regimes) - 1):
+            left, right, bp = regimes[k], regimes[k + 1], breakpoints[k]
+            last = None if seen is None else seen.get(k)
+            if last is not None and last[0] is left and last[1] is right and last[2] == bp:
+                out.append(last[3])
+                continue
+            ov = fit_overlap(left, right, bp, si, ti)
+            if seen is not None:
+                seen[k] = (left, right, bp, ov)
+            out.append(ov)
+        return out
 
     @staticmethod
     def _owners(regimes: list[Regime], breakpoints: list[float],
@@ -434,19 +451,9 @@ class RegimeModel(BaseEstimator):
 
     def _fit_regime(self, s: NDArray, t: NDArray, family: str | None,
                     quick: bool = False) -> Regime:
-        rng = content_rng(self._regime_seed, s, t)
-        # One regime's family: its own overall between-size variance is enough (the local
-        # one matters for placing boundaries, which is done).
-        bins = make_bins(s, t, local=False)
-        nb = len(bins.size)
-        # One size identifies a level only: constant (the others would fit it exactly too,
-        # and round-off would pick among them).
-        cands = [family] if family else [f for f in FAMILIES if nb > N_PARAMS[f] or (nb == 1
-                                         and f == "constant")]
-        fits: dict[str, tuple[float, dict[str, float]]] = {}
-        for fam in cands:
-            params, rss = fit_family(fam, bins.size, bins.median, bins.weight)
-            fits[fam] = (aic_from_rss(rss, float(bins.weight.mean()), nb, N_PARAMS[fam]), params)
+        key = ContentMemo.key(s, t)
+        rng = content_rng(self._regime_seed, key=key)
+        nb, fits = self._curve_fits(s, t, family, key)
         # Parsimony: among families within 2 AIC units of the best (equally supported), the
         # one with fewest parameters; otherwise a flat regime often comes out as s^0.001.
         top = min(v[0] for v in fits.values())
@@ -466,6 +473,31 @@ class RegimeModel(BaseEstimator):
             self._add_bands(reg, s, t, rng, noise_fams, deff,
                             MAX_QUICK_EM_SAMPLES if quick else MAX_EM_SAMPLES)
         return reg
+
+    @staticmethod
+    def _curve_fits(s: NDArray, t: NDArray, family: str | None, key: bytes
+                    ) -> tuple[int, dict[str, tuple[float, dict[str, float]]]]:
+        """(number of bins, {family: (AIC, parameters)}) of the candidate curves of these
+        samples; ``key`` is their content digest. A merge-pass candidate that survives
+        unchanged is refitted with every noise family: its curves are the same."""
+        memo_key = key + repr(family).encode()
+        hit, value = _CURVE_FITS.get(memo_key)
+        if hit:
+            return value
+        # One regime's family: its own overall between-size variance is enough (the local
+        # one matters for placing boundaries, which is done).
+        bins = make_bins(s, t, local=False)
+        nb = len(bins.size)
+        # One size identifies a level only: constant (the others would fit it exactly too,
+        # and round-off would pick among them).
+        cands = [family] if family else [f for f in FAMILIES if nb > N_PARAMS[f] or (nb == 1
+                                         and f == "constant")]
+        fits: dict[str, tuple[float, dict[str, float]]] = {}
+        for fam in cands:
+            params, rss = fit_family(fam, bins.size, bins.median, bins.weight)
+            fits[fam] = (aic_from_rss(rss, float(bins.weight.mean()), nb, N_PARAMS[fam]), params)
+        _CURVE_FITS.put(memo_key, (nb, fits))
+        return nb, fits
 
     @staticmethod
     def _add_bands(reg: Regime, s: NDArray, t: NDArray, rng: np.random.Generator,
