@@ -132,3 +132,38 @@ def test_command_table_names_every_registered_command() -> None:
 def test_modules_for_picks_only_what_the_command_needs(argv: list[str],
                                                        expected: set[str] | None) -> None:
     assert cli._modules_for(argv) == expected
+
+
+#: Commands that read one model file and nothing else, with the arguments they need.
+MODEL_COMMANDS = {
+    "predict": ["--sizes", "1,1024"],
+    "sample": ["--sizes", "1,1024", "-n", "2", "--seed", "1"],
+    "export": ["--simgrid", "-o", "OUT"],
+    "simulate": [],
+}
+
+
+@pytest.mark.parametrize("command", list(MODEL_COMMANDS))
+def test_a_malformed_model_file_is_refused_before_the_engine_is_imported(
+        command: str, tmp_path: Path) -> None:
+    """The schema runs first: a bad file costs no scikit-learn or SciPy import (~1.5 s of
+    CPU to print one line), and a good file still loads the engine and works."""
+    from tests.model_corpus import accepted, malformed
+
+    bad = tmp_path / "noise-null.json"
+    bad.write_bytes(dict(malformed())["noise-null"])
+    good = tmp_path / "good.json"
+    good.write_bytes(dict(accepted())["base"])
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in MODEL_COMMANDS[command]]
+    proc, names = imported_modules([command, str(bad), *args])
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "noise-null.json" in proc.stderr and "Traceback" not in proc.stderr
+    # scikit-learn and scipy.stats are the seconds; export's SimGrid module uses a little
+    # of SciPy itself.
+    assert not {"sklearn", "scipy.stats"} & names
+    if command in ("predict", "sample"):
+        assert not heavy(names), sorted(heavy(names))[:5]
+    if command == "predict":
+        proc, names = imported_modules([command, str(good), *args])
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "sklearn" in names and "scipy.stats" in names

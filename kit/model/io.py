@@ -14,22 +14,22 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kit import __version__
 from kit.errors import ModelError
 from kit.model.contract import ModelFile
-from kit.model.estimator import RegimeModel
-from kit.model.persize import PerSize
-from kit.model.regime import Regime
 from kit.model.schema import (
     MAX_FILE_BYTES,
     check_model_dict,
     check_physical,
     parse_model_bytes,
 )
+
+if TYPE_CHECKING:
+    from kit.model.estimator import RegimeModel
 
 FORMAT = "pt2pt-model"
 FORMAT_VERSION = 1
@@ -141,6 +141,11 @@ def _known_overlap(regime: dict[str, Any]) -> dict[str, Any]:
 def model_from_dict(d: dict[str, Any], where: str = "model") -> RegimeModel:
     """A model from a parsed file: schema-checked (kit.model.schema), built, physics-checked."""
     check_model_dict(d, where, FORMAT_VERSION)
+    # The engine (scikit-learn, SciPy) only for a file that passed its schema.
+    from kit.model.estimator import RegimeModel
+    from kit.model.persize import PerSize
+    from kit.model.regime import Regime
+
     try:
         # Unknown estimator keys (from a newer writer) are ignored, like unknown file keys.
         est = {k: v for k, v in dict(d.get("estimator") or {}).items()
