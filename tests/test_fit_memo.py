@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -54,3 +57,49 @@ def test_a_regime_fit_depends_on_its_samples_and_the_seed_not_on_fits_before_it(
     assert [c.params for c in first.components] == [c.params for c in second.components]
     other = RegimeModel(random_state=4).fit(size, time)._fit_regime(s, t, None, quick=False)
     assert other.noise.params != first.noise.params  # the seed still matters
+
+
+def test_overlap_rounds_reuse_a_boundary_only_while_both_its_regimes_are_the_same(
+        refdata_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Overlap rounds refit some regimes; a boundary between two regimes that were not
+    refitted keeps its overlap fit (deterministic), and the model is the one computed
+    without that reuse (taurus loopback: overlaps at two of five boundaries)."""
+    from kit.model import estimator
+    from tests.test_model_persize import CAL, RUNS, _read
+
+    s, t = _read(refdata_dir / CAL / RUNS["taurus-loopback"])
+    calls: list[float] = []
+    real = estimator.fit_overlap
+
+    def counted(left, right, boundary, size, time):  # type: ignore[no-untyped-def]
+        calls.append(boundary)
+        return real(left, right, boundary, size, time)
+
+    monkeypatch.setattr(estimator, "fit_overlap", counted)
+    reused = RegimeModel(random_state=0).fit(s, t)
+    with_reuse = len(calls)
+    calls.clear()
+    fresh = estimator.RegimeModel._overlaps
+    monkeypatch.setattr(estimator.RegimeModel, "_overlaps", staticmethod(
+        lambda regimes, bps, si, ti, seen=None: fresh(regimes, bps, si, ti)))
+    plain = RegimeModel(random_state=0).fit(s, t)
+    assert with_reuse < len(calls), (with_reuse, len(calls))
+    assert reused.breakpoints_ == plain.breakpoints_
+    assert ([r.overlap for r in reused.regimes_] == [r.overlap for r in plain.regimes_])
+    grid = np.geomspace(1, 1e6, 80)
+    np.testing.assert_array_equal(reused.predict_quantiles(grid, [0.05, 0.5, 0.95]),
+                                  plain.predict_quantiles(grid, [0.05, 0.5, 0.95]))
+
+    # Directly: a second call fits nothing; a refitted (new) regime refits its two boundaries.
+    model = reused
+    si, ti = np.sort(s), t[np.argsort(s, kind="stable")]
+    seen: dict = {}  # type: ignore[type-arg]
+    calls.clear()
+    first = fresh(model.regimes_, model.breakpoints_, si, ti, seen)
+    n_boundaries = len(calls)
+    again = fresh(model.regimes_, model.breakpoints_, si, ti, seen)
+    assert len(calls) == n_boundaries and again == first
+    regimes = list(model.regimes_)
+    regimes[2] = copy.deepcopy(regimes[2])
+    fresh(regimes, model.breakpoints_, si, ti, seen)
+    assert calls[n_boundaries:] == model.breakpoints_[1:3]

@@ -288,6 +288,30 @@ def test_binned_kernel_mean_matches_the_exact_sums(exclude_self: bool) -> None:
         assert np.max(np.abs(exact - binned)) < 0.01 * float(np.std(eff))
 
 
+@pytest.mark.parametrize("exclude_self", [False, True])
+def test_exact_kernel_sums_within_reach_equal_the_sums_over_every_size(exclude_self: bool) -> None:
+    """Sorted sizes: each block sums over neighbours within KERNEL_REACH bandwidths only;
+    that equals the sum over all sizes (every pair) to round-off, queries beyond the sizes'
+    range included; unsorted sizes take the all-pairs path."""
+    from kit.model.persize import BANDWIDTHS, kernel_mean
+
+    rng = np.random.default_rng(5)
+    x = np.sort(rng.uniform(0.0, 9.0, 1500))
+    eff = 0.1 * np.sin(3 * x) + rng.normal(0.0, 0.05, x.size)
+    at = x if exclude_self else np.sort(rng.uniform(-2.0, 11.0, 900))
+    for h in BANDWIDTHS:
+        w = np.exp(-0.5 * ((at[:, None] - x[None, :]) / h) ** 2)
+        if exclude_self:
+            np.fill_diagonal(w, 0.0)
+        every_pair = (w @ eff) / (w.sum(axis=1) + 1.0)
+        got = kernel_mean(at, x, eff, h, exclude_self=exclude_self)
+        np.testing.assert_allclose(got, every_pair, rtol=0, atol=1e-12)
+        shuffled = rng.permutation(len(x))
+        if not exclude_self:
+            np.testing.assert_allclose(kernel_mean(at, x[shuffled], eff[shuffled], h),
+                                       every_pair, rtol=0, atol=1e-12)
+
+
 def test_robust_tau2_is_the_root_of_the_chi_square_median_condition() -> None:
     """The closed form agrees with a plain bisection of its defining equation (the median of
     d²/(tau2 + v) equals the chi-square(1) median), for odd and even unit counts."""
