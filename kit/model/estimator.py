@@ -452,7 +452,7 @@ class RegimeModel(BaseEstimator):
     def _fit_regime(self, s: NDArray, t: NDArray, family: str | None,
                     quick: bool = False) -> Regime:
         key = ContentMemo.key(s, t)
-        rng = content_rng(self._regime_seed, key=key)
+        rng = content_rng(self._regime_seed, key)
         nb, fits = self._curve_fits(s, t, family, key)
         # Parsimony: among families within 2 AIC units of the best (equally supported), the
         # one with fewest parameters; otherwise a flat regime often comes out as s^0.001.

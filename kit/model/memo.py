@@ -23,18 +23,17 @@ import numpy as np
 _ALL: list[ContentMemo] = []
 
 
-def content_rng(seed: int, *arrays: np.ndarray, key: bytes | None = None
-                ) -> np.random.Generator:
-    """A generator seeded by ``seed`` and the content of ``arrays``.
+def content_rng(seed: int, key: bytes) -> np.random.Generator:
+    """A generator seeded by ``seed`` and ``key``, the content digest of some arrays
+    (:meth:`ContentMemo.key`, which the caller also uses to memoise by content).
 
     A regime fit draws its subsamples (noise, bands) from this instead of the fit's running
     generator: the same samples then give the same fit wherever and whenever they are
     fitted (a candidate regime that survives the merge pass unchanged, an overlap refit on
     the samples of the round before), so the memos below recognise the repeat, and no
-    fit depends on how many fits ran before it. ``key``: ``ContentMemo.key(*arrays)``,
-    when the caller already has it (hashing a regime's samples is not free).
+    fit depends on how many fits ran before it.
     """
-    words = np.frombuffer(ContentMemo.key(*arrays) if key is None else key, dtype=np.uint32)
+    words = np.frombuffer(key, dtype=np.uint32)
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(seed) >> 32, *words.tolist()])
 
 
