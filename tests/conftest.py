@@ -5,9 +5,32 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+
+def _blas_kernels_fixed() -> None:
+    """The same floating point on every x86-64 machine: pictures (TUI snapshots) and models
+    compared to the byte must not depend on the CPU the suite runs on.
+
+    OpenBLAS picks its kernels by CPU: on an AVX-512 machine its SkylakeX kernels sum in
+    another order than the Haswell ones, and a fit comes out ~4e-9 apart, enough to move a
+    dot of a braille plot. The Haswell kernels run on every CPU with AVX2. Read when numpy
+    loads, so set here, before any test module imports it (and inherited by the CLI calls).
+    """
+    if "numpy" in sys.modules or "OPENBLAS_CORETYPE" in os.environ:
+        return
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return
+    if " avx2" in flags and " fma" in flags:
+        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+
+
+_blas_kernels_fixed()
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = (REPO.parent / "shared").resolve()
