@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 from kit.model.families import evaluate
 from kit.model.noise import fit_noise
 from kit.model.regime import Regime
+from kit.model.runs import runs_of, sort_within_runs
 from kit.model.segmentation import robust_tau2
 
 #: Fewest samples of one size for it to get an adjustment of its own.
@@ -501,20 +502,13 @@ def _group_stats(key: NDArray, val: NDArray, n_groups: int) -> tuple[NDArray, ND
     cnt = np.bincount(key, minlength=n_groups)
     if len(key) == 0:
         return med, mad, cnt
-
-    def medians(k: NDArray, v: NDArray) -> tuple[NDArray, NDArray]:
-        order = np.lexsort((v, k))
-        ks, vs = k[order], v[order]
-        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
-        c = np.diff(np.r_[starts, len(ks)])
-        a = starts + (c - 1) // 2
-        b = starts + c // 2
-        return ks[starts], (vs[a] + vs[b]) / 2
-
-    g, m = medians(key, val)
-    med[g] = m
-    g2, m2 = medians(key, np.abs(val - med[key]))
-    mad[g2] = 1.4826 * m2
+    order, starts, counts = runs_of(key)
+    g = key[order][starts]
+    a, b = starts + (counts - 1) // 2, starts + counts // 2
+    vs = sort_within_runs(val[order], starts, counts)
+    med[g] = (vs[a] + vs[b]) / 2
+    dev = sort_within_runs(np.abs(val - med[key])[order], starts, counts)
+    mad[g] = 1.4826 * ((dev[a] + dev[b]) / 2)
     return med, mad, cnt
 
 
@@ -707,10 +701,8 @@ def predictive_quantiles(group: NDArray, values: NDArray, levels: NDArray) -> ND
     (u·(n−1)+1) gives a [p05, p95] band that holds only (n−1)/(n+1)·0.9 of new samples
     (0.86 for n = 47).
     """
-    order = np.lexsort((values, group))
-    g, v = group[order], values[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    counts = np.diff(np.r_[starts, len(g)])
+    order, starts, counts = runs_of(group)
+    v = sort_within_runs(values[order], starts, counts)
     out = np.empty((len(starts), len(levels)))
     for k, u in enumerate(levels):
         lo, hi, f = order_position(u, counts)
