@@ -230,7 +230,7 @@ transports: [tcp]
 placement: intra-node
 seed: 5
 launcher: srun --mpi=pmix
-slurm: {{partition: {partition}, time: "3", signal_lead: 60}}
+slurm: {{partition: {partition}, time: "2", signal_lead: 45}}
 tools:
   - tool: probe
     ops: [pingpong]
@@ -244,10 +244,11 @@ tools:
 @pytest.mark.timeout(600)
 def test_time_limit_signal_writes_a_timeout_record_with_the_samples(
         slurm_cluster: Cluster, tmp_path: Path) -> None:
-    """--signal=B:TERM@60 on a 3-minute job: the script records 'timeout' before the kill.
+    """--signal=B:TERM@45 on a 2-minute job: the script records 'timeout' before the kill.
 
-    Slurm may send the signal up to 60 s before the requested lead (its event resolution),
-    so the TERM arrives between 1 and 2 minutes after the start, never at once.
+    Slurm may send the signal up to 60 s before the requested lead (its event resolution;
+    slurmctld checks time limits every 30 s), so the TERM arrives between 15 and 75 s after
+    the start, never at once.
     The probe must still be running then on any machine: rank 1 waits 300 us before each
     reply (--inject-delay-us), so 1,000,000 samples take at least 300 s whatever the CPU,
     and the plan stays small (about 16 MB)."""
