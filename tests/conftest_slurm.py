@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -97,8 +98,11 @@ def slurm_cluster_factory() -> Iterator[Callable[..., Cluster]]:
     try:
         yield make
     finally:
-        for state in started:
-            localcluster.down(state)
+        # Each cluster has its own state dir, namespaces and ports: down them at once (one
+        # playbook each, ~5 s of mostly waiting; 16 s one after another for three clusters).
+        with ThreadPoolExecutor(max_workers=max(len(started), 1)) as pool:
+            for done in [pool.submit(localcluster.down, state) for state in started]:
+                done.result()
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from kit.ingest import ingest
 from tests.test_tui_pilot import build_synthetic_dataset, settle
@@ -46,6 +47,12 @@ def keys(*presses: str) -> Callable[[Pilot], Awaitable[None]]:
         # the workers are done: one more quiet round before the picture.
         await pilot.pause(0.5)
         await settle(pilot)
+        # A DataTable measures new rows' column widths on its next Idle; rows added by a
+        # worker's last callback can still be waiting for it (seen once in the container: every
+        # column at its header's width). Ask each table for that Idle, then let it run.
+        for table in pilot.app.screen.query(DataTable):
+            table.check_idle()
+        await pilot.pause(0.1)
 
     return run
 
