@@ -96,14 +96,13 @@ def is_root() -> bool:
 # at a time, the others spread over all cores by pytest-xdist. Serial are the tests that time
 # or load the machine: MPI jobs (a busy-polling rank beside another worker's test would measure
 # the other test), Slurm, daemons, namespaces, containers, builds, a browser, CPU hogs.
-# Playbooks that bring up clusters are serial by their module (test_localcluster,
-# test_podman_site); test_ansible's lint, syntax and check-mode runs write only under
-# tmp_path and time nothing, so they run with the parallel half.
-SERIAL_MARKERS = frozenset({"mpi", "slurm", "root", "container", "spack"})
+# (test_ansible in the parallel half was tried at ae94c11: its 21 s left the serial half,
+# and the parallel half took 209 s instead of 166-180 s.)
+SERIAL_MARKERS = frozenset({"mpi", "slurm", "root", "container", "ansible", "spack"})
 SERIAL_FIXTURES = frozenset({"probe_bin", "slurm_cluster", "slurm_cluster_factory",
                              "slurm_cluster_2n", "campaign_env"})
 SERIAL_MODULES = frozenset({
-    "test_campaign_runlocal", "test_demo", "test_localcluster", "test_nonroot",
+    "test_ansible", "test_campaign_runlocal", "test_demo", "test_localcluster", "test_nonroot",
     "test_podman_site", "test_probe", "test_probe_contention_shaped", "test_report_browser",
     "test_runquality", "test_selftest", "test_simgrid", "test_slurm_campaign",
     "test_slurm_contention", "test_spack_env", "test_spack_real", "test_spack_recipes",
