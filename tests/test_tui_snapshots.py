@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable
 
 from kit.ingest import ingest
 from tests.test_tui_pilot import build_synthetic_dataset, settle
@@ -55,9 +54,7 @@ def keys(*presses: str) -> Callable[[Pilot], Awaitable[None]]:
         # them measured; then one more quiet round, as above.
         refill = getattr(pilot.app.screen, "refresh_table", None)
         if callable(refill):
-            refill()
-        for table in pilot.app.screen.query(DataTable):
-            table.check_idle()
+            refill()  # its add_row calls ask the table for that Idle
         await pilot.pause(0.1)
         await settle(pilot)
 
