@@ -93,9 +93,19 @@ def _clean_after_each_test(scratch: Path) -> Iterator[None]:
 
 
 def mpirun_cmd(probe: Path, scratch: Path, args: list[str], *, transport: str = "vader",
-               np: int = 2, extra_mpirun: list[str] | None = None) -> tuple[list[str], dict]:
+               np: int = 2, extra_mpirun: list[str] | None = None,
+               exits_2: bool = False) -> tuple[list[str], dict]:
+    """The mpirun command line and environment of one probe run.
+
+    ``exits_2``: a run meant to stop with the probe's own exit 2. Once a rank exits non-zero,
+    Open MPI 4.1's mpirun sends the others SIGTERM and then sleeps ``odls_base_sigkill_timeout``
+    (1 s) before its SIGKILL, a second per run for ~30 such runs. The probe prints its one
+    message before every rank exits (before MPI_Init, or rank 0 ahead of MPI_Finalize), so no
+    rank is left for that grace period to protect; signal tests keep the default.
+    """
     flags, env = TRANSPORTS[transport]
-    cmd = ["mpirun", "-np", str(np), *(extra_mpirun or []), *flags,
+    quick = ["--mca", "odls_base_sigkill_timeout", "0"] if exits_2 else []
+    cmd = ["mpirun", "-np", str(np), *(extra_mpirun or []), *quick, *flags,
            "--mca", "btl_vader_backing_directory", str(scratch),
            "--mca", "orte_tmpdir_base", str(scratch), str(probe), *args]
     return cmd, mpi_env(env)
@@ -350,7 +360,7 @@ def test_bidirectional_stream_runs_in_both_modes(probe_bin: Path, scratch: Path,
 def test_contention_bad_rank_counts_exit_2(probe_bin: Path, scratch: Path, tmp_path: Path,
                                            args: list[str], np: int, message: str) -> None:
     run = run_probe(probe_bin, scratch, tmp_path / "bad", [*args, "--samples", "3"], np=np,
-                    extra_mpirun=["--oversubscribe"])
+                    extra_mpirun=["--oversubscribe"], exits_2=True)
     assert run.returncode == 2
     assert run.stderr.count("pt2pt-probe: error:") == 1, run.stderr
     assert message in run.stderr
@@ -600,14 +610,15 @@ BAD_INPUT = [
 @pytest.mark.parametrize(("args", "message"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
 def test_bad_input_exits_2_with_one_message(probe_bin: Path, scratch: Path, tmp_path: Path,
                                             args: list[str], message: str) -> None:
-    run = run_probe(probe_bin, scratch, tmp_path / "bad", args)
+    run = run_probe(probe_bin, scratch, tmp_path / "bad", args, exits_2=True)
     assert run.returncode == 2
     assert run.stderr.count("pt2pt-probe: error:") == 1, run.stderr
     assert message in run.stderr
 
 
 def test_unwritable_output_exits_2(probe_bin: Path, scratch: Path, tmp_path: Path) -> None:
-    run = run_probe(probe_bin, scratch, tmp_path / "missing-dir" / "out", ["--samples", "5"])
+    run = run_probe(probe_bin, scratch, tmp_path / "missing-dir" / "out", ["--samples", "5"],
+                    exits_2=True)
     assert run.returncode == 2
     assert run.stderr.count("pt2pt-probe: error:") == 1
     assert "cannot write" in run.stderr and "missing-dir" in run.stderr
@@ -617,7 +628,7 @@ def test_unwritable_output_exits_2(probe_bin: Path, scratch: Path, tmp_path: Pat
 def test_wrong_rank_count_returns_promptly_with_exit_2(probe_bin: Path, scratch: Path,
                                                        tmp_path: Path, np: int) -> None:
     run = run_probe(probe_bin, scratch, tmp_path / "np", ["--samples", "5"], np=np,
-                    extra_mpirun=["--oversubscribe"])
+                    extra_mpirun=["--oversubscribe"], exits_2=True)
     assert run.returncode == 2
     assert run.stderr.count("pt2pt-probe: error:") == 1
     assert f"needs exactly 2 MPI ranks, got {np}" in run.stderr
@@ -627,7 +638,8 @@ def test_plan_mismatch_between_ranks_aborts(probe_bin: Path, scratch: Path,
                                             tmp_path: Path) -> None:
     """MPMD launch with a different seed per rank: the plan-hash exchange must catch it."""
     prefix = str(tmp_path / "mm")
-    cmd, env = mpirun_cmd(probe_bin, scratch, ["--seed", "1", "--output", prefix], np=1)
+    cmd, env = mpirun_cmd(probe_bin, scratch, ["--seed", "1", "--output", prefix], np=1,
+                          exits_2=True)
     cmd += [":", "-np", "1", str(probe_bin), "--seed", "2", "--output", prefix]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 2
