@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +45,8 @@ class ParsedRun:
     tool: str
     sources: list[Path]
     #: The rows, or (large inputs) an iterator of frames, each written as its own part file.
-    rows: pl.DataFrame | Iterator[pl.DataFrame]
+    #: A lazy frame is parsed while it is written; ``explain`` then names what is wrong.
+    rows: pl.DataFrame | Iterator[pl.DataFrame | pl.LazyFrame]
     tool_version: str | None = None
     mpi_version: str | None = None
     hosts: list[str] = field(default_factory=list)
@@ -58,6 +59,9 @@ class ParsedRun:
     warnings: list[str] = field(default_factory=list)
     #: Why ``complete`` is False, for runs.parquet's ``incomplete_reason`` ("; "-joined).
     incomplete_reason: str | None = None
+    #: For lazy frames: the error for rows that fail to parse or come out with a null ``op``
+    #: (the parser's contract for invalid values), found only when the frame is written.
+    explain: Callable[[], IngestError] | None = None
 
     def mark_incomplete(self, reason: str, warning: str | None = None) -> None:
         """Record that the run stopped early, why (runs.parquet), and warn the user."""

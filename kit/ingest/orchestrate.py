@@ -447,34 +447,28 @@ def write_part(run: ParsedRun, run_id: str, transport: str, final: Path) -> tupl
     One temp file per frame; :func:`_final_names` gives their committed names. Each frame is
     written by a helper thread while the parser makes the next one (both run in Polars'
     native code, outside the GIL); at most one write is in flight, so memory stays at about
-    two frames.
+    two frames. A lazy frame is parsed by Polars' streaming engine as it is written.
     """
     frames = [run.rows] if isinstance(run.rows, pl.DataFrame) else run.rows
     written: list[Path] = []
     n_rows = 0
-    in_flight: Future[None] | None = None
+    in_flight: Future[int] | None = None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pt2pt-write") as pool:
         try:
             for index, frame in enumerate(frames):
                 _stop_if_signalled()
                 defaults = {c: pl.lit(v) for c, v in OPTIONAL_SAMPLE_DEFAULTS.items()
-                            if c not in frame.columns}
+                            if c not in frame.collect_schema()}
                 out = frame.with_columns(run_id=pl.lit(run_id), transport=pl.lit(transport),
                                          **defaults).select(ds.PART_COLUMNS).cast(
                                              pl.Schema(ds.PART_DTYPES))
-                if out.null_count().sum_horizontal().item():
-                    raise fail(run.sources[0], None, "internal: a parser produced empty values",
-                               "report this as a bug with the file attached")
                 tmp = final.with_name(f"{final.name}.{index}.{os.getpid()}{ds.TMP_SUFFIX}")
                 written.append(tmp)
                 if in_flight is not None:
-                    in_flight.result()
-                # zstd level 1: as small as the default level at half the CPU (BENCHMARKS.md)
-                in_flight = pool.submit(out.write_parquet, tmp, compression="zstd",
-                                        compression_level=1)
-                n_rows += out.height
+                    n_rows += in_flight.result()
+                in_flight = pool.submit(_write_frame, run, out, tmp)
             if in_flight is not None:
-                in_flight.result()
+                n_rows += in_flight.result()
             if n_rows == 0:
                 raise fail(run.sources[0], None, "no samples in the file",
                            "check that the run got past its first measurement")
@@ -487,6 +481,35 @@ def write_part(run: ParsedRun, run_id: str, transport: str, final: Path) -> tupl
                 tmp.unlink(missing_ok=True)
             raise
     return n_rows, written
+
+
+def _write_frame(run: ParsedRun, out: pl.DataFrame | pl.LazyFrame, tmp: Path) -> int:
+    """One part file (zstd level 1: as small as the default level at half the CPU, see
+    BENCHMARKS.md); its row count. Every column must come out non-null."""
+    if isinstance(out, pl.DataFrame):
+        if out.null_count().sum_horizontal().item():
+            raise _internal_nulls(run)
+        out.write_parquet(tmp, compression="zstd", compression_level=1)
+        return out.height
+    try:
+        out.sink_parquet(tmp, compression="zstd", compression_level=1)
+    except (pl.exceptions.PolarsError, ValueError) as exc:
+        if storage_error(exc, tmp.parent) is not None or run.explain is None:
+            raise
+        raise run.explain() from None
+    # Invalid input values come out as a null op (the parser's contract: every other
+    # column's invalid value invalidates op too). Read back from the part just written:
+    # one dictionary-encoded column.
+    rows, op_nulls = (pl.scan_parquet(tmp).select(pl.len(), pl.col("op").null_count())
+                      .collect().row(0))
+    if op_nulls:
+        raise run.explain() if run.explain is not None else _internal_nulls(run)
+    return int(rows)
+
+
+def _internal_nulls(run: ParsedRun) -> IngestError:
+    return fail(run.sources[0], None, "internal: a parser produced empty values",
+                "report this as a bug with the file attached")
 
 
 def _final_names(final: Path, count: int) -> list[Path]:
