@@ -72,15 +72,27 @@ def stable_argsort(x: NDArray) -> NDArray:
 
 
 def group_quantiles(group: NDArray, values: NDArray, qs: tuple[float, ...],
-                    interpolate: bool = False) -> NDArray:
+                    interpolate: bool = False, *, sorted_within: bool = False) -> NDArray:
     """Per-group quantiles without a Python loop: (n_groups, len(qs)).
 
-    The lower order statistic by default; ``interpolate`` gives numpy's linear
-    interpolation, which matters for small groups (the lower statistic of 2-5 samples is
-    biased low, and groups that shrink with size would tilt every curve fitted to them).
+    The lower order statistic by default; ``interpolate`` gives numpy's linear interpolation,
+    which matters for small groups (the lower statistic of 2-5 samples is biased low, and
+    groups that shrink with size would tilt every curve fitted to them).
+
+    ``sorted_within``: ``group`` is non-decreasing and the values ascend within each group
+    (sizes, when the samples are sorted by size): the order statistics are read off without
+    a sort.
+
+    Tried and dropped: ``np.partition`` per group for a few large groups (size bins). Alone
+    it was 2-3x faster than the argsort, in fits and bootstraps no faster, and its exact
+    order statistics differ by an ulp from the argsort's rounded keys, which moved the
+    reference models by up to 1e-4.
     """
-    order = _group_order(group, values)
-    g, v = group[order], values[order]
+    if sorted_within:
+        g, v = group, values
+    else:
+        order = _group_order(group, values)
+        g, v = group[order], values[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     counts = np.diff(np.r_[starts, len(g)])
     out = np.empty((len(starts), len(qs)))

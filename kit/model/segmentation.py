@@ -84,7 +84,8 @@ def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BI
     counts = np.bincount(bid)
     bstart = np.flatnonzero(np.r_[True, bid[1:] != bid[:-1]])
     first = size_sorted[bstart].astype(np.float64)
-    med_size = np.exp(group_quantiles(bid, np.log(s_eff), (0.5,), interpolate=True)[:, 0])
+    med_size = np.exp(group_quantiles(bid, np.log(s_eff), (0.5,), interpolate=True,
+                                      sorted_within=True)[:, 0])
     # Weight = 1 / variance of the bin median ~ n / spread². The spread is floored at the
     # typical spread: estimated from few samples it is noisy, and noisy weights invent
     # breakpoints; above the floor, genuinely wide (two-band) bins count less.
