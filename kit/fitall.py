@@ -154,7 +154,7 @@ def read_subsample(dataset: str | Path, chosen: Mapping[str, str], rows: int, n_
                    seed: int = 0) -> Any:
     """About ``rows`` of a series' ``n_total`` raw rows, uniformly and deterministically.
 
-    Read one part file at a time (ingest writes parts of about a million rows), each
+    Read one part file at a time (ingest writes parts of about 0.8 M rows), each
     filtered to the series and the hash rule before the next is read: memory holds one
     part plus the subsample, never the series. (Polars' streaming engine on the whole scan
     held 2.4-3.6 GiB at 10^8 rows for the same filter.) Rows come sorted by

@@ -71,20 +71,21 @@ def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BI
     # sizes are repeated (median >= 3 samples): only then is a size's spread measurable.
     per_size = len(starts) <= max_bins or (len(starts) <= MAX_SIZE_BINS
                                            and float(np.median(counts_per_size)) >= 3)
+    ls = np.log(s_eff)
     if per_size:
         bid = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(size_sorted)]))
     else:
-        ls = np.log(s_eff)
         edges = np.linspace(ls[0], ls[-1], max_bins + 1)[1:-1]
         raw = np.searchsorted(edges, ls, side="right")
-        # Renumber so that empty bins vanish.
-        _, bid = np.unique(raw, return_inverse=True)
+        # Renumber so that empty bins vanish (raw ascends with the sizes: np.unique's
+        # inverse without its sort).
+        bid = np.cumsum(np.r_[0, raw[1:] != raw[:-1]]) if len(raw) else raw
     lt = np.log(time_sorted)
     q = group_quantiles(bid, lt, (0.25, 0.5, 0.75), interpolate=True)
     counts = np.bincount(bid)
     bstart = np.flatnonzero(np.r_[True, bid[1:] != bid[:-1]])
     first = size_sorted[bstart].astype(np.float64)
-    med_size = np.exp(group_quantiles(bid, np.log(s_eff), (0.5,), interpolate=True,
+    med_size = np.exp(group_quantiles(bid, ls, (0.5,), interpolate=True,
                                       sorted_within=True)[:, 0])
     # Weight = 1 / variance of the bin median ~ n / spread². The spread is floored at the
     # typical spread: estimated from few samples it is noisy, and noisy weights invent
