@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from kit.ingest import ingest
 from kit.model.io import load_model
@@ -105,6 +106,33 @@ async def test_browser_lists_and_filters_series(synthetic_dataset: Path) -> None
         assert [r.key.get("transport") for r in browser.shown] == ["shm"]
         await pilot.press("escape")
         assert len(browser.shown) == 2
+
+
+@sync
+async def test_browser_cells_are_text_and_columns_fit_them(tmp_path: Path,
+                                                           osu_dir: Path) -> None:
+    """OSU's four latency statistics are four rows that say which is which (the op cell
+    "pingpong [p50]" was once read as markup and shown as "pingpong "), and every column is
+    as wide as its widest cell from the first frame, not after the table's own measuring."""
+    dataset = tmp_path / "ds"
+    ingest([osu_dir / "osu_latency_tcp_7.4.txt", osu_dir / "osu_latency_tcp_7.4_z.txt"],
+           dataset, campaign="osu")
+    app = ExplorerApp(dataset)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(DataTable)
+        labels = [c.label.plain for c in table.ordered_columns]
+        ops = [table.get_row_at(i)[labels.index("op")].plain for i in range(table.row_count)]
+        assert sorted(ops) == ["pingpong [mean]", "pingpong [p50]", "pingpong [p90]",
+                               "pingpong [p99]"]
+        for k, column in enumerate(table.ordered_columns):
+            widest = max([column.label.cell_len]
+                         + [table.get_row_at(i)[k].cell_len for i in range(table.row_count)])
+            assert not column.auto_width and column.width == widest, column.label
+        before = [c.width for c in table.ordered_columns]
+        await pilot.press("p", "9", "9")  # the filter keeps the widths
+        assert table.row_count == 1
+        assert [c.width for c in table.ordered_columns] == before
 
 
 @sync

@@ -46,17 +46,6 @@ def keys(*presses: str) -> Callable[[Pilot], Awaitable[None]]:
         # the workers are done: one more quiet round before the picture.
         await pilot.pause(0.5)
         await settle(pilot)
-        # A DataTable measures new rows' column widths on an Idle after they are added. Twice
-        # (once in the container, once under three xdist workers) the browser's rows, added by
-        # the dataset worker's last callback while its loading cover went away, were shown
-        # with every column at its header's width, and asking the table for an Idle did not
-        # help. Refilling the table once everything has settled (same rows, same cursor) gets
-        # them measured; then one more quiet round, as above.
-        refill = getattr(pilot.app.screen, "refresh_table", None)
-        if callable(refill):
-            refill()  # its add_row calls ask the table for that Idle
-        await pilot.pause(0.1)
-        await settle(pilot)
 
     return run
 

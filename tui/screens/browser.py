@@ -36,6 +36,21 @@ def columns(rows: Sequence[loading.SeriesRow]) -> tuple[str, ...]:
     return tuple(c for c in COLUMNS if c != PLACEMENT_COLUMN)
 
 
+def column_widths(labels: Sequence[str], rows: Sequence[Sequence[Text]]) -> list[int]:
+    """Each column's width in cells: its label's or its widest cell's, over every row.
+
+    Set on the columns when they are added, so that drawing never waits on the table's own
+    measuring: Textual 8.2's DataTable measures new rows on its next Idle but caches drawn
+    cells without their width, and a frame drawn in between (the loading cover going away)
+    kept every column at its header's width. Over all rows, not the shown ones: the columns
+    keep their width while the filter changes.
+    """
+    widths = [Text.from_markup(label).cell_len for label in labels]
+    for cells in rows:
+        widths = [max(w, cell.cell_len) for w, cell in zip(widths, cells, strict=True)]
+    return widths
+
+
 def _bandwidth(v: float | None) -> str:
     if v is None:
         return "–"
@@ -59,7 +74,7 @@ def matches(row: loading.SeriesRow, query: str) -> bool:
     return all(term in hay for term in query.lower().split())
 
 
-class SeriesTable(DataTable[Text | str]):
+class SeriesTable(DataTable[Text]):
     """The series list. Enter opens the highlighted series and the footer says so: DataTable's
     own Enter binding is hidden, and while the table had the focus it hid the screen's "Open"
     too, so the footer named the key only when the focus happened to be elsewhere."""
@@ -103,6 +118,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
         self.marked: set[serieskey.SeriesKey] = set()
         self.shown: list[loading.SeriesRow] = []
         self._columns: tuple[str, ...] = COLUMNS
+        self._widths: list[int] = []
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -199,15 +215,18 @@ class BrowserScreen(HelpMixin, Screen[None]):
         query = self.query_one("#filter", Input).value
         current = self._highlighted()
         wanted = columns(self.session.rows)
-        if wanted != self._columns:
+        cells = {r.key: self._cells(r, wanted) for r in self.session.rows}
+        widths = column_widths(wanted, list(cells.values()))
+        if (wanted, widths) != (self._columns, self._widths):
             table.clear(columns=True)
-            table.add_columns(*wanted)
-            self._columns = wanted
+            for label, width in zip(wanted, widths, strict=True):
+                table.add_column(label, width=width)
+            self._columns, self._widths = wanted, widths
         else:
             table.clear()
         self.shown = [r for r in self.session.rows if matches(r, query)]
         for row in self.shown:
-            table.add_row(*self._cells(row), key="|".join(row.key.values))
+            table.add_row(*cells[row.key], key="|".join(row.key.values))
         if current is not None and current in [r.key for r in self.shown]:
             table.move_cursor(row=[r.key for r in self.shown].index(current))
         shown, total = len(self.shown), len(self.session.rows)
@@ -216,25 +235,27 @@ class BrowserScreen(HelpMixin, Screen[None]):
                      + (f", {loaded} with a model from file" if loaded else "")
                      + (f", {len(self.marked)} marked" if self.marked else ""))
 
-    def _cells(self, row: loading.SeriesRow) -> list[str | Text]:
+    def _cells(self, row: loading.SeriesRow, shown: tuple[str, ...]) -> list[Text]:
+        """The row's cells for the ``shown`` columns. Text, never markup: a dataset's names
+        and an OSU op's ``[mean]`` are shown as they are."""
         cells = self._all_cells(row)
-        if PLACEMENT_COLUMN in self._columns:
+        if PLACEMENT_COLUMN in shown:
             return cells
         del cells[COLUMNS.index(PLACEMENT_COLUMN)]
         return cells
 
-    def _all_cells(self, row: loading.SeriesRow) -> list[str | Text]:
+    def _all_cells(self, row: loading.SeriesRow) -> list[Text]:
         fitted = self.session.fitted(row.key)
         return [
             Text("●", style="bold magenta") if row.key in self.marked else Text(" "),
-            row.key.get("campaign"),
-            row.key.get("tool"),
-            row.key.get("transport"),
-            row.key.where or "–",
-            _op_cell(row.key),
-            row.mpi or "–",
+            Text(row.key.get("campaign")),
+            Text(row.key.get("tool")),
+            Text(row.key.get("transport")),
+            Text(row.key.where or "–"),
+            Text(_op_cell(row.key)),
+            Text(row.mpi or "–"),
             Text(f"{row.n_samples:,}", justify="right"),
-            f"{format_bytes(row.size_min)}–{format_bytes(row.size_max)}",
+            Text(f"{format_bytes(row.size_min)}–{format_bytes(row.size_max)}"),
             Text(format_seconds(row.small_median_s) if row.small_median_s else "–",
                  justify="right"),
             Text(_bandwidth(row.large_bw_Bps), justify="right"),
