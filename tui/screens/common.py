@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -63,7 +64,7 @@ class HelpScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         table.add_columns("key", "what it does")
         for key, what in self._rows:
-            table.add_row(key, what)
+            table.add_row(Text(key), Text(what))  # never markup: '[' is a key name
 
 
 class HelpMixin:
