@@ -21,6 +21,7 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -28,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import polars as pl
 
@@ -158,9 +160,20 @@ def stop_on_signals() -> Iterator[None]:
         return
     _commit_state["received"] = None
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    old_hook = sys.unraisablehook
+
+    def quiet_lost_signal(unraisable: Any) -> None:
+        # The handler's Interrupted, lost in native code that called back into Python
+        # (Polars prints it as "Exception ignored ... Traceback"): it is raised again at the
+        # next safe point (_signalled), so the user sees the one-paragraph message only.
+        if not isinstance(unraisable.exc_value, Interrupted):
+            old_hook(unraisable)
+
+    sys.unraisablehook = quiet_lost_signal
     try:
         yield
     finally:
+        sys.unraisablehook = old_hook
         for sig, handler in old.items():
             signal.signal(sig, handler)
         _commit_state["received"] = None
