@@ -197,8 +197,9 @@ def _probe_run(probe: Path, prefix: Path, hog: bool) -> tuple[pl.DataFrame, int]
 def test_cpu_hog_halfway_is_flagged_and_the_same_run_without_it_is_not(
         probe_bin: Path, tmp_path: Path) -> None:
     """Other users' load disturbs runs too (rightly flagged), so each half of the claim is
-    checked on an attempt whose reference part was quiet: up to three attempts each; if the
-    machine never gives one, the test is skipped, naming what it found, not passed."""
+    checked on attempts whose reference part was quiet: up to three quiet runs, up to four
+    hogged ones for two usable; if the machine never gives one, the test is skipped, naming
+    what it found, not passed."""
     found: list[str] = []
     for attempt in range(3):
         quiet, _ = _probe_run(probe_bin, tmp_path / f"quiet{attempt}", hog=False)
@@ -209,39 +210,54 @@ def test_cpu_hog_halfway_is_flagged_and_the_same_run_without_it_is_not(
     else:
         pytest.skip(f"no quiet run in 3 attempts on this loaded machine: {found[:4]}")
 
-    for attempt in range(3):
+    # Recall is pooled over two hogged runs whose part before the hog was quiet: how CFS
+    # hands the hog the CPU differs from run to run, and one run's 100-odd burst samples
+    # put it at 0.66 once (2026-11-27) where it is usually well above 0.7.
+    usable: list[tuple[pl.DataFrame, int, RunQuality]] = []
+    for attempt in range(4):
         hogged, started = _probe_run(probe_bin, tmp_path / f"hog{attempt}", hog=True)
         assert started > 0, "the run ended before the hog could start"
         qh = _assess(hogged)
-        seq = hogged["seq"].to_numpy()
         # Rows on disk when the hog started (header and warm-up included) bound its start.
+        if qh.disturbed[hogged["seq"].to_numpy() < started - 20].mean() < 0.05:
+            usable.append((hogged, started, qh))
+            if len(usable) == 2:
+                break
+        else:
+            found += qh.lines()
+    if not usable:
+        pytest.skip(f"the part before the hog was never quiet in 4 attempts: {found[:4]}")
+    hits = bursts = 0
+    medians = []
+    for hogged, started, qh in usable:
+        seq = hogged["seq"].to_numpy()
         before = seq < started - 20
         after = seq >= started + FLUSH + 10
-        if qh.disturbed[before].mean() < 0.05:
-            break
-        found += qh.lines()
-    else:
-        pytest.skip(f"the part before the hog was never quiet in 3 attempts: {found[:4]}")
-    per_byte = (hogged["time"] / hogged["size"]).to_numpy()
-    assert after.sum() >= 100, f"only {after.sum()} samples after the hog started"
-    # The hog does not slow the probe evenly: CFS hands it the CPU in stretches, so the
-    # probe runs 15-100 samples at 15-90x, then at full speed again. The truth is those
-    # bursts: stretches of at least BURST samples after the hog started whose BURST-sample
-    # rolling median is over BURST_X times the part before it (lone spikes do not count).
-    ratio = per_byte / float(np.median(per_byte[before]))
-    rolled = median_filter(ratio, size=BURST, mode="nearest")
-    in_burst = np.zeros(len(ratio), dtype=bool)
-    d = np.diff(np.r_[0, ((rolled > BURST_X) & after).astype(np.int8), 0])
-    for a, b in zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1), strict=True):
-        if b - a >= BURST:
-            in_burst[a:b] = True
-    if not in_burst.any():
-        pytest.skip(f"the hog made no burst of {BURST} samples over x{BURST_X} on this run "
-                    f"(median x{np.median(ratio[after]):.2f} after it started): nothing of "
+        per_byte = (hogged["time"] / hogged["size"]).to_numpy()
+        assert after.sum() >= 100, f"only {after.sum()} samples after the hog started"
+        # The hog does not slow the probe evenly: CFS hands it the CPU in stretches, so the
+        # probe runs 15-100 samples at 15-90x, then at full speed again. The truth is those
+        # bursts: stretches of at least BURST samples after the hog started whose
+        # BURST-sample rolling median is over BURST_X times the part before it (lone spikes
+        # do not count).
+        ratio = per_byte / float(np.median(per_byte[before]))
+        medians.append(float(np.median(ratio[after])))
+        rolled = median_filter(ratio, size=BURST, mode="nearest")
+        in_burst = np.zeros(len(ratio), dtype=bool)
+        d = np.diff(np.r_[0, ((rolled > BURST_X) & after).astype(np.int8), 0])
+        for a, b in zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1), strict=True):
+            if b - a >= BURST:
+                in_burst[a:b] = True
+        hits += int(qh.disturbed[in_burst].sum())
+        bursts += int(in_burst.sum())
+        if in_burst.any():
+            # the windows over the hogged part say how much slower it was (other windows,
+            # if any, are other users' load before the hog, which the check above bounds)
+            hogged_windows = [w for w in qh.windows if w.seq_end >= started + FLUSH + 10]
+            assert hogged_windows and max(w.slowdown for w in hogged_windows) > 2, qh.lines()
+    if not bursts:
+        pytest.skip(f"the hog made no burst of {BURST} samples over x{BURST_X} in "
+                    f"{len(usable)} run(s) (median x{medians} after it started): nothing of "
                     "the size the detector is for")
-    recall = float(qh.disturbed[in_burst].mean())
-    assert recall > 0.7, (recall, int(in_burst.sum()), started, qh.lines())
-    # the windows over the hogged part say how much slower it was (other windows, if any,
-    # are other users' load before the hog, which the before-part check above bounds)
-    hogged_windows = [w for w in qh.windows if w.seq_end >= started + FLUSH + 10]
-    assert hogged_windows and max(w.slowdown for w in hogged_windows) > 2, qh.lines()
+    recall = hits / bursts
+    assert recall > 0.7, (recall, bursts, [qh.lines() for _, _, qh in usable])
