@@ -83,7 +83,8 @@ def _weights(n: int, groups: NDArray | None, seq: NDArray | None,
 
 def _fit_curves(families: list[str], bps: list[float], s: NDArray, t: NDArray
                 ) -> list[dict[str, float] | None]:
-    """Each regime's curve refitted to the per-size medians of the samples between bps."""
+    """Each regime's curve refitted to the per-size medians of the samples between bps
+    (``s``, ``t`` sorted by size, then time)."""
     edges = np.searchsorted(s, bps, side="left")
     bounds = np.r_[0, edges, len(s)]
     out: list[dict[str, float] | None] = []
@@ -94,7 +95,7 @@ def _fit_curves(families: list[str], bps: list[float], s: NDArray, t: NDArray
             continue
         # as the estimator fits a regime's curve: its overall between-size variance only
         # (the local scan places boundaries, which _refine does on raw samples)
-        bins = make_bins(s[lo:hi], t[lo:hi], local=False)
+        bins = make_bins(s[lo:hi], t[lo:hi], local=False, times_ascend=True)
         if fam != "constant" and len(bins.size) < 3:
             out.append(None)
             continue
@@ -224,7 +225,9 @@ def bootstrap_intervals(model: Any, size: ArrayLike, time: ArrayLike, *,
     started = _time.perf_counter()
     s0 = np.asarray(size, dtype=np.float64).ravel()
     t0 = np.asarray(time, dtype=np.float64).ravel()
-    order = np.argsort(s0, kind="stable")
+    # By size, then time: a resample (np.repeat of sorted indices) keeps that order, so the
+    # per-size bins of every refit read their quantiles off without a sort.
+    order = np.lexsort((t0, s0))
     s, t = s0[order], t0[order]
     g = None if groups is None else np.asarray(groups).ravel()[order]
     q = None if seq is None else np.asarray(seq).ravel()[order]
@@ -243,7 +246,7 @@ def bootstrap_intervals(model: Any, size: ArrayLike, time: ArrayLike, *,
     draws: dict[str, list[float]] = {k: [] for k in centre}
     for _ in range(int(n_boot)):
         mult = draw()
-        idx = np.repeat(np.arange(len(s)), mult)  # stays sorted by size
+        idx = np.repeat(np.arange(len(s)), mult)  # stays sorted by size, then time
         if idx.size < 5:
             continue
         # Band shares count each sample by its multiplicity (weights on original indices).
