@@ -496,16 +496,20 @@ def write_part(run: ParsedRun, run_id: str, transport: str, final: Path) -> tupl
     return n_rows, written
 
 
+#: zstd level 1: as small as the default level at half the CPU (BENCHMARKS.md).
+_PART_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 1}
+
+
 def _write_frame(run: ParsedRun, out: pl.DataFrame | pl.LazyFrame, tmp: Path) -> int:
-    """One part file (zstd level 1: as small as the default level at half the CPU, see
-    BENCHMARKS.md); its row count. Every column must come out non-null."""
+    """One part file; its row count. An eager frame must have no null anywhere; a lazy one
+    no null ``op`` (its parser's mark for an invalid value, see ``ParsedRun.explain``)."""
     if isinstance(out, pl.DataFrame):
         if out.null_count().sum_horizontal().item():
             raise _internal_nulls(run)
-        out.write_parquet(tmp, compression="zstd", compression_level=1)
+        out.write_parquet(tmp, **_PART_OPTIONS)
         return out.height
     try:
-        out.sink_parquet(tmp, compression="zstd", compression_level=1)
+        out.sink_parquet(tmp, **_PART_OPTIONS)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         if storage_error(exc, tmp.parent) is not None or run.explain is None:
             raise
