@@ -410,6 +410,10 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
     r = np.asarray(ratio, dtype=float)
     r = r[np.isfinite(r) & (r > 0)]
     n_all = len(r)
+    # The families are fitted to a subsample; the median they are anchored to and the
+    # empirical quantiles reported are those of every ratio (the bootstrap's intervals are
+    # intervals on these, at the spread of all n samples).
+    r_all = r
     if n_all > MAX_NOISE_SAMPLES:
         r = rng.choice(r, MAX_NOISE_SAMPLES, replace=False)
     if len(r) < 3 or np.ptp(np.log(r)) < 1e-9:
@@ -417,7 +421,7 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
         med = float(np.median(r)) if len(r) else 1.0
         sd = float(np.std(np.log(r))) if len(r) > 1 else 0.0
         noise = Noise("lognormal", {"s": max(sd, 1e-6), "scale": med}, {}, {}, n_all)
-        noise.quantiles = _quantile_report(noise, r)
+        noise.quantiles = _quantile_report(noise, r_all)
         return noise
     fits: dict[str, tuple[float, dict[str, Any]]] = {}
     for fam in families:
@@ -451,8 +455,9 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
     # One quantile call serves the anchoring and the report: anchoring scales every
     # quantile by the same factor.
     q = np.asarray(noise.ppf(_REPORT_LEVELS), dtype=float).reshape(-1)
-    factor = _anchor_median(noise, float(np.median(r)), float(q[0]))
-    noise.quantiles = _quantile_report(noise, r, q * factor)
+    emp = np.quantile(r_all, _REPORT_LEVELS)
+    factor = _anchor_median(noise, float(emp[0]), float(q[0]))
+    noise.quantiles = _quantile_report(noise, r_all, q * factor, emp)
     return noise
 
 
@@ -522,13 +527,15 @@ def _anchor_median(noise: Noise, target: float, median: float | None = None) -> 
 _REPORT_LEVELS = np.array([0.5, 0.95, 0.99])
 
 
-def _quantile_report(noise: Noise, r: NDArray, fitted: NDArray | None = None
-                     ) -> dict[str, dict[str, float]]:
+def _quantile_report(noise: Noise, r: NDArray, fitted: NDArray | None = None,
+                     emp: NDArray | None = None) -> dict[str, dict[str, float]]:
     """Fitted vs empirical p50/p95/p99 of the ratio: the tail check a reader wants first.
-    ``fitted``: the noise's quantiles at those levels, when the caller has them already."""
+    ``fitted``, ``emp``: the noise's and the data's quantiles at those levels, when the
+    caller has them already."""
     names, qs = ("p50", "p95", "p99"), _REPORT_LEVELS
     if fitted is None:
         fitted = np.asarray(noise.ppf(qs), dtype=float).reshape(-1)
-    emp = np.quantile(r, qs) if len(r) else np.full(3, np.nan)
+    if emp is None:
+        emp = np.quantile(r, qs) if len(r) else np.full(3, np.nan)
     return {name: {"fitted": float(f), "empirical": float(e)}
             for name, f, e in zip(names, fitted, emp, strict=True)}

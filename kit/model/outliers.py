@@ -41,7 +41,7 @@ def neighbourhoods(size_sorted: NDArray, min_count: int = MIN_NEIGHBOURHOOD) -> 
     return np.repeat(gid, counts)
 
 
-def _group_order(group: NDArray, values: NDArray) -> NDArray:
+def group_order(group: NDArray, values: NDArray) -> NDArray:
     """Order by (group, value) with one float argsort: 5-10x faster than lexsort at 1e6+.
 
     Values are mapped into [0, 0.5] and added to the integer group id; doubles keep ~1e-9
@@ -91,7 +91,7 @@ def group_quantiles(group: NDArray, values: NDArray, qs: tuple[float, ...],
     if sorted_within:
         g, v = group, values
     else:
-        order = _group_order(group, values)
+        order = group_order(group, values)
         g, v = group[order], values[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     counts = np.diff(np.r_[starts, len(g)])

@@ -91,6 +91,15 @@ def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BI
     first = size_sorted[bstart].astype(np.float64)
     med_size = np.exp(group_quantiles(bid, ls, (0.5,), interpolate=True,
                                       sorted_within=True)[:, 0])
+    return summarise_bins(first, med_size, q, counts, per_size, local)
+
+
+def summarise_bins(first: NDArray, med_size: NDArray, q: NDArray, counts: NDArray,
+                   per_size: bool, local: bool = True) -> Bins:
+    """:class:`Bins` from each bin's smallest and median size, ln-time quartiles ``q``
+    (columns 0.25, 0.5, 0.75) and sample count: the weights of the fits, in one place for
+    :func:`make_bins` and the bootstrap's re-weighted bins
+    (:mod:`kit.model.resampled_bins`)."""
     # Weight = 1 / variance of the bin median ~ n / spread². The spread is floored at the
     # typical spread: estimated from few samples it is noisy, and noisy weights invent
     # breakpoints; above the floor, genuinely wide (two-band) bins count less.
@@ -232,16 +241,21 @@ def robust_tau2(d: NDArray, v: NDArray, infl: float = 1.0) -> float:
     return min((lo + hi) / 2, cap)
 
 
-def refine_boundary(size: NDArray, log_time: NDArray, left: NDArray, right: NDArray) -> int:
+def refine_boundary(size: NDArray, log_time: NDArray, left: NDArray, right: NDArray,
+                    weight: NDArray | None = None) -> int:
     """Index in ``size`` (sorted) where the right regime starts, to the sample.
 
     The DP places boundaries at bin edges; here the split between two fitted curves
     (``left``, ``right``: their ln values at each sample) is moved to the size that
     minimises the clipped squared log residuals of the raw samples around it.
+    ``weight`` (positive) counts each sample that many times: the same split as on the
+    samples repeated, without repeating them (the bootstrap's resamples).
     """
     clip = 1.0
     cl = np.minimum((log_time - left) ** 2, clip)
     cr = np.minimum((log_time - right) ** 2, clip)
+    if weight is not None:
+        cl, cr = cl * weight, cr * weight
     # cost of splitting before sample i: left cost of [0, i) + right cost of [i, n)
     total = np.r_[0.0, np.cumsum(cl)] + np.r_[np.cumsum(cr[::-1])[::-1], 0.0]
     starts = np.flatnonzero(np.r_[True, size[1:] != size[:-1], True])  # splits between sizes
