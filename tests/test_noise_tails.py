@@ -45,3 +45,25 @@ def test_few_samples_keep_the_aic_choice() -> None:
     noise = fit_noise(r, np.random.default_rng(0), UNIMODAL)
     assert noise.family == min(noise.aic, key=lambda f: noise.aic[f])
     _anchor_median(noise, float(np.median(r)))
+
+
+def test_above_the_fitting_subsample_the_report_and_the_median_are_every_ratios() -> None:
+    # Families are fitted to 2,500 ratios; the empirical quantiles reported (what the
+    # intervals are on) and the median the noise is anchored to are those of all of them.
+    import copy
+    import pickle
+
+    r = _ratios(7, 40000)
+    noise = fit_noise(r, np.random.default_rng(0), ("lognormal", "gamma"))
+    assert noise.n == 40000
+    np.testing.assert_allclose(noise.median(), np.median(r), rtol=1e-9)
+    want = {k: v["empirical"] for k, v in noise.quantiles.items()}
+    np.testing.assert_allclose([want["p50"], want["p95"], want["p99"]],
+                               np.quantile(r, [0.5, 0.95, 0.99]), rtol=1e-12)
+    # Computed on first read; copies and pickles carry the report, not the 40 k ratios.
+    fresh = fit_noise(r, np.random.default_rng(0), ("lognormal", "gamma"))
+    blob = pickle.dumps(fresh)
+    assert len(blob) < 40000 * 8 / 4
+    assert pickle.loads(blob).quantiles == noise.quantiles
+    assert copy.deepcopy(fit_noise(r, np.random.default_rng(0), ("lognormal",))).quantiles
+    assert Noise.from_dict(noise.to_dict()).quantiles == noise.quantiles
