@@ -56,7 +56,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from kit.model.families import evaluate, fit_family
 from kit.model.outliers import group_order
-from kit.model.resampled_bins import Counts, RegimeBins, order_statistics, running_sum
+from kit.model.resampled_bins import Counts, RegimeBins, order_statistics
 from kit.model.segmentation import refine_boundary
 
 #: Resamples by default (percentile 2.5/97.5 intervals are stable from about 100 on).
@@ -132,14 +132,20 @@ class _Data:
                    _band_assignment(model, s, t))
 
 
-def _fit_curves(data: _Data, bps: list[float], counts: list[Counts],
-                cum: NDArray) -> list[dict[str, float] | None]:
+def _held(data: _Data, counts: list[Counts], k: int, lo: int, hi: int) -> int:
+    """Samples ``[lo, hi)`` (inside regime k's bins) the resample holds, with repeats."""
+    cs, at = counts[k].cum_size, data.bins[k].lo
+    return int(cs[hi - at] - cs[lo - at])
+
+
+def _fit_curves(data: _Data, bps: list[float], counts: list[Counts]
+                ) -> list[dict[str, float] | None]:
     """Each regime's curve refitted to the resample's per-bin medians between ``bps``."""
     bounds = np.r_[0, np.searchsorted(data.s, bps, side="left"), len(data.s)]
     out: list[dict[str, float] | None] = []
     for k, fam in enumerate(data.families):
         lo, hi = int(bounds[k]), int(bounds[k + 1])
-        if cum[hi] - cum[lo] < 3:
+        if _held(data, counts, k, lo, hi) < 3:
             out.append(None)
             continue
         # as the estimator fits a regime's curve: its overall between-size variance only
@@ -153,8 +159,8 @@ def _fit_curves(data: _Data, bps: list[float], counts: list[Counts],
     return out
 
 
-def _refine(data: _Data, curves: list[dict[str, float] | None], mult: NDArray, cum: NDArray
-            ) -> tuple[list[float], list[tuple[float, float]]]:
+def _refine(data: _Data, curves: list[dict[str, float] | None], mult: NDArray,
+            counts: list[Counts]) -> tuple[list[float], list[tuple[float, float]]]:
     """Boundaries searched again near the fitted ones, and the gap each one sits in: the
     last sample size left of it and the first right of it (any split in between fits
     alike)."""
@@ -168,7 +174,7 @@ def _refine(data: _Data, curves: list[dict[str, float] | None], mult: NDArray, c
         lo_s = max(bp / SEARCH_FACTOR, out[k - 1] if k else 0.0)
         hi_s = min(bp * SEARCH_FACTOR, bps[k + 1] if k + 1 < len(bps) else math.inf)
         lo, hi = np.searchsorted(s, [lo_s, hi_s], side="left")
-        if cum[hi] - cum[lo] < 4:
+        if _held(data, counts, k, int(lo), int(hi)) < 4:
             continue
         w = mult[lo:hi]
         held = np.flatnonzero(w)  # the samples this resample holds, each counted w times
@@ -199,12 +205,11 @@ def _estimate(data: _Data, mult: NDArray) -> dict[str, float]:
     NaN where not estimable."""
     out: dict[str, float] = {}
     s, t, families = data.s, data.t, data.families
-    cum = running_sum(mult)
     counts = [rb.gather(mult) for rb in data.bins]
-    curves = _fit_curves(data, data.bps0, counts, cum)
-    bps, gaps = _refine(data, curves, mult, cum)
+    curves = _fit_curves(data, data.bps0, counts)
+    bps, gaps = _refine(data, curves, mult, counts)
     if bps != data.bps0:
-        curves = _fit_curves(data, bps, counts, cum)
+        curves = _fit_curves(data, bps, counts)
     for k, bp in enumerate(bps):
         out[f"bp{k}"] = bp
         out[f"bp{k}.left"], out[f"bp{k}.right"] = gaps[k]
@@ -214,7 +219,7 @@ def _estimate(data: _Data, mult: NDArray) -> dict[str, float]:
         for name in _param_names(fam):
             out[f"r{k}.{name}"] = math.nan if p is None else _param_value(fam, p, name)
         lo, hi = int(edges[k]), int(edges[k + 1])
-        n = int(cum[hi] - cum[lo])
+        n = _held(data, counts, k, lo, hi)
         if p is not None and n >= 3:
             # Every step-th sample stands for the step samples from it on (neighbours in
             # size, then time), counted as often as the resample holds them: the spread of
