@@ -67,3 +67,14 @@ def test_above_the_fitting_subsample_the_report_and_the_median_are_every_ratios(
     assert pickle.loads(blob).quantiles == noise.quantiles
     assert copy.deepcopy(fit_noise(r, np.random.default_rng(0), ("lognormal",))).quantiles
     assert Noise.from_dict(noise.to_dict()).quantiles == noise.quantiles
+
+
+def test_cdf_and_log_density_agree_with_cdf_and_logpdf_for_every_family() -> None:
+    r = _ratios(3, 3000)
+    grid = np.geomspace(0.5, 8.0, 200)
+    for fam in NOISE_FAMILIES:
+        noise = fit_noise(r, np.random.default_rng(0), (fam,))
+        cdf, dens = noise.cdf_and_log_density(grid)
+        np.testing.assert_allclose(cdf, noise.cdf(grid), rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(dens, np.exp(noise.logpdf(grid)) * grid, rtol=1e-9,
+                                   atol=1e-300, err_msg=fam)

@@ -124,9 +124,10 @@ _LNQ_MAX_STEPS = 100
 _CDF_TOL = 1e-13
 
 
-def _cdf_and_slope(tlist: list[Term], x: NDArray, rows: NDArray) -> tuple[NDArray, NDArray]:
-    """Mixture CDF at times exp(x) of sizes ``rows`` (1-D, paired) and its derivative in x;
-    each term is evaluated only where its weight is not zero."""
+def _cdf_and_slope(tlist: list[Term], x: NDArray, rows: NDArray, slope: bool = True
+                   ) -> tuple[NDArray, NDArray]:
+    """Mixture CDF at times exp(x) of sizes ``rows`` (1-D, paired) and (``slope``) its
+    derivative in x; each term is evaluated only where its weight is not zero."""
     F = np.zeros(x.shape)
     dF = np.zeros(x.shape)
     for w, scale, noise in tlist:
@@ -135,9 +136,12 @@ def _cdf_and_slope(tlist: list[Term], x: NDArray, rows: NDArray) -> tuple[NDArra
         if not len(nz):
             continue
         r = np.exp(x[nz] - np.log(scale[rows[nz]]))
-        F[nz] += wr[nz] * noise.cdf(r)
-        with np.errstate(over="ignore", under="ignore"):
-            dF[nz] += wr[nz] * np.exp(noise.logpdf(r)) * r
+        if slope:
+            cdf, dens = noise.cdf_and_log_density(r)
+            F[nz] += wr[nz] * cdf
+            dF[nz] += wr[nz] * dens
+        else:
+            F[nz] += wr[nz] * noise.cdf(r)
     return F, dF
 
 
@@ -171,14 +175,14 @@ def _mixture_lnq(tlist: list[Term], q: NDArray) -> NDArray:
     row = np.repeat(np.arange(n), len(q))
     qq = np.broadcast_to(q, shape).ravel()
     lt, ht, lw, hw = lo_t.ravel(), hi_t.ravel(), lo_w.ravel(), hi_w.ravel()
-    f_lo = _cdf_and_slope(tlist, lt, row)[0] - qq
-    f_hi = _cdf_and_slope(tlist, ht, row)[0] - qq
+    f_lo = _cdf_and_slope(tlist, lt, row, slope=False)[0] - qq
+    f_hi = _cdf_and_slope(tlist, ht, row, slope=False)[0] - qq
     tight = (f_lo <= 0) & (f_hi >= 0)
     lo, hi = np.where(tight, lt, lw), np.where(tight, ht, hw)
     wide = np.flatnonzero(~tight)
     if len(wide):
-        f_lo[wide] = _cdf_and_slope(tlist, lo[wide], row[wide])[0] - qq[wide]
-        f_hi[wide] = _cdf_and_slope(tlist, hi[wide], row[wide])[0] - qq[wide]
+        f_lo[wide] = _cdf_and_slope(tlist, lo[wide], row[wide], slope=False)[0] - qq[wide]
+        f_hi[wide] = _cdf_and_slope(tlist, hi[wide], row[wide], slope=False)[0] - qq[wide]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
     x = np.where(np.isfinite(x) & (x >= lo) & (x <= hi), x, (lo + hi) / 2)
