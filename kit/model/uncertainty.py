@@ -288,8 +288,8 @@ def _band_assignment(model: Any, s: NDArray, t: NDArray) -> list[NDArray | None]
 
 def _size_time_order(s: NDArray, t: NDArray) -> NDArray:
     """Order by size, then time. Integer sizes below 2^26 take group_order's one float
-    sort (7x faster than lexsort at 1 M; times are resolved to 1.5e-8 of their range,
-    so only near-equal times can swap), others lexsort."""
+    sort (7x faster than lexsort at 1 M; times are resolved to 3e-8 of their range, so
+    only near-equal times can swap), others lexsort."""
     if len(s) and float(s.min()) >= 0 and float(s.max()) < 2.0**26 \
             and np.array_equal(s, np.floor(s)):
         return group_order(s, t)
@@ -310,8 +310,7 @@ def bootstrap_intervals(model: Any, size: ArrayLike, time: ArrayLike, *,
     started = _time.perf_counter()
     s0 = np.asarray(size, dtype=np.float64).ravel()
     t0 = np.asarray(time, dtype=np.float64).ravel()
-    # By size, then time: a resample (np.repeat of sorted indices) keeps that order, so the
-    # per-size bins of every refit read their quantiles off without a sort.
+    # By size, then time: where the bins are the sizes, their time order is the samples' own.
     order = _size_time_order(s0, t0)
     s, t = s0[order], t0[order]
     g = None if groups is None else np.asarray(groups).ravel()[order]
