@@ -127,13 +127,16 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
     return p
 
 
-def fit_family(family: str, s: Array, m: Array, w: Array) -> tuple[dict[str, float], float]:
+def fit_family(family: str, s: Array, m: Array, w: Array,
+               start: dict[str, float] | None = None) -> tuple[dict[str, float], float]:
     """Robust weighted fit of ``family`` to medians ``m`` at sizes ``s``.
 
     Returns the parameters and the weighted sum of squared log residuals (for AIC).
     A Huber loss on log residuals keeps a few odd sizes (e.g. a size that fell in a
     slow band) from pulling the curve. Linear keeps a, b >= 0: negative latency or
     bandwidth has no physical meaning and would make the curve cross zero.
+    ``start``: parameters near the answer (the bootstrap's fit of the full data) to start
+    the iterations from; the loss, and so the answer, stays the same.
     """
     s = effective_size(s)
     y = np.log(m)
@@ -144,13 +147,15 @@ def fit_family(family: str, s: Array, m: Array, w: Array) -> tuple[dict[str, flo
         y0 = float(np.average(y, weights=w))
         f_scale = _huber_scale(y - y0)
         one = np.ones((len(y), 1))
-        params = {"a": float(np.exp(_huber_irls(one, y, sw, f_scale, np.array([y0]))[0]))}
+        p0 = np.array([np.log(start["a"]) if start else y0])
+        params = {"a": float(np.exp(_huber_irls(one, y, sw, f_scale, p0)[0]))}
     elif family == "power":
         x = np.log(s)
         b0, la0 = np.polyfit(x, y, 1, w=sw) if np.ptp(x) > 0 else (0.0, float(np.mean(y)))
         f_scale = _huber_scale(y - (la0 + b0 * x))
         design = np.stack([np.ones_like(x), x], axis=1)
-        p = _huber_irls(design, y, sw, f_scale, np.array([la0, b0]))
+        p0 = np.array([np.log(start["a"]), start["b"]] if start else [la0, b0])
+        p = _huber_irls(design, y, sw, f_scale, p0)
         params = {"a": float(np.exp(p[0])), "b": float(p[1])}
     elif family == "linear":
         # Start from weighted least squares on relative error (closed form), then Huber.
@@ -163,7 +168,8 @@ def fit_family(family: str, s: Array, m: Array, w: Array) -> tuple[dict[str, flo
         scale_b = scale_a / float(np.median(s))
 
         f_scale = _huber_scale(np.log(a0 + b0 * s) - y)
-        p = _huber_linear(s, y, sw, f_scale, np.array([a0 / scale_a, b0 / scale_b]),
+        a1, b1 = (start["a"], start["b"]) if start else (a0, b0)
+        p = _huber_linear(s, y, sw, f_scale, np.array([a1 / scale_a, b1 / scale_b]),
                           scale_a, scale_b)
         params = {"a": float(p[0] * scale_a), "b": float(p[1] * scale_b)}
     else:

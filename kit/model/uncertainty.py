@@ -115,6 +115,8 @@ class _Data:
     bps0: list[float]
     bins: list[RegimeBins]
     band_of: list[NDArray | None]
+    #: Where each resample's curve fits start: the model's own curves.
+    start: list[dict[str, float] | None]
 
     @classmethod
     def build(cls, model: Any, s: NDArray, t: NDArray) -> _Data:
@@ -129,7 +131,16 @@ class _Data:
                                  (int(down[k]), int(up[k])))
                 for k in range(len(bps0) + 1)]
         return cls(s, t, lt, [r.family for r in model.regimes_], bps0, bins,
-                   _band_assignment(model, s, t))
+                   _band_assignment(model, s, t), [_start(r) for r in model.regimes_])
+
+
+def _start(regime: Any) -> dict[str, float] | None:
+    """A regime's curve as a start for refits, if it is usable as one."""
+    p = getattr(regime, "params", None) or {}
+    need = {"constant": ("a",), "linear": ("a", "b"), "power": ("a", "b")}.get(regime.family, ())
+    if need and all(math.isfinite(float(p.get(k, math.nan))) for k in need) and p["a"] > 0:
+        return {k: float(p[k]) for k in need}
+    return None
 
 
 def _held(data: _Data, counts: list[Counts], k: int, lo: int, hi: int) -> int:
@@ -138,9 +149,10 @@ def _held(data: _Data, counts: list[Counts], k: int, lo: int, hi: int) -> int:
     return int(cs[hi - at] - cs[lo - at])
 
 
-def _fit_curves(data: _Data, bps: list[float], counts: list[Counts]
-                ) -> list[dict[str, float] | None]:
-    """Each regime's curve refitted to the resample's per-bin medians between ``bps``."""
+def _fit_curves(data: _Data, bps: list[float], counts: list[Counts],
+                start: list[dict[str, float] | None]) -> list[dict[str, float] | None]:
+    """Each regime's curve refitted to the resample's per-bin medians between ``bps``,
+    its iterations started from ``start`` (curves of nearly the same bins)."""
     bounds = np.r_[0, np.searchsorted(data.s, bps, side="left"), len(data.s)]
     out: list[dict[str, float] | None] = []
     for k, fam in enumerate(data.families):
@@ -154,7 +166,7 @@ def _fit_curves(data: _Data, bps: list[float], counts: list[Counts]
         if bins is None or (fam != "constant" and len(bins.size) < 3):
             out.append(None)
             continue
-        params, _ = fit_family(fam, bins.size, bins.median, bins.weight)
+        params, _ = fit_family(fam, bins.size, bins.median, bins.weight, start[k])
         out.append(params)
     return out
 
@@ -206,10 +218,11 @@ def _estimate(data: _Data, mult: NDArray) -> dict[str, float]:
     out: dict[str, float] = {}
     s, t, families = data.s, data.t, data.families
     counts = [rb.gather(mult) for rb in data.bins]
-    curves = _fit_curves(data, data.bps0, counts)
+    curves = _fit_curves(data, data.bps0, counts, data.start)
     bps, gaps = _refine(data, curves, mult, counts)
     if bps != data.bps0:
-        curves = _fit_curves(data, bps, counts)
+        curves = _fit_curves(data, bps, counts, [c or p for c, p in zip(curves, data.start,
+                                                                     strict=True)])
     for k, bp in enumerate(bps):
         out[f"bp{k}"] = bp
         out[f"bp{k}.left"], out[f"bp{k}.right"] = gaps[k]
