@@ -108,7 +108,7 @@ def test_resampled_bins_are_make_bins_of_the_copied_resample() -> None:
             for a, b in ranges:
                 got = rb.summarise(a, b, counts)
                 idx = np.repeat(np.arange(a, b), mult[a:b])
-                want = make_bins(s[idx], t[idx], local=False, times_ascend=True)
+                want = make_bins(s[idx], t[idx], local=False)
                 assert got is not None and len(got.size) == len(want.size)
                 for name in ("first", "size", "median", "weight", "count"):
                     np.testing.assert_allclose(getattr(got, name), getattr(want, name),

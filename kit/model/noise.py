@@ -473,7 +473,8 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
         med = float(np.median(r)) if len(r) else 1.0
         sd = float(np.std(np.log(r))) if len(r) > 1 else 0.0
         noise = Noise("lognormal", {"s": max(sd, 1e-6), "scale": med}, {}, {}, n_all)
-        noise.quantiles = _quantile_report(noise, r_all)
+        noise.quantiles = _quantile_report(
+            r_all, np.asarray(noise.ppf(_REPORT_LEVELS), dtype=float).reshape(-1))
         return noise
     fits: dict[str, tuple[float, dict[str, Any]]] = {}
     for fam in families:
@@ -511,7 +512,7 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
     # (sigma 0.1), and the per-size layer passes that error on to the within-size noise.
     factor = _anchor_median(noise, _median_in_place(r_all) if r_all is not r
                             else float(np.median(r)), float(q[0]))
-    noise.quantiles = partial(_empirical_report, r_all, q * factor)
+    noise.quantiles = partial(_quantile_report, r_all, q * factor)
     return noise
 
 
@@ -593,21 +594,10 @@ def _median_in_place(r: NDArray) -> float:
     return float((r[k - 1] + r[k]) / 2)
 
 
-def _empirical_report(r: NDArray, fitted: NDArray) -> dict[str, dict[str, float]]:
-    """:func:`_quantile_report` with the noise's quantiles known (holds no noise: a
-    pending report must not keep its noise alive in a reference cycle)."""
+def _quantile_report(r: NDArray, fitted: NDArray) -> dict[str, dict[str, float]]:
+    """Fitted vs empirical p50/p95/p99 of the ratio: the tail check a reader wants first.
+    ``fitted``: the noise's quantiles at those levels. Takes no noise: a pending report
+    (see :class:`_ReportOnRead`) must not keep its noise alive in a reference cycle."""
     emp = np.quantile(r, _REPORT_LEVELS) if len(r) else np.full(3, np.nan)
     return {name: {"fitted": float(f), "empirical": float(e)}
             for name, f, e in zip(("p50", "p95", "p99"), fitted, emp, strict=True)}
-
-
-def _quantile_report(noise: Noise, r: NDArray, fitted: NDArray | None = None
-                     ) -> dict[str, dict[str, float]]:
-    """Fitted vs empirical p50/p95/p99 of the ratio: the tail check a reader wants first.
-    ``fitted``: the noise's quantiles at those levels, when the caller has them already."""
-    names, qs = ("p50", "p95", "p99"), _REPORT_LEVELS
-    if fitted is None:
-        fitted = np.asarray(noise.ppf(qs), dtype=float).reshape(-1)
-    emp = np.quantile(r, qs) if len(r) else np.full(3, np.nan)
-    return {name: {"fitted": float(f), "empirical": float(e)}
-            for name, f, e in zip(names, fitted, emp, strict=True)}

@@ -52,6 +52,14 @@ def order_statistics(incl: NDArray, base: NDArray, count: NDArray, q: float,
     return values[i_lo] * (1 - frac) + values[i_hi] * frac
 
 
+def weighted_quantiles(values: NDArray, weight: NDArray, qs: tuple[float, ...]) -> NDArray:
+    """np.quantile of ``values`` each repeated ``weight`` times (total > 0), at ``qs``."""
+    order = np.argsort(values)
+    incl = np.cumsum(weight[order], dtype=np.int64)
+    one, total = np.zeros(1, dtype=np.int64), incl[-1:]
+    return np.concatenate([order_statistics(incl, one, total, q, values[order]) for q in qs])
+
+
 @dataclass
 class Counts:
     """A resample's counts over one :class:`RegimeBins` slice, with running sums."""
@@ -183,12 +191,7 @@ class RegimeBins:
         total = int(w.sum())
         if total == 0:
             return np.zeros(0), np.zeros(0), np.zeros((0, 3)), np.zeros(0, dtype=np.int64)
-        one, tot = np.zeros(1, dtype=np.int64), np.asarray([total])
-        lt = self.lt_size_order[p:r]
-        o = np.argsort(lt)
-        inc = np.cumsum(w[o], dtype=np.int64)
-        q = np.stack([order_statistics(inc, one, tot, f, lt[o]) for f in QUARTILES], axis=1)
-        inc_s = np.cumsum(w, dtype=np.int64)
-        med = np.exp(order_statistics(inc_s, one, tot, 0.5, self.ls[p:r]))
+        q = weighted_quantiles(self.lt_size_order[p:r], w, QUARTILES)[None, :]
+        med = np.exp(weighted_quantiles(self.ls[p:r], w, (0.5,)))
         first = self.size[p:r][np.flatnonzero(w)[:1]].astype(np.float64)
-        return first, med, q, tot
+        return first, med, q, np.asarray([total])

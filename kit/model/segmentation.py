@@ -58,11 +58,8 @@ class Bins:
 
 
 def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BINS,
-              local: bool = True, *, times_ascend: bool = False) -> Bins:
+              local: bool = True) -> Bins:
     """Summarise samples (sorted by size) into bins; one bin per size when there are few sizes.
-
-    ``times_ascend``: within each size the times ascend too (samples sorted by size, then
-    time), so a bin per size needs no sort for its quantiles.
 
     Where a slow band's share drifts with size the median jumps between bands and the DP
     cuts there; the raw-likelihood merge pass of the estimator undoes such cuts.
@@ -84,8 +81,7 @@ def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BI
         # inverse without its sort).
         bid = np.cumsum(np.r_[0, raw[1:] != raw[:-1]]) if len(raw) else raw
     lt = np.log(time_sorted)
-    q = group_quantiles(bid, lt, (0.25, 0.5, 0.75), interpolate=True,
-                        sorted_within=per_size and times_ascend)
+    q = group_quantiles(bid, lt, (0.25, 0.5, 0.75), interpolate=True)
     counts = np.bincount(bid)
     bstart = np.flatnonzero(np.r_[True, bid[1:] != bid[:-1]])
     first = size_sorted[bstart].astype(np.float64)

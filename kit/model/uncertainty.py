@@ -56,7 +56,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from kit.model.families import evaluate, fit_family
 from kit.model.outliers import group_order
-from kit.model.resampled_bins import Counts, RegimeBins, order_statistics
+from kit.model.resampled_bins import Counts, RegimeBins, weighted_quantiles
 from kit.model.segmentation import refine_boundary
 
 #: Resamples by default (percentile 2.5/97.5 intervals are stable from about 100 on).
@@ -202,16 +202,6 @@ def _refine(data: _Data, curves: list[dict[str, float] | None], mult: NDArray,
     return out, gaps
 
 
-def _weighted_quantiles(values: NDArray, weight: NDArray, qs: list[float]) -> NDArray:
-    """np.quantile of ``values`` each repeated ``weight`` times (total > 0)."""
-    order = np.argsort(values)
-    incl = np.cumsum(weight[order], dtype=np.int64)
-    v = values[order]
-    total = np.asarray([incl[-1]])
-    return np.asarray([float(order_statistics(incl, np.zeros(1, np.int64), total, q, v)[0])
-                       for q in qs])
-
-
 def _estimate(data: _Data, mult: NDArray) -> dict[str, float]:
     """Flat dict of every quantity on the resample that counts sample i ``mult[i]`` times;
     NaN where not estimable."""
@@ -242,7 +232,7 @@ def _estimate(data: _Data, mult: NDArray) -> dict[str, float]:
             w = mult[lo:hi] if step == 1 else np.add.reduceat(
                 mult[lo:hi], np.arange(0, hi - lo, step), dtype=np.int64)
             ratio = t[sl] / evaluate(fam, p, s[sl])
-            qv = _weighted_quantiles(ratio, w, list(NOISE_QS.values()))
+            qv = weighted_quantiles(ratio, w, tuple(NOISE_QS.values()))
             for q, v in zip(NOISE_QS, qv, strict=True):
                 out[f"r{k}.noise.{q}"] = float(v)
             if n < MIN_P99:
