@@ -61,14 +61,13 @@ if TYPE_CHECKING:  # numpy costs ~0.1 s to import; `pt2pt datasets` never needs 
 
 LOCK_FILE = ".ingest.lock"
 
-#: Columns stored inside part files (campaign and tool live in the directory names,
-#: placement and host pair in the runs table: they are the same for every row of a run).
+#: Columns stored inside part files: what varies from row to row. Campaign and tool live
+#: in the directory names, the run in the file name, and its transport, placement and host
+#: pair in the runs table (RUN_LEVEL_COLUMNS): the same for every row of a run.
 PART_COLUMNS = [c for c in SAMPLES_SCHEMA
                 if c not in ("campaign", "tool") and c not in RUN_LEVEL_COLUMNS]
-#: Their dtypes on disk: repeated strings as Categorical (dictionary-encoded, cheaper to
-#: write); :func:`scan` casts back to SAMPLES_SCHEMA.
-PART_DTYPES = {c: (pl.Categorical() if c == "run_id" else SAMPLES_SCHEMA[c])
-               for c in PART_COLUMNS}
+#: Their dtypes on disk (:func:`scan` casts to SAMPLES_SCHEMA).
+PART_DTYPES = {c: SAMPLES_SCHEMA[c] for c in PART_COLUMNS}
 
 #: series_table's result: column order and dtypes (a stored summary must match exactly).
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
@@ -187,41 +186,49 @@ def scan(dataset: str | Path) -> pl.LazyFrame:
     return _scan_files(committed_parts(dataset, run_table), run_table)
 
 
-#: Above this many distinct (placement, host pair) values the run-level columns are joined
-#: on run_id instead of one scan per value (a plan of hundreds of scans is slow to build).
+#: Above this many runs the run-level columns are joined on each row's part file instead
+#: of one scan per run with them as literals (a plan of hundreds of scans is slow to build).
 _MAX_RUN_GROUPS = 32
 
 
 def _scan_files(files: list[Path], run_table: pl.DataFrame) -> pl.LazyFrame:
-    """Scan part files; the run-level columns (placement, host pair) come from ``run_table``.
+    """Scan part files; the run-level columns (run, transport, placement, host pair) come
+    from ``run_table`` by each file's run (its name).
 
-    Files are grouped by their runs' values, each group scanned with them as literals: the
-    usual dataset has one or two groups, and a literal costs nothing per row.
+    With few runs, each run's files are scanned with its values as literals (a literal
+    costs nothing per row); with many, every row carries its file's path (dictionary-
+    encoded, about as cheap) and the values are joined on it.
     """
     if not files:
         return pl.LazyFrame(schema=SAMPLES_SCHEMA)
-    values = {r[0]: (r[1] or UNKNOWN, r[2] or UNKNOWN) for r in
-              run_table.select("run_id", *RUN_LEVEL_COLUMNS).iter_rows()}
-    groups: dict[tuple[str, str], list[Path]] = {}
+    values = {r[0]: (r[0], *(v or UNKNOWN for v in r[1:])) for r in
+              run_table.select(*RUN_LEVEL_COLUMNS).iter_rows()}
+    groups: dict[str, list[Path]] = {}
     for path in files:
-        run_id = run_of_part(path.name) or ""
-        groups.setdefault(values.get(run_id, (UNKNOWN, UNKNOWN)), []).append(path)
+        groups.setdefault(run_of_part(path.name) or "", []).append(path)
     hive = {"campaign": pl.String, "tool": pl.String}
     # schema + missing_columns: part files written before a column of
-    # OPTIONAL_SAMPLE_DEFAULTS existed read it as null, filled with its default below
-    part: dict[str, Any] = {"schema": PART_DTYPES, "missing_columns": "insert"}
+    # OPTIONAL_SAMPLE_DEFAULTS existed read it as null, filled with its default below;
+    # extra_columns: older parts also stored the run-level run_id and transport
+    part: dict[str, Any] = {"schema": PART_DTYPES, "missing_columns": "insert",
+                            "extra_columns": "ignore", "hive_partitioning": True,
+                            "hive_schema": hive}
+
+    def run_values(run_id: str) -> tuple[str, ...]:
+        return values.get(run_id, (run_id, *[UNKNOWN] * (len(RUN_LEVEL_COLUMNS) - 1)))
+
     if len(groups) <= _MAX_RUN_GROUPS:
-        frames = [pl.scan_parquet(paths, hive_partitioning=True, hive_schema=hive, **part)
+        frames = [pl.scan_parquet(paths, **part)
                   .with_columns(**{c: pl.lit(v) for c, v in
-                                   zip(RUN_LEVEL_COLUMNS, key, strict=True)})
-                  for key, paths in groups.items()]
+                                   zip(RUN_LEVEL_COLUMNS, run_values(run_id), strict=True)})
+                  for run_id, paths in groups.items()]
         lf = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
     else:
-        lookup = pl.DataFrame([(k, *v) for k, v in values.items()],
-                              schema=["run_id", *RUN_LEVEL_COLUMNS], orient="row")
-        lf = (pl.scan_parquet(files, hive_partitioning=True, hive_schema=hive, **part)
-              .with_columns(pl.col("run_id").cast(pl.String))
-              .join(lookup.lazy(), on="run_id", how="left"))
+        lookup = pl.DataFrame([(str(p), *run_values(run_id)) for run_id, paths in groups.items()
+                               for p in paths],
+                              schema=["_part", *RUN_LEVEL_COLUMNS], orient="row")
+        lf = (pl.scan_parquet(files, include_file_paths="_part", **part)
+              .join(lookup.lazy(), on="_part", how="left").drop("_part"))
     return lf.select([pl.col(c).cast(t).fill_null(OPTIONAL_SAMPLE_DEFAULTS[c])
                       if c in OPTIONAL_SAMPLE_DEFAULTS else pl.col(c).cast(t)
                       for c, t in SAMPLES_SCHEMA.items()])

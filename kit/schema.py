@@ -80,8 +80,10 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     "cpus": pl.String(),  # comma-separated CPU of each rank (probe meta "cpus"), when known
 }
 
-#: Columns of SAMPLES_SCHEMA that are per run and kept in the runs table, not the part files.
-RUN_LEVEL_COLUMNS: tuple[str, ...] = ("placement", "host_pair")
+#: Columns of SAMPLES_SCHEMA that are per run and kept in the runs table, not the part files
+#: (a part file's run is in its name, see :func:`kit.series_summary.run_of_part`). Part
+#: files written before 2026-11-27 also hold run_id and transport; readers ignore them.
+RUN_LEVEL_COLUMNS: tuple[str, ...] = ("run_id", "transport", "placement", "host_pair")
 
 #: Where two ranks can run relative to each other, closest first.
 PLACEMENTS: tuple[str, ...] = ("intra-socket", "intra-node", "inter-node")

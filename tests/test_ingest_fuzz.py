@@ -100,7 +100,7 @@ def _ingest_one(folder: Path, name: str, data: bytes, meta: bytes = PROBE_META) 
         run = parse_file(path)
     except sniff.Companion:
         return
-    n_rows, files = write_part(run, "fuzz", "tcp", folder / "part-fuzz.parquet")
+    n_rows, files = write_part(run, folder / "part-fuzz.parquet")
     written = pl.read_parquet(files)
     assert written.height == n_rows > 0
     assert written.null_count().sum_horizontal().item() == 0

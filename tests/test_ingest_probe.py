@@ -245,6 +245,77 @@ def test_parts_written_before_the_pair_columns_read_as_one_pair(tmp_path):
     write_run(tmp_path / "in", "r", ["0,pingpong,8,1,2.0e-06,,0"], META)
     ingest([tmp_path / "in"], tmp_path / "ds", campaign="c1")
     part = next((tmp_path / "ds").rglob("part-*.parquet"))
-    pl.read_parquet(part).drop("pairs", "pair").write_parquet(part)
+    pl.read_parquet(part).drop("pairs", "pair", strict=False).write_parquet(part)
     rows = ds.scan(tmp_path / "ds").collect()
     assert (rows["pairs"].to_list(), rows["pair"].to_list()) == ([1], [0])
+
+
+def test_run_id_is_the_files_sha256_taken_while_they_are_parsed(tmp_path, monkeypatch):
+    """The probe's parser hashes the CSV slice by slice as Polars parses the slice before:
+    the run id must still be that of the whole file (header, every slice, a torn tail)."""
+    import hashlib
+
+    from kit.tools import probe
+
+    monkeypatch.setattr(probe, "BLOCK_BYTES", 1 << 12)
+    lines = [f"{i},pingpong,{i % 97},1,{(i + 1) * 1e-7:.9e},,0" for i in range(2000)]
+    write_run(tmp_path / "in", "r", [*lines, "2000,ping"], META, newline_at_end=False)
+    csv, meta = tmp_path / "in" / "r.samples.csv", tmp_path / "in" / "r.meta.json"
+    digests = "".join(hashlib.sha256(p.read_bytes()).hexdigest() for p in (csv, meta))
+    report = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert report.ok and report.rows_added == 2000
+    assert report.run_ids == [hashlib.sha256(digests.encode()).hexdigest()[:20]]
+    sources = json.loads(ds.runs(tmp_path / "ds")["sources"][0])
+    assert sources[0]["sha256"] == hashlib.sha256(csv.read_bytes()).hexdigest()
+
+
+def test_a_copy_under_another_name_is_parsed_then_skipped_leaving_nothing(tmp_path):
+    write_run(tmp_path / "in", "r", ["0,pingpong,8,1,2.0e-06,,0", "1,pingpong,9,1,3.0e-06,,0"],
+              META)
+    ingest([tmp_path / "in"], tmp_path / "ds", campaign="c")
+    before = sorted(p.relative_to(tmp_path / "ds") for p in (tmp_path / "ds").rglob("*"))
+    again = ingest([tmp_path / "in"], tmp_path / "ds", campaign="c")  # same paths: hashed first
+    (tmp_path / "copy").mkdir()
+    for p in (tmp_path / "in").iterdir():
+        (tmp_path / "copy" / p.name.replace("r.", "s.")).write_bytes(p.read_bytes())
+    copy = ingest([tmp_path / "copy"], tmp_path / "ds", campaign="c")
+    for report in (again, copy):
+        assert report.runs_added == 0 and report.rows_added == 0
+        assert [r for _, r in report.files_skipped if "already ingested" in r]
+    after = sorted(p.relative_to(tmp_path / "ds") for p in (tmp_path / "ds").rglob("*"))
+    assert after == before  # no temp or pending part left behind
+
+
+def test_parts_hold_per_row_columns_and_older_parts_with_run_columns_read_alike(tmp_path,
+                                                                              monkeypatch):
+    """run_id and transport come from the runs table (by the part's name), with one scan per
+    run or, for many runs, joined on each row's file; parts that still store them (written
+    before) read the same."""
+    for k, transport in enumerate(["tcp", "vader", "tcp"]):
+        write_run(tmp_path / f"in{k}", "r", [f"0,pingpong,{8 + k},1,2.0e-06,,0",
+                                             f"1,pingpong,{9 + k},1,3.0e-06,,0"], META)
+        ingest([tmp_path / f"in{k}"], tmp_path / "ds", campaign="c", transport=transport)
+    parts = sorted((tmp_path / "ds").rglob("part-*.parquet"))
+    assert {c for p in parts for c in pl.read_parquet_schema(p)} == {
+        "op", "size", "time", "seq", "stat", "n", "warmup"}
+    runs = ds.runs(tmp_path / "ds")
+    want = sorted(zip(runs["run_id"].to_list(), runs["transport"].to_list(), strict=True))
+    cols = ["run_id", "transport", "placement", "host_pair", "size", "time"]
+
+    def read() -> pl.DataFrame:
+        return ds.scan(tmp_path / "ds").select(cols).collect().sort("size", "time")
+
+    few = read()
+    assert sorted(set(few.select("run_id", pl.col("transport").cast(pl.String)).rows())) == want
+    monkeypatch.setattr(ds, "_MAX_RUN_GROUPS", 1)
+    assert read().equals(few)
+    # the layout written before: run_id and transport in every row
+    for p in parts:
+        run_id = ds.run_of_part(p.name)
+        transport = runs.filter(pl.col("run_id") == run_id)["transport"].item()
+        pl.read_parquet(p).with_columns(run_id=pl.lit(run_id).cast(pl.Categorical),
+                                        transport=pl.lit(transport).cast(pl.Categorical)
+                                        ).write_parquet(p)
+    assert read().equals(few)
+    monkeypatch.setattr(ds, "_MAX_RUN_GROUPS", 32)
+    assert read().equals(few)

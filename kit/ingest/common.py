@@ -78,6 +78,10 @@ class ParsedRun:
     #: The ranks of the run's first pair (initiator, peer) when they are not 0 and 1: in the
     #: probe's contention mode ranks 0 and 1 are two initiators, often on one node.
     pair_ranks: tuple[int, int] | None = None
+    #: SHA-256 (hex) of sources the parser read whole while its rows were written (the
+    #: probe's samples file): the orchestrator takes the run id from them instead of
+    #: reading the file a second time. Set once the last frame has been taken.
+    digests: dict[Path, str] = field(default_factory=dict)
 
 
 class Companion(Exception):

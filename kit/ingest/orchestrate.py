@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -250,6 +251,16 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _run_id(hashes: dict[Path, str], sources: list[Path]) -> str:
+    """A run's id: from the SHA-256 of each of its files, in order."""
+    return hashlib.sha256("".join(hashes[p] for p in sources).encode()).hexdigest()[:20]
+
+
+def _unlink(paths: list[Path]) -> None:
+    for p in paths:
+        p.unlink(missing_ok=True)
+
+
 def _companions(fmt: str, path: Path) -> list[Path]:
     """Files its tool reads with ``path`` (a probe's meta.json, SkaMPI's debug log)."""
     return tools.get(fmt).companions(path)
@@ -317,7 +328,8 @@ def _ingest_locked(dataset: Path, files: list[tuple[Path, bool]], report: Ingest
     with ds.locked(dataset):
         existing = ds.runs(dataset)
         ds.remove_leftovers(dataset, existing)
-        batch = _Batch(dataset, report, set(existing["run_id"].to_list()), forced=forced,
+        batch = _Batch(dataset, report, set(existing["run_id"].to_list()),
+                       known_paths=_source_paths(existing), forced=forced,
                        campaign=campaign, transport=transport, op=op, placement=placement)
         try:
             for index, (path, walked) in enumerate(files):
@@ -366,6 +378,15 @@ def _ingest_locked(dataset: Path, files: list[tuple[Path, bool]], report: Ingest
             raise stop
 
 
+def _source_paths(run_table: pl.DataFrame) -> set[str]:
+    """The files the runs were read from (runs.parquet's ``sources``)."""
+    paths: set[str] = set()
+    for listed in run_table["sources"].drop_nulls().to_list():
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            paths.update(str(item["path"]) for item in json.loads(listed))
+    return paths
+
+
 def _discard(dataset: Path, batch: _Batch) -> None:
     """Remove what a failed or interrupted ingest wrote: temp parts, parts renamed into
     place but not committed (runs.parquet was not replaced), a temp runs table."""
@@ -382,6 +403,9 @@ class _Batch:
     dataset: Path
     report: IngestReport
     known: set[str]
+    #: Files (resolved paths) of the committed runs: such a file is hashed before it is
+    #: parsed, so that re-ingesting a folder skips what it holds without reading it twice.
+    known_paths: set[str] = field(default_factory=set)
     forced: str | None = None
     campaign: str | None = None
     transport: str | None = None
@@ -396,38 +420,57 @@ class _Batch:
         if walked and sniff.is_auxiliary(path):
             report.files_skipped.append((path, "not a measurement file"))
             return
+        tmps: list[Path] = []
         try:
             fmt = self.forced or sniff.detect(path)
             sources = [path, *_companions(fmt, path)]
-            hashes = {p: _sha256(p) for p in sources}
-            run_id = hashlib.sha256("".join(hashes.values()).encode()).hexdigest()[:20]
-            if run_id in self.known:
-                report.files_skipped.append((path, f"already ingested (run {run_id})"))
-                return
+            hashes: dict[Path, str] = {}
+            if str(path.resolve()) in self.known_paths:
+                # Most likely a re-ingest: hash first, to skip it without parsing it.
+                hashes = {p: _sha256(p) for p in sources}
+                run_id = _run_id(hashes, sources)
+                if run_id in self.known:
+                    report.files_skipped.append((path, f"already ingested (run {run_id})"))
+                    return
             run = parse_file(path, fmt, self.op)
             campaign = self.campaign or _default_campaign(path)
             transport = safe_name(self.transport or run.transport_hint or transport_from_name(
                 path.name, path.resolve().parent.name) or "unknown")
-            final = ds.part_path(self.dataset, campaign, run.tool, run_id)
+            folder = ds.part_path(self.dataset, campaign, run.tool, "pending").parent
             try:
-                final.parent.mkdir(parents=True, exist_ok=True)
-                n_rows, tmps = write_part(run, run_id, transport, final)
+                folder.mkdir(parents=True, exist_ok=True)
+                # The run id (the files' SHA-256) is known once they are read: the probe's
+                # parser hashes its file as it parses it, instead of reading it twice.
+                n_rows, tmps = write_part(run, folder / f"pending-{len(self.parts)}.parquet")
             except (OSError, pl.exceptions.PolarsError) as exc:
                 # Writing into the dataset failed: no other file would fare better.
                 storage = storage_error(exc, self.dataset)
                 if storage is None:
                     raise
                 raise storage from None
+            if not hashes:
+                hashes = {p: run.digests.get(p) or _sha256(p) for p in sources}
+                run_id = _run_id(hashes, sources)
+            if run_id in self.known:  # the same files under another name
+                _unlink(tmps)
+                report.files_skipped.append((path, f"already ingested (run {run_id})"))
+                return
         except sniff.Companion as comp:
             report.files_skipped.append((path, comp.reason))
             return
         except IngestError as err:
+            _unlink(tmps)
             report.files_failed.append((path, err.paragraph()))
             return
         except OSError as exc:
+            _unlink(tmps)
             failure = fail(path, None, f"cannot read or write ({exc})")
             report.files_failed.append((path, failure.paragraph()))
             return
+        except BaseException:
+            _unlink(tmps)
+            raise
+        final = ds.part_path(self.dataset, campaign, run.tool, run_id)
         self.known.add(run_id)
         self.parts.extend(zip(tmps, _final_names(final, len(tmps)), strict=True))
         listed = [{"path": str(p.resolve()), "sha256": hashes.get(p) or _sha256(p)}
@@ -454,47 +497,54 @@ class _Batch:
         report.warnings.extend(run.warnings)
 
 
-def write_part(run: ParsedRun, run_id: str, transport: str, final: Path) -> tuple[int, list[Path]]:
-    """Write the run's rows to temp files beside ``final``: (row count, temp files).
+def write_part(run: ParsedRun, beside: Path) -> tuple[int, list[Path]]:
+    """Write the run's rows to temp files named after ``beside``: (row count, temp files).
 
-    One temp file per frame; :func:`_final_names` gives their committed names. Each frame is
-    written by a helper thread while the parser makes the next one (both run in Polars'
-    native code, outside the GIL); at most one write is in flight, so memory stays at about
-    two frames. A lazy frame is parsed by Polars' streaming engine as it is written.
+    One temp file per frame; :func:`_final_names` gives their committed names once the run
+    id is known (the probe's parser hashes the file as it reads it). Frames are written by
+    helper threads while the parser makes the next one (both run in Polars' native code,
+    outside the GIL); at most ``_IN_FLIGHT`` writes at a time, so memory stays at a few
+    frames. A lazy frame is parsed by Polars' streaming engine as it is written.
     """
     frames = [run.rows] if isinstance(run.rows, pl.DataFrame) else run.rows
     written: list[Path] = []
     n_rows = 0
-    in_flight: Future[int] | None = None
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pt2pt-write") as pool:
+    in_flight: deque[Future[int]] = deque()
+    with ThreadPoolExecutor(max_workers=_IN_FLIGHT, thread_name_prefix="pt2pt-write") as pool:
         try:
             for index, frame in enumerate(frames):
                 _stop_if_signalled()
-                defaults = {c: pl.lit(v) for c, v in OPTIONAL_SAMPLE_DEFAULTS.items()
-                            if c not in frame.collect_schema()}
-                out = frame.with_columns(run_id=pl.lit(run_id), transport=pl.lit(transport),
-                                         **defaults).select(ds.PART_COLUMNS).cast(
-                                             pl.Schema(ds.PART_DTYPES))
-                tmp = final.with_name(f"{final.name}.{index}.{os.getpid()}{ds.TMP_SUFFIX}")
+                have = frame.collect_schema()
+                # columns a parser may leave out (OPTIONAL_SAMPLE_DEFAULTS) are filled by
+                # the reader; every other part column must be there
+                cols = [c for c in ds.PART_COLUMNS
+                        if c in have or c not in OPTIONAL_SAMPLE_DEFAULTS]
+                out = frame.select(cols).cast(pl.Schema({c: ds.PART_DTYPES[c] for c in cols}))
+                tmp = beside.with_name(f"{beside.name}.{index}.{os.getpid()}{ds.TMP_SUFFIX}")
                 written.append(tmp)
-                if in_flight is not None:
-                    n_rows += in_flight.result()
-                in_flight = pool.submit(_write_frame, run, out, tmp)
-            if in_flight is not None:
-                n_rows += in_flight.result()
+                if len(in_flight) >= _IN_FLIGHT:
+                    n_rows += in_flight.popleft().result()
+                in_flight.append(pool.submit(_write_frame, run, out, tmp))
+            while in_flight:
+                n_rows += in_flight.popleft().result()
             if n_rows == 0:
                 raise fail(run.sources[0], None, "no samples in the file",
                            "check that the run got past its first measurement")
         except BaseException:
-            if in_flight is not None:
-                in_flight.cancel()
+            for job in in_flight:
+                job.cancel()
+            for job in in_flight:
                 with contextlib.suppress(BaseException):
-                    in_flight.result()
+                    job.result()
             for tmp in written:
                 tmp.unlink(missing_ok=True)
             raise
     return n_rows, written
 
+
+#: Part files written at once: two streaming pipelines keep both cores busy where one
+#: alone idles at its start and end (BENCHMARKS.md, "Against Polars' own").
+_IN_FLIGHT = 2
 
 #: zstd level 1: as small as the default level at half the CPU (BENCHMARKS.md).
 _PART_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 1}
