@@ -100,8 +100,10 @@ def cdf(tlist: list[Term], time: NDArray) -> NDArray:
     return acc
 
 
-def quantiles(tlist: list[Term], n: int, q: NDArray) -> NDArray:
-    """(n, len(q)) quantiles of the mixture."""
+def quantiles(tlist: list[Term], n: int, q: NDArray, start: NDArray | None = None) -> NDArray:
+    """(n, len(q)) quantiles of the mixture; ``start`` (n, len(q)), optional: guesses of
+    their logs, where the root finding starts for sizes with several terms (when inside its
+    bracket; NaN for none)."""
     q = np.asarray(q, dtype=float)
     out = np.empty((n, len(q)))
     n_terms = np.sum([t[0] > 0 for t in tlist], axis=0) if tlist else np.zeros(n)
@@ -113,7 +115,7 @@ def quantiles(tlist: list[Term], n: int, q: NDArray) -> NDArray:
     multi = ~single
     if multi.any():
         sub = [(w[multi], scale[multi], noise) for w, scale, noise in tlist]
-        out[multi] = np.exp(_mixture_lnq(sub, q))
+        out[multi] = np.exp(_mixture_lnq(sub, q, None if start is None else start[multi]))
     return out
 
 
@@ -145,7 +147,7 @@ def _cdf_and_slope(tlist: list[Term], x: NDArray, rows: NDArray, slope: bool = T
     return F, dF
 
 
-def _mixture_lnq(tlist: list[Term], q: NDArray) -> NDArray:
+def _mixture_lnq(tlist: list[Term], q: NDArray, start: NDArray | None = None) -> NDArray:
     """ln quantiles of a mixture at several sizes, (n, len(q)): Newton on ln time inside a
     bracket, bisecting whenever a step would leave it.
 
@@ -155,7 +157,9 @@ def _mixture_lnq(tlist: list[Term], q: NDArray) -> NDArray:
     q above the largest of them and at most q below the smallest): a bracket a few tenths
     of ln wide, whose linear interpolation starts Newton close. Where weights do not sum to
     one (so that bracket may miss) the wide bracket of every term's 1e-9..1-1e-9 quantiles
-    is used instead. Converged (size, level) pairs drop out of the loop.
+    is used instead. Converged (size, level) pairs drop out of the loop. A ``start`` inside
+    the bracket replaces the interpolation (the per-size shape's quantiles at u ± 0.01 start
+    next to those at u: 3-4 steps instead of 7-9).
     """
     n = len(tlist[0][0])
     shape = (n, len(q))
@@ -186,6 +190,9 @@ def _mixture_lnq(tlist: list[Term], q: NDArray) -> NDArray:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
     x = np.where(np.isfinite(x) & (x >= lo) & (x <= hi), x, (lo + hi) / 2)
+    if start is not None:
+        guess = np.asarray(start, dtype=float).ravel()
+        x = np.where(np.isfinite(guess) & (guess > lo) & (guess < hi), guess, x)
     live = np.flatnonzero((f_lo != 0) & (f_hi != 0) & (hi - lo > _LNQ_TOL))
     x[f_lo == 0] = lo[f_lo == 0]
     # Length of each pair's step before last (rtsafe): a Newton step must at least halve it,
