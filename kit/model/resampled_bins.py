@@ -135,7 +135,7 @@ class RegimeBins:
         """The resample's counts of this slice (``mult``: of every sample)."""
         wn = mult[self.lo:self.hi]
         cum_size = running_sum(wn)
-        cum_time = cum_size if self.perm is None else running_sum(wn[self.perm])
+        cum_time = cum_size if self.perm is None else running_sum(wn.take(self.perm))
         return Counts(wn, cum_time=cum_time, cum_size=cum_size)
 
     def summarise(self, lo: int, hi: int, counts: Counts) -> Bins | None:
