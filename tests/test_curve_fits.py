@@ -111,3 +111,24 @@ def test_log_location_scale_fits_reach_scipys_optimum() -> None:
             ll_ours = float(law.logpdf(y, loc, scale).sum())
             ll_ref = float(law.logpdf(y, *law.fit(y)).sum())
             assert ll_ours >= ll_ref - 1e-6 * max(1.0, abs(ll_ref))
+
+
+def test_small_solve_matches_lapack_and_refuses_singular_systems():
+    """The curve fits' 1x1/2x2 normal equations: LU with partial pivoting in plain floats,
+    as np.linalg.solve computes them (badly scaled systems included), singular ones
+    refused the same way so that the fits fall back to least squares."""
+    from kit.model.families import _solve_small
+
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        m = rng.standard_normal((6, 2)) * np.exp(rng.uniform(-15, 15, (1, 2)))
+        a, b = m.T @ m, rng.standard_normal(2)
+        np.testing.assert_allclose(_solve_small(a, b), np.linalg.solve(a, b), rtol=1e-9)
+        one = a[:1, :1]
+        np.testing.assert_allclose(_solve_small(one, b[:1]), np.linalg.solve(one, b[:1]),
+                                   rtol=1e-15)
+    for singular in (np.zeros((2, 2)), np.array([[1.0, 2.0], [2.0, 4.0]]), np.zeros((1, 1))):
+        with pytest.raises(np.linalg.LinAlgError):
+            np.linalg.solve(singular, np.ones(len(singular)))
+        with pytest.raises(np.linalg.LinAlgError):
+            _solve_small(singular, np.ones(len(singular)))

@@ -41,6 +41,31 @@ def _huber_scale(resid: Array) -> float:
     return max(mad, 1e-3)
 
 
+def _solve_small(a: Array, b: Array) -> Array:
+    """np.linalg.solve for the 1x1 and 2x2 normal equations of the curve fits, in plain
+    floats: LAPACK's LU with partial pivoting, the same operations (the same bits on the
+    kernels tested), without its ~15 us of call overhead, which was a sixth of the
+    bootstrap's curve refits. Raises LinAlgError where LAPACK does (a zero pivot)."""
+    if a.shape == (1, 1):
+        if a[0, 0] == 0.0:
+            raise np.linalg.LinAlgError("singular matrix")
+        return np.asarray(b / a[0, 0], dtype=np.float64)
+    if a.shape != (2, 2):
+        return np.asarray(np.linalg.solve(a, b), dtype=np.float64)
+    (a11, a12), (a21, a22) = a.tolist()
+    b1, b2 = b.tolist()
+    if abs(a21) > abs(a11):
+        a11, a12, a21, a22, b1, b2 = a21, a22, a11, a12, b2, b1
+    if a11 == 0.0:
+        raise np.linalg.LinAlgError("singular matrix")
+    lower = a21 * (1.0 / a11)
+    u22 = a22 - lower * a12
+    if u22 == 0.0:
+        raise np.linalg.LinAlgError("singular matrix")
+    x2 = (b2 - lower * b1) / u22
+    return np.array([(b1 - a12 * x2) / a11, x2])
+
+
 def _huber_irls(design: Array, y: Array, sw: Array, f_scale: float, p0: Array,
                 max_iter: int = 100) -> Array:
     """Huber regression of ``y`` on ``design`` (residuals scaled by ``sw``, threshold
@@ -58,10 +83,12 @@ def _huber_irls(design: Array, y: Array, sw: Array, f_scale: float, p0: Array,
         r = np.abs(a @ p - b)
         wt = np.sqrt(np.where(r <= f_scale, 1.0, f_scale / np.maximum(r, 1e-300)))
         aw = a * (wt * wt)[:, None]
+        new: Array
         try:  # normal equations of 1-2 parameters: no SVD needed
-            new = np.linalg.solve(aw.T @ a, aw.T @ b)
+            new = _solve_small(aw.T @ a, aw.T @ b)
         except np.linalg.LinAlgError:
-            new, *_ = np.linalg.lstsq(a * wt[:, None], b * wt, rcond=None)
+            new = np.asarray(np.linalg.lstsq(a * wt[:, None], b * wt, rcond=None)[0],
+                             dtype=np.float64)
         if np.all(np.abs(new - p) <= 1e-10 * (1.0 + np.abs(p))):
             return np.asarray(new, dtype=float)
         p = new
@@ -105,7 +132,7 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
         jf = jac[:, free]
         h = jf.T @ (jf * wt[:, None])
         try:
-            d_free = np.linalg.solve(h, -grad[free])
+            d_free = _solve_small(h, -grad[free])
         except np.linalg.LinAlgError:
             break
         d = np.zeros(2)
