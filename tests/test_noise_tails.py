@@ -78,3 +78,28 @@ def test_cdf_and_log_density_agree_with_cdf_and_logpdf_for_every_family() -> Non
         np.testing.assert_allclose(cdf, noise.cdf(grid), rtol=1e-12, atol=1e-300)
         np.testing.assert_allclose(dens, np.exp(noise.logpdf(grid)) * grid, rtol=1e-9,
                                    atol=1e-300, err_msg=fam)
+
+
+def test_scipy_families_evaluate_as_scipys_public_methods_do():
+    """Noise.cdf/logpdf skip scipy's argument parsing (the quantile solvers call them
+    thousands of times): the values must stay scipy's own, bit for bit, at every kind of
+    point (inside the support, its ends, outside, inf, nan), for 1-D and 2-D arrays."""
+    from kit.model.noise import _SCIPY
+
+    rng = np.random.default_rng(0)
+    for fam, (dist, shapes) in _SCIPY.items():
+        for _ in range(40):
+            params = {k: float(np.exp(rng.uniform(-2, 2))) for k in shapes}
+            params["scale"] = float(np.exp(rng.uniform(-1, 1)))
+            noise = Noise(fam, params)
+            frozen = dist(*[params[k] for k in shapes], loc=0.0, scale=params["scale"])
+            r = np.r_[np.exp(rng.uniform(-8, 8, 60)), 0.0, -1.0, np.inf, np.nan, 1e-300]
+            for x in (r, r[:60].reshape(6, 10)):
+                with np.errstate(all="ignore"):
+                    assert np.array_equal(noise.cdf(x), frozen.cdf(x), equal_nan=True), fam
+                    assert np.array_equal(noise.logpdf(x), frozen.logpdf(x), equal_nan=True)
+                    cdf, dens = noise.cdf_and_log_density(x)
+                    assert np.array_equal(cdf, frozen.cdf(x), equal_nan=True)
+                    assert np.array_equal(dens, np.exp(frozen.logpdf(x)) * x, equal_nan=True)
+    bad = Noise("gamma", {"a": -1.0, "scale": 1.0})  # invalid: scipy's NaN, not an error
+    assert np.isnan(bad.cdf(np.array([0.5, 2.0]))).all()
