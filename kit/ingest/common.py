@@ -82,6 +82,9 @@ class ParsedRun:
     #: probe's samples file): the orchestrator takes the run id from them instead of
     #: reading the file a second time. Set once the last frame has been taken.
     digests: dict[Path, str] = field(default_factory=dict)
+    #: Called by the orchestrator with the number of rows written, before the run is
+    #: recorded: a parser that knows how many rows there should be checks them here.
+    check_rows: Callable[[int], None] | None = None
 
 
 class Companion(Exception):

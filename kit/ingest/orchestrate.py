@@ -448,6 +448,8 @@ class _Batch:
                 if storage is None:
                     raise
                 raise storage from None
+            if run.check_rows is not None:
+                run.check_rows(n_rows)
             if not hashes:
                 hashes = {p: run.digests.get(p) or _sha256(p) for p in sources}
                 run_id = _run_id(hashes, sources)

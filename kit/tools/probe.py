@@ -162,7 +162,9 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
     on a torn last line, or when fewer sample lines than the meta file's ``samples_written``
     (``expected``) are there: a copy cut at a line boundary has no torn line to give it away.
 
-    The file is mapped, not read: each slice is one copy out of the mapping, and the pages
+    Lines are counted only where a line can make two rows (isend/irecv with their call
+    times); otherwise ``run.check_rows`` compares the rows written, and ingest needs no
+    numpy. The file is mapped, not read: each slice is one copy out of the mapping, and the pages
     behind it are released once it is taken. A frame's rows are parsed when the orchestrator
     writes it; a value that breaks the contract turns its ``op`` null, or (a field that is
     not a number) makes the write raise: either way the orchestrator calls ``run.explain``.
@@ -196,7 +198,7 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
                     if done > released:
                         mm.madvise(mmap.MADV_DONTNEED, released, done - released)
                         released = done
-                    if expected is not None:
+                    if expected is not None and with_calls:
                         lines += _count_lines(data)
                     yield _tidy(pl.scan_csv(data, schema=schema, has_header=False,
                                             truncate_ragged_lines=False, raise_if_empty=False),
@@ -211,7 +213,17 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
     if rest.strip():
         run.mark_incomplete("truncated last line", f"{path.name}: truncated last line dropped "
                             "(the probe was stopped while writing it); run marked incomplete")
-    if expected is not None and lines < expected:
+    if expected is None:
+        return
+    if with_calls:
+        _check_written(run, path, lines, expected)
+    else:  # a row per line: the orchestrator's row count is the line count
+        run.check_rows = lambda rows: _check_written(run, path, rows, expected)
+
+
+def _check_written(run: ParsedRun, path: Path, lines: int, expected: int) -> None:
+    """Fewer sample lines than the meta file's ``samples_written``: a truncated copy."""
+    if lines < expected:
         run.mark_incomplete(
             f"{lines} of {expected} samples (output cut short)",
             f"{path.name}: {lines} sample lines but the meta file says the probe wrote "
