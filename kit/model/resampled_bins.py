@@ -25,30 +25,33 @@ from kit.model.outliers import group_order
 from kit.model.segmentation import MAX_BINS, MAX_SIZE_BINS, Bins, summarise_bins
 
 QUARTILES = (0.25, 0.5, 0.75)
+_QUARTILES = np.asarray(QUARTILES)
 
 
 def _starts(x: NDArray) -> NDArray:
     return np.flatnonzero(np.r_[True, x[1:] != x[:-1]]) if len(x) else np.zeros(0, np.int64)
 
 
-def order_statistics(incl: NDArray, base: NDArray, count: NDArray, q: float,
+def order_statistics(incl: NDArray, base: NDArray, count: NDArray, q: float | NDArray,
                      values: NDArray) -> NDArray:
-    """numpy's linearly interpolated ``q`` quantile of each group of a multiset.
+    """numpy's linearly interpolated ``q`` quantile of each group of a multiset; for an
+    array of quantiles, one row per quantile (one ``searchsorted`` for all of them).
 
     Group ``j``'s members are ``values`` (ascending within the group) each counted by its
     weight; ``incl`` is the inclusive running sum of the weights, ``base`` the running sum
     before the group, ``count`` its total (> 0). The ``r``-th smallest member is the first
     value whose running sum exceeds ``base + r``.
     """
-    pos = q * (count - 1)
+    pos = np.multiply.outer(q, count - 1)
     lo = np.floor(pos).astype(np.int64)
     frac = pos - lo
-    i_lo = np.searchsorted(incl, base + lo, side="right")
+    target = base + lo
+    i_lo = np.searchsorted(incl, target, side="right")
     # The next order statistic is the same sample when it is counted more than once.
     i_hi = i_lo.copy()
-    up = (frac > 0) & (incl[i_lo] <= base + lo + 1)
+    up = (frac > 0) & (incl[i_lo] <= target + 1)
     if up.any():
-        i_hi[up] = np.searchsorted(incl, base[up] + lo[up] + 1, side="right")
+        i_hi[up] = np.searchsorted(incl, target[up] + 1, side="right")
     return values[i_lo] * (1 - frac) + values[i_hi] * frac
 
 
@@ -57,7 +60,7 @@ def weighted_quantiles(values: NDArray, weight: NDArray, qs: tuple[float, ...]) 
     order = np.argsort(values)
     incl = np.cumsum(weight[order], dtype=np.int64)
     one, total = np.zeros(1, dtype=np.int64), incl[-1:]
-    return np.concatenate([order_statistics(incl, one, total, q, values[order]) for q in qs])
+    return order_statistics(incl, one, total, np.asarray(qs, dtype=float), values[order]).ravel()
 
 
 @dataclass
@@ -177,8 +180,7 @@ class RegimeBins:
         first, med, q = np.full(nb, np.nan), np.full(nb, np.nan), np.full((nb, 3), np.nan)
         ok = count > 0
         b, c = base[ok], count[ok]
-        q[ok] = np.stack([order_statistics(ct[1:], b, c, f, self.lt) for f in QUARTILES],
-                         axis=1)
+        q[ok] = order_statistics(ct[1:], b, c, _QUARTILES, self.lt).T
         med[ok] = np.exp(order_statistics(cs[1:], b, c, 0.5, self.ls))
         first[ok] = self.size[np.searchsorted(cs[1:], b, side="right")]
         return first, med, q, count
