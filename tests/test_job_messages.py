@@ -33,12 +33,22 @@ def test_ib_openib_skip_reason_is_a_whole_sentence(probe_bin: Path, tmp_path: Pa
     job = tmp_path / "job"
     rc = _mpirun(probe_bin, ["--sizes", "list:8", "--samples", "2"], entry.env, job)
     text = (job / "stderr.txt").read_text() + (job / "stdout.txt").read_text()
-    if rc == 0 or "unable to reach each other" not in text:
-        pytest.skip("openib is usable here (or Open MPI 5 without it): no failure to read")
     reason = unavailable_reason({"unavailable": list(entry.unavailable)}, job)
-    assert reason.startswith("At least one pair of MPI processes are unable to reach each "
-                             "other for MPI communications.")
-    assert "BTLs attempted: self" in reason
+    if "unable to reach each other" in text:
+        assert reason.startswith("At least one pair of MPI processes are unable to reach each "
+                                 "other for MPI communications.")
+        assert "BTLs attempted: self" in reason
+    elif "unreachable" in text:
+        # Open MPI's help aggregation sometimes loses the BTL's message (about one run in
+        # six here); MPI_Init's own says the same and must classify the same way
+        assert reason == ("MPI_INIT has failed because at least one MPI process is "
+                          "unreachable from another.")
+    elif rc != 0 and "show_help.c" in text:
+        # every help message lost ("ORTE_ERROR_LOG: ... show_help.c"): no line names a cause
+        pytest.skip("Open MPI lost its help messages in this run: no failure to read")
+    else:
+        assert rc == 0, text
+        pytest.skip("openib is usable here (or Open MPI 5 without it): no failure to read")
     assert not reason.rstrip(")").endswith(("for", "to", "the", "of"))
 
 
