@@ -61,6 +61,13 @@ if TYPE_CHECKING:  # numpy costs ~0.1 s to import; `pt2pt datasets` never needs 
 
 LOCK_FILE = ".ingest.lock"
 
+#: The dataset's layout version, stored in runs.parquet's key-value metadata under
+#: FORMAT_KEY. 2 (2026-11-27): part files hold only per-row columns, run_id and transport
+#: come from runs.parquet. 1 (no key): every part also held run_id and transport. A reader
+#: refuses a newer layout instead of reading missing columns as nulls.
+DATASET_FORMAT = 2
+FORMAT_KEY = "pt2pt.dataset_format"
+
 #: Columns stored inside part files: what varies from row to row. Campaign and tool live
 #: in the directory names, the run in the file name, and its transport, placement and host
 #: pair in the runs table (RUN_LEVEL_COLUMNS): the same for every row of a run.
@@ -125,9 +132,15 @@ def _load_runs(dataset: Path) -> tuple[pl.DataFrame, bytes]:
     try:
         data = path.read_bytes()
         table = pl.read_parquet(io.BytesIO(data))
+        layout = pl.read_parquet_metadata(io.BytesIO(data)).get(FORMAT_KEY, "1")
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise UserError(f"cannot read the runs table ({exc})", where=str(path),
                         hint="the file is damaged; restore it from a backup") from None
+    if not layout.isdigit() or int(layout) > DATASET_FORMAT:
+        raise UserError(f"the dataset's format is {layout!r} ({FORMAT_KEY} in its runs "
+                        f"table); this pt2pt-kit reads formats up to {DATASET_FORMAT}",
+                        where=str(path), hint="read it with the pt2pt-kit that wrote it or a "
+                        "newer one (git pull, then make venv)")
     missing = [c for c in ("run_id", "campaign", "tool") if c not in table.columns]
     if missing:
         raise UserError(f"runs table lacks column(s) {', '.join(missing)}", where=str(path),
@@ -445,7 +458,7 @@ def commit(dataset: Path, parts: list[tuple[Path, Path]], new_runs: pl.DataFrame
     added = new_runs.select(list(RUNS_SCHEMA)).cast(pl.Schema(RUNS_SCHEMA))
     table = pl.concat([runs(dataset), added])
     tmp_runs = dataset / (RUNS_FILE + TMP_SUFFIX)
-    table.write_parquet(tmp_runs)
+    table.write_parquet(tmp_runs, metadata={FORMAT_KEY: str(DATASET_FORMAT)})
     fsync_path(tmp_runs)
     os.replace(tmp_runs, dataset / RUNS_FILE)
     fsync_path(dataset)

@@ -164,3 +164,24 @@ def test_cli_bad_options(tmp_path, osu_dir, capsys):
     (tmp_path / "not-a-dataset").mkdir()
     rc = main(["datasets", str(tmp_path / "not-a-dataset")])
     assert rc == 2 and "nothing has been ingested" in capsys.readouterr().err
+
+
+def test_runs_table_records_the_format_and_a_newer_format_is_refused(tmp_path, osu_dir):
+    """runs.parquet says which layout the part files have; a kit refuses a newer one with a
+    paragraph naming the file (reading it would give null run ids and transports), and reads
+    datasets from before the key existed as format 1."""
+    ingest([osu_dir / "osu_latency_tcp_7.4.txt"], tmp_path / "ds")
+    runs_file = tmp_path / "ds" / ds.RUNS_FILE
+    assert pl.read_parquet_metadata(runs_file)[ds.FORMAT_KEY] == str(ds.DATASET_FORMAT)
+    table = pl.read_parquet(runs_file)
+    table.write_parquet(runs_file)  # no key: a dataset written before it
+    assert ds.runs(tmp_path / "ds").height == 1
+    for newer in (str(ds.DATASET_FORMAT + 1), "2b"):
+        table.write_parquet(runs_file, metadata={ds.FORMAT_KEY: newer})
+        with pytest.raises(ds.UserError, match="format") as err:
+            ds.scan(tmp_path / "ds")
+        assert err.value.where == str(runs_file)
+    proc = subprocess.run([sys.executable, "-m", "kit", "datasets", str(tmp_path / "ds")],
+                          capture_output=True, text=True, cwd=REPO, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "format" in proc.stderr and str(runs_file) in proc.stderr, proc.stderr
