@@ -53,6 +53,7 @@ from kit.series_summary import (  # noqa: F401  (the layout's names, re-exported
     SUMMARY_FILE,
     TMP_SUFFIX,
     part_path,
+    partition_dir,
     run_of_part,
 )
 
@@ -180,7 +181,7 @@ def _wanted(dataset: Path, run_table: pl.DataFrame) -> dict[Path, set[str]]:
     """Partition folder -> the committed runs whose parts it holds."""
     wanted: dict[Path, set[str]] = {}
     for campaign, tool, run_id in run_table.select("campaign", "tool", "run_id").iter_rows():
-        wanted.setdefault(part_path(dataset, campaign, tool, run_id).parent, set()).add(run_id)
+        wanted.setdefault(partition_dir(dataset, campaign, tool), set()).add(run_id)
     return wanted
 
 

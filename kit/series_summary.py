@@ -48,9 +48,13 @@ COLUMNS: tuple[str, ...] = (*SERIES_KEYS, *COUNT_COLUMNS, *FLOAT_COLUMNS)
 _KIND = "pt2pt-series-summary"
 
 
+def partition_dir(dataset: Path, campaign: str, tool: str) -> Path:
+    """The folder of one campaign's parts of one tool (hive partitioning)."""
+    return Path(dataset) / SAMPLES_DIR / f"campaign={campaign}" / f"tool={tool}"
+
+
 def part_path(dataset: Path, campaign: str, tool: str, run_id: str) -> Path:
-    return (Path(dataset) / SAMPLES_DIR / f"campaign={campaign}" / f"tool={tool}"
-            / f"{PART_PREFIX}{run_id}.parquet")
+    return partition_dir(dataset, campaign, tool) / f"{PART_PREFIX}{run_id}.parquet"
 
 
 def run_of_part(name: str) -> str | None:

@@ -436,7 +436,7 @@ class _Batch:
             campaign = self.campaign or _default_campaign(path)
             transport = safe_name(self.transport or run.transport_hint or transport_from_name(
                 path.name, path.resolve().parent.name) or "unknown")
-            folder = ds.part_path(self.dataset, campaign, run.tool, "pending").parent
+            folder = ds.partition_dir(self.dataset, campaign, run.tool)
             try:
                 folder.mkdir(parents=True, exist_ok=True)
                 # The run id (the files' SHA-256) is known once they are read: the probe's
