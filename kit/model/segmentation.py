@@ -248,12 +248,13 @@ def refine_boundary(size: NDArray, log_time: NDArray, left: NDArray, right: NDAr
     samples repeated, without repeating them (the bootstrap's resamples).
     """
     clip = 1.0
-    cl = np.minimum((log_time - left) ** 2, clip)
-    cr = np.minimum((log_time - right) ** 2, clip)
+    d = np.minimum((log_time - left) ** 2, clip) - np.minimum((log_time - right) ** 2, clip)
     if weight is not None:
-        cl, cr = cl * weight, cr * weight
-    # cost of splitting before sample i: left cost of [0, i) + right cost of [i, n)
-    total = np.r_[0.0, np.cumsum(cl)] + np.r_[np.cumsum(cr[::-1])[::-1], 0.0]
+        d *= weight
+    # Cost of splitting before sample i: left cost of [0, i) + right cost of [i, n), i.e.
+    # the running sum of (left - right) costs up to i plus the constant right cost of all
+    # (one running sum where two, one of them reversed, took 40 % of a bootstrap's search).
+    total = np.r_[0.0, np.cumsum(d)]
     starts = np.flatnonzero(np.r_[True, size[1:] != size[:-1], True])  # splits between sizes
     return int(starts[np.argmin(total[starts])])
 
