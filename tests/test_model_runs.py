@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kit.model.persize import _group_stats, order_position, predictive_quantiles
-from kit.model.runs import runs_of, sort_within_runs
+from kit.model.runs import run_starts, runs_of, sort_within_runs
 
 values = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64),
                    st.sampled_from([0.0, -0.0, 1.0, 1.0 + 2**-52]))
@@ -28,6 +28,15 @@ def test_each_run_comes_out_as_np_sort_orders_it(pairs: list[tuple[int, float]])
     for s, c in zip(starts.tolist(), counts.tolist(), strict=True):
         want = np.sort(val[order][s:s + c])
         assert np.array_equal(got[s:s + c], want, equal_nan=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0, 2.5, 1e9, np.inf]), max_size=60))
+def test_run_starts_are_where_a_value_differs_from_the_one_before(xs: list[float]) -> None:
+    x = np.array(xs, dtype=float)
+    starts = run_starts(x)
+    assert starts.tolist() == [i for i in range(len(x)) if i == 0 or x[i] != x[i - 1]]
+    assert starts.dtype.kind == "i"
 
 
 @pytest.mark.parametrize("length", [1, 2, 3, 4, 5, 7, 8, 9, 63, 64, 65, 1000])

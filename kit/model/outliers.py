@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from kit.model.runs import run_starts
+
 #: Minimum samples per neighbourhood; sizes with fewer are pooled with their neighbours.
 MIN_NEIGHBOURHOOD = 30
 #: Smallest factor from the local median that can count as an outlier.
@@ -24,7 +26,7 @@ def neighbourhoods(size_sorted: NDArray, min_count: int = MIN_NEIGHBOURHOOD) -> 
     n = len(size_sorted)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, size_sorted[1:] != size_sorted[:-1]])
+    starts = run_starts(size_sorted)
     counts = np.diff(np.r_[starts, n])
     if counts.min() >= min_count:
         return np.repeat(np.arange(len(starts)), counts)
@@ -93,7 +95,7 @@ def group_quantiles(group: NDArray, values: NDArray, qs: tuple[float, ...],
     else:
         order = group_order(group, values)
         g, v = group[order], values[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    starts = run_starts(g)
     counts = np.diff(np.r_[starts, len(g)])
     out = np.empty((len(starts), len(qs)))
     for k, q in enumerate(qs):

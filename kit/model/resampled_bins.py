@@ -22,14 +22,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kit.model.outliers import group_order
+from kit.model.runs import run_starts
 from kit.model.segmentation import MAX_BINS, MAX_SIZE_BINS, Bins, summarise_bins
 
 QUARTILES = (0.25, 0.5, 0.75)
 _QUARTILES = np.asarray(QUARTILES)
-
-
-def _starts(x: NDArray) -> NDArray:
-    return np.flatnonzero(np.r_[True, x[1:] != x[:-1]]) if len(x) else np.zeros(0, np.int64)
 
 
 def order_statistics(incl: NDArray, base: NDArray, count: NDArray, q: float | NDArray,
@@ -108,13 +105,13 @@ class RegimeBins:
         if c_hi <= c_lo:
             c_lo, c_hi = lo, hi
         s, ls = size[lo:hi], ln_size[lo:hi]
-        starts = _starts(size[c_lo:c_hi])
+        starts = run_starts(size[c_lo:c_hi])
         counts = np.diff(np.r_[starts, c_hi - c_lo])
         per_size = len(starts) <= MAX_BINS or (len(starts) <= MAX_SIZE_BINS
                                                and float(np.median(counts)) >= 3)
         if per_size or len(s) == 0:
             per_size = True
-            start = _starts(s)
+            start = run_starts(s)
             perm = None
             lt = ln_time[lo:hi]
         else:
@@ -129,7 +126,7 @@ class RegimeBins:
                           x1 + step * np.arange(1, above + 1)]
             raw = np.searchsorted(edges, ls, side="right")
             bid = np.cumsum(np.r_[0, raw[1:] != raw[:-1]])
-            start = _starts(bid)
+            start = run_starts(bid)
             perm = group_order(bid, ln_time[lo:hi])
             lt = ln_time[lo:hi][perm]
         return cls(lo, hi, per_size, perm, np.r_[start, hi - lo], lt, ln_time[lo:hi], ls, s)

@@ -14,6 +14,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 
+def run_starts(x: NDArray) -> NDArray:
+    """Index of the first element of each run of equal values in ``x`` (sorted or grouped
+    values; empty for an empty ``x``): the one place the kit finds where sizes, bins or
+    groups change."""
+    edge = np.empty(len(x), dtype=bool)
+    edge[:1] = True
+    np.not_equal(x[1:], x[:-1], out=edge[1:])
+    return np.flatnonzero(edge)
+
+
 def runs_of(key: NDArray) -> tuple[NDArray | slice, NDArray, NDArray]:
     """Stable order of integer ``key`` and the start and length of each key's run in it.
 
@@ -24,11 +34,7 @@ def runs_of(key: NDArray) -> tuple[NDArray | slice, NDArray, NDArray]:
     order: NDArray | slice = slice(None)
     if n > 1 and not bool(np.all(key[1:] >= key[:-1])):
         order = np.argsort(key, kind="stable")
-    ks = key[order]
-    edge = np.empty(n, dtype=bool)
-    edge[:1] = True
-    np.not_equal(ks[1:], ks[:-1], out=edge[1:])
-    starts = np.flatnonzero(edge)
+    starts = run_starts(key[order])
     return order, starts, np.diff(starts, append=n)
 
 

@@ -22,6 +22,7 @@ from scipy.stats import chi2
 
 from kit.model.families import FAMILIES, segment_costs
 from kit.model.outliers import group_quantiles
+from kit.model.runs import run_starts
 
 MAX_BINS = 320
 #: Up to this many distinct sizes each keep a bin of their own (fixed-size designs such as
@@ -65,7 +66,7 @@ def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BI
     cuts there; the raw-likelihood merge pass of the estimator undoes such cuts.
     """
     s_eff = np.maximum(size_sorted.astype(np.float64), 1.0)
-    starts = np.flatnonzero(np.r_[True, size_sorted[1:] != size_sorted[:-1]])
+    starts = run_starts(size_sorted)
     counts_per_size = np.diff(np.r_[starts, len(size_sorted)])
     # A bin per size when there are few sizes, and also up to MAX_SIZE_BINS sizes when
     # sizes are repeated (median >= 3 samples): only then is a size's spread measurable.
@@ -83,7 +84,7 @@ def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BI
     lt = np.log(time_sorted)
     q = group_quantiles(bid, lt, (0.25, 0.5, 0.75), interpolate=True)
     counts = np.bincount(bid)
-    bstart = np.flatnonzero(np.r_[True, bid[1:] != bid[:-1]])
+    bstart = run_starts(bid)
     first = size_sorted[bstart].astype(np.float64)
     med_size = np.exp(group_quantiles(bid, ls, (0.5,), interpolate=True,
                                       sorted_within=True)[:, 0])
@@ -490,7 +491,7 @@ def design_weights(size_sorted: NDArray, bins: Bins, rho: NDArray) -> NDArray:
     n = len(size_sorted)
     if n == 0 or not np.any(rho > 0):
         return np.ones(n)
-    starts = np.flatnonzero(np.r_[True, size_sorted[1:] != size_sorted[:-1]])
+    starts = run_starts(size_sorted)
     counts = np.diff(np.r_[starts, n])
     b = np.clip(np.searchsorted(bins.first, size_sorted[starts], side="right") - 1, 0,
                 len(rho) - 1)
