@@ -256,7 +256,7 @@ def refine_boundary(size: NDArray, log_time: NDArray, left: NDArray, right: NDAr
     # the running sum of (left - right) costs up to i plus the constant right cost of all
     # (one running sum where two, one of them reversed, took 40 % of a bootstrap's search).
     total = np.r_[0.0, np.cumsum(d)]
-    starts = np.flatnonzero(np.r_[True, size[1:] != size[:-1], True])  # splits between sizes
+    starts = np.r_[run_starts(size), len(size)]  # splits between sizes (and both ends)
     return int(starts[np.argmin(total[starts])])
 
 
