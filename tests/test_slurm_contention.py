@@ -107,25 +107,23 @@ def test_k_pairs_on_one_shaped_link_get_rate_over_k_through_a_campaign(
         slurm_cluster_factory: Callable[..., Cluster], tmp_path: Path) -> None:
     # k=4 puts 4 ranks on each node: Slurm refuses --ntasks-per-node above a node's CPUs
     # (even with --overcommit), so the nodes declare 4
+    # (later tests ask the factory for the cluster they need: it unshapes it for them)
     cluster = slurm_cluster_factory(2, shape=(RATE, "256kb"), cpus=4)
-    try:
-        n1, n2 = sorted(cluster.nodes)
-        manifest, dataset = _run_campaign(cluster, tmp_path / "k", CAMPAIGN.format(
-            name="contention", pairs=f"[[{n1}, {n2}]]", partition=cluster.partition,
-            throttle=1, size=SIZE, window=WINDOW, concurrent="    concurrent_pairs: [1, 2, 4]"))
-        # one array per k (probe-k1/-k2/-k4), each task 2 nodes x k ranks
-        assert sorted(manifest["arrays"]) == [f"probe-k{k}-tcp-inter" for k in (1, 2, 4)]
-        table = runs(dataset)
-        assert table.height == 3
-        best = _best_round_bps(dataset)
-        assert {k for _, k in best} == {1, 2, 4}
-        report = {k: round(bps / 1e6, 2) for (_, k), bps in sorted(best.items(),
-                                                                   key=lambda i: i[0][1])}
-        print(f"best-round per-pair MB/s by k (shaped {RATE_BPS / 1e6:.0f} MB/s): {report}")
-        for (_, k), bps in best.items():
-            assert abs(bps / (RATE_BPS / k) - 1) <= TOLERANCE, (k, report)
-    finally:
-        slurm_cluster_factory(2)  # later tests get the plain 2-node cluster
+    n1, n2 = sorted(cluster.nodes)
+    manifest, dataset = _run_campaign(cluster, tmp_path / "k", CAMPAIGN.format(
+        name="contention", pairs=f"[[{n1}, {n2}]]", partition=cluster.partition,
+        throttle=1, size=SIZE, window=WINDOW, concurrent="    concurrent_pairs: [1, 2, 4]"))
+    # one array per k (probe-k1/-k2/-k4), each task 2 nodes x k ranks
+    assert sorted(manifest["arrays"]) == [f"probe-k{k}-tcp-inter" for k in (1, 2, 4)]
+    table = runs(dataset)
+    assert table.height == 3
+    best = _best_round_bps(dataset)
+    assert {k for _, k in best} == {1, 2, 4}
+    report = {k: round(bps / 1e6, 2) for (_, k), bps in sorted(best.items(),
+                                                               key=lambda i: i[0][1])}
+    print(f"best-round per-pair MB/s by k (shaped {RATE_BPS / 1e6:.0f} MB/s): {report}")
+    for (_, k), bps in best.items():
+        assert abs(bps / (RATE_BPS / k) - 1) <= TOLERANCE, (k, report)
 
 
 @pytest.mark.timeout(1200)
@@ -133,28 +131,25 @@ def test_pairs_on_disjoint_nodes_do_not_slow_each_other(
         slurm_cluster_factory: Callable[..., Cluster], tmp_path: Path) -> None:
     """Two disjoint pairs at once (throttle 2) each get the shaped rate, as one pair alone."""
     cluster = slurm_cluster_factory(4, accounting=True, shape=(RATE, "256kb"))
-    try:
-        n1, n2, n3, n4 = sorted(cluster.nodes)
-        _, alone = _run_campaign(cluster, tmp_path / "alone", CAMPAIGN.format(
-            name="alone", pairs=f"[[{n1}, {n2}]]", partition=cluster.partition, throttle=1,
-            size=SIZE, window=WINDOW, concurrent=""))
-        manifest, both = _run_campaign(cluster, tmp_path / "both", CAMPAIGN.format(
-            name="both", pairs=f"[[{n1}, {n2}], [{n3}, {n4}]]", partition=cluster.partition,
-            throttle=2, size=SIZE, window=WINDOW, concurrent=""))
-        # the two tasks really ran at the same time
-        spans = []
-        for job in manifest["jobs"]:
-            meta = json.loads((tmp_path / "both" / "campaign" / job["dir"] / "probe.meta.json")
-                              .read_text())
-            spans.append((meta["start"], meta["end"]))
-        (_, first_end), (second_start, _) = sorted(spans)
-        assert second_start < first_end, f"the two pairs did not overlap: {spans}"
-        solo = _best_round_bps(alone)
-        together = _best_round_bps(both)
-        print("per-pair MB/s alone", {p: round(b / 1e6, 2) for (p, _), b in solo.items()},
-              "together", {p: round(b / 1e6, 2) for (p, _), b in together.items()})
-        assert len(together) == 2
-        for bps in [*solo.values(), *together.values()]:
-            assert abs(bps / RATE_BPS - 1) <= TOLERANCE, (solo, together)
-    finally:
-        slurm_cluster_factory(4, accounting=True)
+    n1, n2, n3, n4 = sorted(cluster.nodes)
+    _, alone = _run_campaign(cluster, tmp_path / "alone", CAMPAIGN.format(
+        name="alone", pairs=f"[[{n1}, {n2}]]", partition=cluster.partition, throttle=1,
+        size=SIZE, window=WINDOW, concurrent=""))
+    manifest, both = _run_campaign(cluster, tmp_path / "both", CAMPAIGN.format(
+        name="both", pairs=f"[[{n1}, {n2}], [{n3}, {n4}]]", partition=cluster.partition,
+        throttle=2, size=SIZE, window=WINDOW, concurrent=""))
+    # the two tasks really ran at the same time
+    spans = []
+    for job in manifest["jobs"]:
+        meta = json.loads((tmp_path / "both" / "campaign" / job["dir"] / "probe.meta.json")
+                          .read_text())
+        spans.append((meta["start"], meta["end"]))
+    (_, first_end), (second_start, _) = sorted(spans)
+    assert second_start < first_end, f"the two pairs did not overlap: {spans}"
+    solo = _best_round_bps(alone)
+    together = _best_round_bps(both)
+    print("per-pair MB/s alone", {p: round(b / 1e6, 2) for (p, _), b in solo.items()},
+          "together", {p: round(b / 1e6, 2) for (p, _), b in together.items()})
+    assert len(together) == 2
+    for bps in [*solo.values(), *together.values()]:
+        assert abs(bps / RATE_BPS - 1) <= TOLERANCE, (solo, together)
