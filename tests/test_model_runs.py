@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kit.model.persize import _group_stats, order_position, predictive_quantiles
-from kit.model.runs import run_starts, runs_of, sort_within_runs
+from kit.model.runs import run_ids, run_starts, runs_of, sort_within_runs
 
 values = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64),
                    st.sampled_from([0.0, -0.0, 1.0, 1.0 + 2**-52]))
@@ -37,6 +37,16 @@ def test_run_starts_are_where_a_value_differs_from_the_one_before(xs: list[float
     starts = run_starts(x)
     assert starts.tolist() == [i for i in range(len(x)) if i == 0 or x[i] != x[i - 1]]
     assert starts.dtype.kind == "i"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 5), max_size=60).map(sorted))
+def test_run_ids_number_the_runs_as_np_uniques_inverse_does(xs: list[int]) -> None:
+    x = np.array(xs, dtype=np.int64)
+    ids = run_ids(x)
+    assert ids.tolist() == np.unique(x, return_inverse=True)[1].tolist()
+    assert ids.dtype == np.int64
+    assert np.array_equal(run_starts(ids), run_starts(x))
 
 
 @pytest.mark.parametrize("length", [1, 2, 3, 4, 5, 7, 8, 9, 63, 64, 65, 1000])

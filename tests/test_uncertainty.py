@@ -19,7 +19,7 @@ import pytest
 from kit import synth
 from kit.model import RegimeModel
 from kit.model.noise import fit_noise
-from kit.model.resampled_bins import RegimeBins
+from kit.model.resampled_bins import RegimeBins, weighted_quantiles
 from kit.model.segmentation import make_bins, refine_boundary
 from kit.model.uncertainty import bootstrap_intervals, format_interval, summary_lines
 
@@ -82,6 +82,23 @@ def test_noise_quantile_intervals_cover_the_truth_above_the_noise_fits_subsample
     per = {k: v / len(seeds) for k, v in hits.items()}
     assert 0.88 <= sum(hits.values()) / (len(seeds) * len(keys)) <= 0.99, per
     assert min(per.values()) >= 0.75, per
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_weighted_quantiles_are_np_quantile_of_the_repeated_values(seed: int) -> None:
+    """Counts of a resample (zeros included) over values with ties; sorted values may skip
+    the sort (a bin's sizes) and give the same quantiles."""
+    rng = np.random.default_rng(seed)
+    values = np.sort(rng.choice(rng.normal(size=6), size=int(rng.integers(1, 40))))
+    weight = rng.integers(0, 3, size=len(values))
+    weight[int(rng.integers(0, len(values)))] += 1  # total > 0
+    qs = (0.1, 0.25, 0.5, 0.75, 0.9)
+    want = np.quantile(np.repeat(values, weight), qs)
+    shuffled = rng.permutation(len(values))
+    assert np.allclose(weighted_quantiles(values[shuffled], weight[shuffled], qs), want)
+    assert np.allclose(weighted_quantiles(values, weight, qs, ascending=True), want)
+    assert np.array_equal(weighted_quantiles(values, weight, qs, ascending=True),
+                          weighted_quantiles(values, weight, qs))
 
 
 def test_resampled_bins_are_make_bins_of_the_copied_resample() -> None:

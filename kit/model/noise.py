@@ -96,33 +96,38 @@ class Noise:
         self._frozen_cache = (args, frozen)
         return frozen
 
-    def _scipy(self, what: str, r: NDArray) -> NDArray:
-        """scipy's ``cdf``/``logpdf`` of the family at ``r``, the values its public methods
-        compute (the same masks and private ``_cdf``/``_logpdf`` calls on ``r / scale``), without
-        their argument parsing: ~0.1 ms a call, called thousands of times by the quantile
-        solvers (a tenth of a per-size fit at 1 M samples). Invalid parameters take the
-        public path."""
+    def _scipy(self, r: NDArray, *what: str) -> list[NDArray]:
+        """scipy's ``cdf``/``logpdf`` of the family at ``r`` (each name in ``what``, in that
+        order), the values its public methods compute (the same masks and private
+        ``_cdf``/``_logpdf`` calls on ``r / scale``), without their argument parsing: ~0.1 ms
+        a call, called thousands of times by the quantile solvers (a tenth of a per-size fit
+        at 1 M samples); both at once share the parameter check and the scaling. Invalid
+        parameters take the public path."""
         dist, shapes = _SCIPY[self.family]
         args = [float(self.params[k]) for k in shapes]
         scale = float(self.params["scale"])
         if r.ndim == 0 or not (scale > 0 and bool(np.all(dist._argcheck(*args)))):
             frozen = self._frozen()
-            return np.asarray(frozen.cdf(r) if what == "cdf" else frozen.logpdf(r))
+            return [np.asarray(frozen.cdf(r) if w == "cdf" else frozen.logpdf(r)) for w in what]
         x = r / scale  # scipy's (r - loc) / scale with loc 0
-        if what == "cdf":
-            out = np.zeros(x.shape)
-            out[np.isnan(x)] = np.nan
-            out[x >= dist.b] = 1.0
-            inside = dist._open_support_mask(x, *args)
-            if inside.any():
-                out[inside] = dist._cdf(x[inside], *args)
-            return out
-        out = np.full(x.shape, -np.inf)
-        out[np.isnan(x)] = np.nan
-        inside = dist._support_mask(x, *args)
-        if inside.any():
-            out[inside] = dist._logpdf(x[inside], *args) - np.log(scale)
-        return out
+        nan = np.isnan(x)
+        values = []
+        for w in what:
+            if w == "cdf":
+                out = np.zeros(x.shape)
+                out[nan] = np.nan
+                out[x >= dist.b] = 1.0
+                inside = dist._open_support_mask(x, *args)
+                if inside.any():
+                    out[inside] = dist._cdf(x[inside], *args)
+            else:
+                out = np.full(x.shape, -np.inf)
+                out[nan] = np.nan
+                inside = dist._support_mask(x, *args)
+                if inside.any():
+                    out[inside] = dist._logpdf(x[inside], *args) - np.log(scale)
+            values.append(out)
+        return values
 
     def _gmm(self) -> tuple[NDArray, NDArray, NDArray]:
         return (np.asarray(self.params["weights"], float), np.asarray(self.params["means"], float),
@@ -136,7 +141,7 @@ class Noise:
                 lr = np.log(np.maximum(r, 0.0))
             z = (lr[..., None] - mu) / sd
             return np.sum(w * ndtr(z), axis=-1)
-        return self._scipy("cdf", r)
+        return self._scipy(r, "cdf")[0]
 
     def logpdf(self, r: NDArray) -> NDArray:
         r = np.asarray(r, dtype=float)
@@ -151,7 +156,7 @@ class Noise:
             with np.errstate(invalid="ignore"):
                 out = top + np.log(np.sum(np.exp(comp - top[..., None]), axis=-1))
             return np.where(np.isfinite(top), out, top) - lr
-        return self._scipy("logpdf", r)
+        return self._scipy(r, "logpdf")[0]
 
     def cdf_and_log_density(self, r: NDArray) -> tuple[NDArray, NDArray]:
         """The CDF at ``r`` and the density of ln r there (``r * pdf(r)``): what Newton on
@@ -165,9 +170,9 @@ class Noise:
             with np.errstate(under="ignore"):
                 dens = np.sum((w / sd) * np.exp(-0.5 * (z * z)), axis=-1) * _INV_SQRT_2PI
             return cdf, dens
-        cdf = self._scipy("cdf", r)
+        cdf, logpdf = self._scipy(r, "cdf", "logpdf")
         with np.errstate(over="ignore", under="ignore"):
-            return cdf, np.exp(self._scipy("logpdf", r)) * r
+            return cdf, np.exp(logpdf) * r
 
     def ppf(self, q: NDArray) -> NDArray:
         q = np.asarray(q, dtype=float)

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kit.model.outliers import group_order
-from kit.model.runs import run_starts
+from kit.model.runs import run_ids, run_starts
 from kit.model.segmentation import MAX_BINS, MAX_SIZE_BINS, Bins, summarise_bins
 
 QUARTILES = (0.25, 0.5, 0.75)
@@ -52,12 +52,17 @@ def order_statistics(incl: NDArray, base: NDArray, count: NDArray, q: float | ND
     return values[i_lo] * (1 - frac) + values[i_hi] * frac
 
 
-def weighted_quantiles(values: NDArray, weight: NDArray, qs: tuple[float, ...]) -> NDArray:
-    """np.quantile of ``values`` each repeated ``weight`` times (total > 0), at ``qs``."""
-    order = np.argsort(values)
-    incl = np.cumsum(weight[order], dtype=np.int64)
+def weighted_quantiles(values: NDArray, weight: NDArray, qs: tuple[float, ...],
+                       ascending: bool = False) -> NDArray:
+    """np.quantile of ``values`` each repeated ``weight`` times (total > 0), at ``qs``;
+    ``ascending``: the values come sorted (a bin's sizes), so no sort is needed."""
+    if ascending:
+        incl = np.cumsum(weight, dtype=np.int64)
+    else:
+        order = np.argsort(values)
+        values, incl = values[order], np.cumsum(weight[order], dtype=np.int64)
     one, total = np.zeros(1, dtype=np.int64), incl[-1:]
-    return order_statistics(incl, one, total, np.asarray(qs, dtype=float), values[order]).ravel()
+    return order_statistics(incl, one, total, np.asarray(qs, dtype=float), values).ravel()
 
 
 @dataclass
@@ -124,8 +129,7 @@ class RegimeBins:
             edges = np.r_[x0 - step * np.arange(below, 0, -1), x0,
                           np.linspace(x0, x1, MAX_BINS + 1)[1:-1], np.nextafter(x1, np.inf),
                           x1 + step * np.arange(1, above + 1)]
-            raw = np.searchsorted(edges, ls, side="right")
-            bid = np.cumsum(np.r_[0, raw[1:] != raw[:-1]])
+            bid = run_ids(np.searchsorted(edges, ls, side="right"))
             start = run_starts(bid)
             perm = group_order(bid, ln_time[lo:hi])
             lt = ln_time[lo:hi][perm]
@@ -191,6 +195,6 @@ class RegimeBins:
         if total == 0:
             return np.zeros(0), np.zeros(0), np.zeros((0, 3)), np.zeros(0, dtype=np.int64)
         q = weighted_quantiles(self.lt_size_order[p:r], w, QUARTILES)[None, :]
-        med = np.exp(weighted_quantiles(self.ls[p:r], w, (0.5,)))
+        med = np.exp(weighted_quantiles(self.ls[p:r], w, (0.5,), ascending=True))
         first = self.size[p:r][np.flatnonzero(w)[:1]].astype(np.float64)
         return first, med, q, np.asarray([total])

@@ -24,6 +24,16 @@ def run_starts(x: NDArray) -> NDArray:
     return np.flatnonzero(edge)
 
 
+def run_ids(x: NDArray) -> NDArray:
+    """The run of each element of ``x`` (sorted or grouped values), numbered 0, 1, ... in
+    order: how bins are renumbered so that empty ones vanish (np.unique's inverse without
+    its sort)."""
+    ids = np.zeros(len(x), dtype=np.int64)
+    if len(x) > 1:
+        np.cumsum(x[1:] != x[:-1], out=ids[1:])
+    return ids
+
+
 def runs_of(key: NDArray) -> tuple[NDArray | slice, NDArray, NDArray]:
     """Stable order of integer ``key`` and the start and length of each key's run in it.
 

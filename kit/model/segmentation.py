@@ -22,7 +22,7 @@ from scipy.stats import chi2
 
 from kit.model.families import FAMILIES, segment_costs
 from kit.model.outliers import group_quantiles
-from kit.model.runs import run_starts
+from kit.model.runs import run_ids, run_starts
 
 MAX_BINS = 320
 #: Up to this many distinct sizes each keep a bin of their own (fixed-size designs such as
@@ -74,13 +74,10 @@ def make_bins(size_sorted: NDArray, time_sorted: NDArray, max_bins: int = MAX_BI
                                            and float(np.median(counts_per_size)) >= 3)
     ls = np.log(s_eff)
     if per_size:
-        bid = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(size_sorted)]))
+        bid = np.repeat(np.arange(len(starts)), counts_per_size)
     else:
         edges = np.linspace(ls[0], ls[-1], max_bins + 1)[1:-1]
-        raw = np.searchsorted(edges, ls, side="right")
-        # Renumber so that empty bins vanish (raw ascends with the sizes: np.unique's
-        # inverse without its sort).
-        bid = np.cumsum(np.r_[0, raw[1:] != raw[:-1]]) if len(raw) else raw
+        bid = run_ids(np.searchsorted(edges, ls, side="right"))  # empty bins vanish
     lt = np.log(time_sorted)
     q = group_quantiles(bid, lt, (0.25, 0.5, 0.75), interpolate=True)
     counts = np.bincount(bid)
