@@ -162,6 +162,28 @@ def test_any_positive_input_fits_or_fails_cleanly(n_sizes, reps, jump, spread, s
     assert np.all(model.sample(sizes[:3], 2, random_state=0) > 0)
 
 
+def test_per_size_columns_are_a_line_each_and_round_trip(fitted, tmp_path):
+    """A per-size column is written on one line (10^5 values at 1 M log-uniform samples),
+    the rest indented; the file reads back to the same bytes, even when a provenance string
+    looks like the placeholder the writer uses for a column."""
+    assert fitted.per_size_ is not None and fitted.per_size_.estimated
+    prov = {"campaign": "pt2pt-column-shape-0", "note": '"pt2pt-column-sizes-x"'}
+    path = save_model(fitted, tmp_path / "m.json", provenance=prov)
+    text = path.read_text()
+    doc = json.loads(text)
+    assert doc["provenance"]["campaign"] == "pt2pt-column-shape-0"
+    assert doc["provenance"]["note"] == '"pt2pt-column-sizes-x"'
+    ps = doc["per_size"]
+    assert len(ps["sizes"]) == len(fitted.per_size_.sizes) > 10
+    for key in ("sizes", "n", "loc", "loc_slow", "share", "shape"):
+        line = next(ln for ln in text.splitlines() if ln.lstrip().startswith(f'"{key}": ['))
+        assert json.loads(line.split(": ", 1)[1].rstrip(",")) == ps[key], key
+    assert '"estimated": true' in text and '\n  "estimated": true' in text  # still indented
+    mf = read_model(path)
+    assert write_model(mf, tmp_path / "again.json").read_text() == text
+    np.testing.assert_array_equal(mf.model.per_size_.shape, fitted.per_size_.shape)
+
+
 def test_round_trip_with_uncomputable_aic(fitted):
     """JSON has no infinity: an AIC that could not be computed survives as null."""
     from kit.model.io import model_from_dict

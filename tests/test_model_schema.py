@@ -176,3 +176,77 @@ def test_report_survives_a_free_form_validation_block(validation: dict[str, obje
     assert main(["report", str(path), "-o", str(tmp_path / "r")]) == 0
     html = next((tmp_path / "r").glob("*.html")).read_text()
     assert "stored validation is not in the form" in html
+
+
+#: The per-size columns' rules as per-value JSON Schema (what the schema said before the
+#: columns were checked with numpy): the messages must stay jsonschema's.
+_ITEM_RULES = {
+    "sizes": {"type": "number", "minimum": 0},
+    "n": {"type": "integer", "minimum": 1},
+    "loc": {"type": "number", "minimum": -20, "maximum": 20},
+    "loc_slow": {"type": ["number", "null"], "minimum": -20, "maximum": 20},
+    "share": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+    "shape": {"type": "number", "minimum": -20, "maximum": 20},
+}
+_BAD_VALUES = [True, "0.5", None, [1.0], {"a": 1}, -25, 25.5, -1.0, 1.5, 0, 2.0]
+
+
+def _per_size_doc(sizes: int) -> dict:
+    doc = base_model()
+    doc["per_size"] = {"estimated": True, "sizes": [float(2 * i + 1) for i in range(sizes)],
+                       "n": [3] * sizes, "loc": [0.01] * sizes, "loc_slow": [None] * sizes,
+                       "share": [0.25] * sizes, "shape_levels": [0.25, 0.5, 0.75],
+                       "shape": [[-0.01, 0.0, 0.02]] * sizes}
+    return doc
+
+
+@pytest.mark.parametrize("key", list(_ITEM_RULES))
+@pytest.mark.parametrize("bad", _BAD_VALUES, ids=repr)
+def test_per_size_values_are_refused_as_jsonschema_would(key: str, bad: object,
+                                                          tmp_path: Path) -> None:
+    """One bad value in a per-size column: refused with the JSON path of that value and
+    jsonschema's own message for it, or accepted where the per-value rule accepts it."""
+    from jsonschema import Draft202012Validator
+
+    doc = _per_size_doc(3)
+    column = doc["per_size"][key]
+    if key == "shape":
+        column[1] = [-0.01, bad, 0.02]
+        where = "$.per_size.shape[1][1]"
+    else:
+        column[1] = bad
+        where = f"$.per_size.{key}[1]"
+    errors = list(Draft202012Validator(_ITEM_RULES[key]).iter_errors(bad))
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    if not errors:  # the value rule accepts it (a later rule, e.g. sizes' order, may not)
+        try:
+            load_model(path)
+        except ModelError as exc:
+            assert not any(w in str(exc) for w in ("not of type", "the minimum", "the maximum"))
+        return
+    with pytest.raises(ModelError) as err:
+        load_model(path)
+    text = str(err.value)
+    assert where in text, text
+    assert f"{where}: {errors[0].message}. " in text, (errors[0].message, text)
+
+
+def test_a_hundred_thousand_stored_sizes_load_and_the_last_bad_value_is_named(
+        tmp_path: Path) -> None:
+    """A log-uniform fit stores a size per few samples: 10^5 sizes load (with their shape
+    rows), and one bad value at the very end is still found and named."""
+    doc = _per_size_doc(100_000)
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(doc))
+    model = load_model(path)
+    assert len(model.per_size_.sizes) == 100_000
+    doc["per_size"]["shape"][-1] = [-0.01, 0.0, 21.0]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelError, match=r"\$\.per_size\.shape\[99999\]\[2\]: 21\.0 is "
+                                         r"greater than the maximum of 20"):
+        load_model(path)
+    doc["per_size"]["shape"][-1] = [-0.01, 0.0] + [0.0] * 63
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelError, match=r"\$\.per_size\.shape\[99999\]: a row of 65 values"):
+        load_model(path)
