@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kit.errors import UserError
+from kit.model.runs import dense_codes
 
 STATS: dict[str, float] = {"p05": 0.05, "p50": 0.5, "p95": 0.95}
 #: Fewest samples per side in a band for its median to be compared; for p05/p95 more.
@@ -227,8 +228,11 @@ def _clusters(side: Side, mask: NDArray[np.bool_]) -> NDArray[np.int64]:
     """Cluster labels for the bootstrap: runs when there are >= 3, else sizes."""
     if side.run is not None:
         runs = side.run[mask]
-        uniq, inv = np.unique(runs.astype(str), return_inverse=True)
-        if len(uniq) >= 3:
+        # the labels as strings (as astype(str) makes them), coded without a string sort
+        labels = (np.array(list(map(str, runs.tolist())), dtype=object)
+                  if runs.dtype == object else runs.astype(str))
+        inv = dense_codes(labels)
+        if len(inv) and int(inv.max()) + 1 >= 3:
             return inv.astype(np.int64)
     _, inv = np.unique(side.size[mask], return_inverse=True)
     return inv.astype(np.int64)

@@ -40,6 +40,7 @@ from scipy.stats import wasserstein_distance
 
 from kit.baselines import BASELINES, DEFAULT_BASELINES, LABELS
 from kit.errors import ModelError
+from kit.model.runs import run_starts
 
 SPLIT_METHODS = ("repetition", "random", "group")
 VALIDATION_VERSION = 1
@@ -69,8 +70,18 @@ def size_cells(size: ArrayLike, *, min_per_cell: int = 10,
         return inverse.astype(np.int64), uniq
     key = np.where(x > 0, np.floor(np.log10(np.maximum(x, 1.0)) * cells_per_decade), -1.0)
     ukey, cell = np.unique(key, return_inverse=True)
-    reps = np.array([np.median(x[cell == i]) for i in range(ukey.size)], dtype=np.float64)
+    members = _members(cell)
+    reps = np.array([np.median(x[members[i]]) for i in range(ukey.size)], dtype=np.float64)
     return cell.astype(np.int64), reps
+
+
+def _members(cells: NDArray[np.int64]) -> dict[int, NDArray[np.intp]]:
+    """Each cell's sample indices in sample order (what ``cells == c`` selects), found with
+    one sort: a mask per cell walked every sample once per cell (76 cells x 1 M samples)."""
+    order = np.argsort(cells, kind="stable")
+    starts = run_starts(cells[order])
+    return {int(c): idx for c, idx in zip(cells[order][starts].tolist(),
+                                          np.split(order, starts[1:]), strict=True)}
 
 
 def holdout_mask(size: ArrayLike, *, method: str = "repetition", test_fraction: float = 0.3,
@@ -188,10 +199,11 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
     per: dict[str, dict[str, list[float]]] = {
         name: {k: [] for k in ("crps", "w1", "median_err", "p95_err", "coverage")}
         for name in models}
-    for c in np.unique(cte):
-        te = cte == c
-        tr = ctr == c
-        if tr.sum() < 2 or te.sum() < 1:
+    train_of = _members(ctr)
+    no_train = np.zeros(0, dtype=np.intp)
+    for c, te in _members(cte).items():
+        tr = train_of.get(c, no_train)
+        if len(tr) < 2:
             continue
         y = yte[te]
         med = float(np.median(y))
@@ -200,8 +212,8 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
         cols["size"].append(float(reps[c]))
         cols["size_lo"].append(float(min(xte[te].min(), xtr[tr].min())))
         cols["size_hi"].append(float(max(xte[te].max(), xtr[tr].max())))
-        cols["n_test"].append(float(te.sum()))
-        cols["n_train"].append(float(tr.sum()))
+        cols["n_test"].append(float(len(te)))
+        cols["n_train"].append(float(len(tr)))
         cols["floor_crps"].append(crps_ensemble(t_train, y) / med)
         cols["floor_w1"].append(float(wasserstein_distance(t_train, y)) / med)
         cols["floor_median_err"].append(float(_rel(np.median(t_train), med)))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kit.model.persize import _group_stats, order_position, predictive_quantiles
-from kit.model.runs import run_ids, run_starts, runs_of, sort_within_runs
+from kit.model.runs import dense_codes, run_ids, run_starts, runs_of, sort_within_runs
 
 values = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64),
                    st.sampled_from([0.0, -0.0, 1.0, 1.0 + 2**-52]))
@@ -37,6 +37,16 @@ def test_run_starts_are_where_a_value_differs_from_the_one_before(xs: list[float
     starts = run_starts(x)
     assert starts.tolist() == [i for i in range(len(x)) if i == 0 or x[i] != x[i - 1]]
     assert starts.dtype.kind == "i"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=4), min_size=1, max_size=80), st.booleans())
+def test_dense_codes_are_np_uniques_inverse(labels: list[str], as_objects: bool) -> None:
+    """Run ids come as Python strings (an object array): coded like np.unique codes them."""
+    values = np.array(labels, dtype=object if as_objects else None)
+    assert dense_codes(values).tolist() == np.unique(values, return_inverse=True)[1].tolist()
+    ints = np.array([len(v) for v in labels])
+    assert dense_codes(ints).tolist() == np.unique(ints, return_inverse=True)[1].tolist()
 
 
 @settings(max_examples=200, deadline=None)

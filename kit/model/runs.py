@@ -24,6 +24,19 @@ def run_starts(x: NDArray) -> NDArray:
     return np.flatnonzero(edge)
 
 
+def dense_codes(values: NDArray) -> NDArray:
+    """``np.unique(values, return_inverse=True)[1]``: each value's rank among the distinct
+    values. Group labels such as run ids come as Python strings, one per sample; sorting a
+    million of them took np.unique a second for a handful of runs, so object arrays are
+    coded through a dict of their few distinct values instead (same codes)."""
+    values = np.asarray(values).ravel()
+    if values.dtype != object:
+        return np.unique(values, return_inverse=True)[1].ravel()
+    distinct = sorted(dict.fromkeys(values.tolist()))
+    code = {v: i for i, v in enumerate(distinct)}
+    return np.fromiter(map(code.__getitem__, values.tolist()), dtype=np.intp, count=len(values))
+
+
 def run_ids(x: NDArray) -> NDArray:
     """The run of each element of ``x`` (sorted or grouped values), numbered 0, 1, ... in
     order: how bins are renumbered so that empty ones vanish (np.unique's inverse without

@@ -57,6 +57,7 @@ from numpy.typing import ArrayLike, NDArray
 from kit.model.families import evaluate, fit_family
 from kit.model.outliers import group_order
 from kit.model.resampled_bins import Counts, RegimeBins, weighted_quantiles
+from kit.model.runs import dense_codes
 from kit.model.segmentation import refine_boundary
 
 #: Resamples by default (percentile 2.5/97.5 intervals are stable from about 100 on).
@@ -89,8 +90,8 @@ _POISSON_1 = _poisson_table()
 def _weights(n: int, groups: NDArray | None, seq: NDArray | None,
              rng: np.random.Generator) -> tuple[str, int, Callable[[], NDArray]]:
     """The resampling scheme: (name, number of units, draw() -> per-sample multiplicity)."""
-    if groups is not None:
-        _, gid = np.unique(groups, return_inverse=True)
+    gid = None if groups is None else dense_codes(groups)
+    if gid is not None:
         ng = int(gid.max()) + 1
         if ng >= MIN_RUNS:
             small = np.uint8 if ng < 256 else np.uint32  # a run counted at most ng times
@@ -98,7 +99,7 @@ def _weights(n: int, groups: NDArray | None, seq: NDArray | None,
                 small).take(gid)
     if seq is not None and n >= 4 * N_BLOCKS:
         # Position of each sample in measurement order (run, then seq), cut into blocks.
-        keys = (groups, seq) if groups is not None else (seq,)
+        keys = (gid, seq) if gid is not None else (seq,)  # codes sort as the labels do
         order = np.lexsort(keys[::-1])
         block = np.empty(n, dtype=np.int64)
         block[order] = np.arange(n) * N_BLOCKS // n
