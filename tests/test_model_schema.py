@@ -250,3 +250,16 @@ def test_a_hundred_thousand_stored_sizes_load_and_the_last_bad_value_is_named(
     path.write_text(json.dumps(doc))
     with pytest.raises(ModelError, match=r"\$\.per_size\.shape\[99999\]: a row of 65 values"):
         load_model(path)
+
+
+def test_a_long_bad_per_size_value_is_named_by_its_kind(tmp_path: Path) -> None:
+    """A column value that is a long list is named "this list of N items", not printed."""
+    doc = _per_size_doc(3)
+    doc["per_size"]["loc"][2] = list(range(500))
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelError) as err:
+        load_model(path)
+    text = str(err.value)
+    assert "$.per_size.loc[2]: this list of 500 items is not of type 'number'" in text
+    assert len(text) < 300

@@ -406,7 +406,7 @@ def _first_bad(values: list[Any], kind: str, lo: float, hi: float) -> tuple[int,
     named = "'number', 'null'" if kind == "number-or-null" else f"'{kind}'"
     if not set(map(type, values)) <= allowed:
         i = next(i for i, v in enumerate(values) if type(v) not in allowed)
-        return i, f"{values[i]!r} is not of type {named}"
+        return i, _short(f"{values[i]!r} is not of type {named}", values[i])
     x = np.array([np.nan if v is None else v for v in values] if None.__class__ in allowed
                  else values, dtype=float)
     wrong = (x < lo) | (x > hi)
