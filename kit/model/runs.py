@@ -32,9 +32,9 @@ def dense_codes(values: NDArray) -> NDArray:
     values = np.asarray(values).ravel()
     if values.dtype != object:
         return np.unique(values, return_inverse=True)[1].ravel()
-    distinct = sorted(dict.fromkeys(values.tolist()))
-    code = {v: i for i, v in enumerate(distinct)}
-    return np.fromiter(map(code.__getitem__, values.tolist()), dtype=np.intp, count=len(values))
+    labels = values.tolist()
+    code = {v: i for i, v in enumerate(sorted(dict.fromkeys(labels)))}
+    return np.fromiter(map(code.__getitem__, labels), dtype=np.intp, count=len(labels))
 
 
 def run_ids(x: NDArray) -> NDArray:
