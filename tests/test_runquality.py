@@ -100,6 +100,8 @@ HOG_SECONDS = 20.0
 #: BURST_X times the part before the hog (the detector's shortest window is 15 samples).
 BURST = 15
 BURST_X = 6.0
+#: Burst samples to pool the recall over (two hogged runs hold 50-250).
+MIN_BURST_SAMPLES = 150
 #: Rows are flushed every FLUSH samples: the seq at the release is known to within FLUSH.
 FLUSH = 50
 #: Spawned before the run, blocked on stdin: one byte releases the busy loop at once (a
@@ -197,9 +199,9 @@ def _probe_run(probe: Path, prefix: Path, hog: bool) -> tuple[pl.DataFrame, int]
 def test_cpu_hog_halfway_is_flagged_and_the_same_run_without_it_is_not(
         probe_bin: Path, tmp_path: Path) -> None:
     """Other users' load disturbs runs too (rightly flagged), so each half of the claim is
-    checked on attempts whose reference part was quiet: up to three quiet runs, up to four
-    hogged ones for two usable; if the machine never gives one, the test is skipped, naming
-    what it found, not passed."""
+    checked on attempts whose reference part was quiet: up to three quiet runs, up to six
+    hogged ones for two to four usable; if the machine never gives one, the test is skipped,
+    naming what it found, not passed."""
     found: list[str] = []
     for attempt in range(3):
         quiet, _ = _probe_run(probe_bin, tmp_path / f"quiet{attempt}", hog=False)
@@ -210,54 +212,63 @@ def test_cpu_hog_halfway_is_flagged_and_the_same_run_without_it_is_not(
     else:
         pytest.skip(f"no quiet run in 3 attempts on this loaded machine: {found[:4]}")
 
-    # Recall is pooled over two hogged runs whose part before the hog was quiet: how CFS
-    # hands the hog the CPU differs from run to run, and one run's 100-odd burst samples
-    # put it at 0.66 once (2026-11-27) where it is usually well above 0.7.
-    usable: list[tuple[pl.DataFrame, int, RunQuality]] = []
-    for attempt in range(4):
+    # Recall is pooled over hogged runs whose part before the hog was quiet, until they hold
+    # MIN_BURST_SAMPLES burst samples (at least two runs, at most four): how CFS hands the
+    # hog the CPU differs from run to run. Per run it was 0.79-1.0 in five runs here, but
+    # two runs of 87 burst samples in all pooled to 0.64 once, and 100-odd to 0.66 before.
+    usable = 0
+    hits = bursts = 0
+    medians: list[float] = []
+    reports: list[list[str]] = []
+    for attempt in range(6):
         hogged, started = _probe_run(probe_bin, tmp_path / f"hog{attempt}", hog=True)
         assert started > 0, "the run ended before the hog could start"
         qh = _assess(hogged)
         # Rows on disk when the hog started (header and warm-up included) bound its start.
-        if qh.disturbed[hogged["seq"].to_numpy() < started - 20].mean() < 0.05:
-            usable.append((hogged, started, qh))
-            if len(usable) == 2:
-                break
-        else:
+        if qh.disturbed[hogged["seq"].to_numpy() < started - 20].mean() >= 0.05:
             found += qh.lines()
+            continue
+        usable += 1
+        h, b, median = _burst_hits(hogged, started, qh)
+        hits, bursts = hits + h, bursts + b
+        medians.append(median)
+        reports.append(qh.lines())
+        if usable == 4 or (usable >= 2 and bursts >= MIN_BURST_SAMPLES):
+            break
     if not usable:
-        pytest.skip(f"the part before the hog was never quiet in 4 attempts: {found[:4]}")
-    hits = bursts = 0
-    medians = []
-    for hogged, started, qh in usable:
-        seq = hogged["seq"].to_numpy()
-        before = seq < started - 20
-        after = seq >= started + FLUSH + 10
-        per_byte = (hogged["time"] / hogged["size"]).to_numpy()
-        assert after.sum() >= 100, f"only {after.sum()} samples after the hog started"
-        # The hog does not slow the probe evenly: CFS hands it the CPU in stretches, so the
-        # probe runs 15-100 samples at 15-90x, then at full speed again. The truth is those
-        # bursts: stretches of at least BURST samples after the hog started whose
-        # BURST-sample rolling median is over BURST_X times the part before it (lone spikes
-        # do not count).
-        ratio = per_byte / float(np.median(per_byte[before]))
-        medians.append(float(np.median(ratio[after])))
-        rolled = median_filter(ratio, size=BURST, mode="nearest")
-        in_burst = np.zeros(len(ratio), dtype=bool)
-        d = np.diff(np.r_[0, ((rolled > BURST_X) & after).astype(np.int8), 0])
-        for a, b in zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1), strict=True):
-            if b - a >= BURST:
-                in_burst[a:b] = True
-        hits += int(qh.disturbed[in_burst].sum())
-        bursts += int(in_burst.sum())
-        if in_burst.any():
-            # the windows over the hogged part say how much slower it was (other windows,
-            # if any, are other users' load before the hog, which the check above bounds)
-            hogged_windows = [w for w in qh.windows if w.seq_end >= started + FLUSH + 10]
-            assert hogged_windows and max(w.slowdown for w in hogged_windows) > 2, qh.lines()
+        pytest.skip(f"the part before the hog was never quiet in 6 attempts: {found[:4]}")
     if not bursts:
         pytest.skip(f"the hog made no burst of {BURST} samples over x{BURST_X} in "
-                    f"{len(usable)} run(s) (median x{medians} after it started): nothing of "
+                    f"{usable} run(s) (median x{medians} after it started): nothing of "
                     "the size the detector is for")
     recall = hits / bursts
-    assert recall > 0.7, (recall, bursts, [qh.lines() for _, _, qh in usable])
+    assert recall > 0.7, (recall, bursts, medians, reports)
+
+
+def _burst_hits(hogged: pl.DataFrame, started: int, qh: RunQuality) -> tuple[int, int, float]:
+    """(burst samples the detector flagged, burst samples, median slowdown after the hog
+    started) of one hogged run.
+
+    The hog does not slow the probe evenly: CFS hands it the CPU in stretches, so the probe
+    runs 15-100 samples at 15-90x, then at full speed again. The truth is those bursts:
+    stretches of at least BURST samples after the hog started whose BURST-sample rolling
+    median is over BURST_X times the part before it (lone spikes do not count)."""
+    seq = hogged["seq"].to_numpy()
+    before = seq < started - 20
+    after = seq >= started + FLUSH + 10
+    per_byte = (hogged["time"] / hogged["size"]).to_numpy()
+    assert after.sum() >= 100, f"only {after.sum()} samples after the hog started"
+    ratio = per_byte / float(np.median(per_byte[before]))
+    rolled = median_filter(ratio, size=BURST, mode="nearest")
+    in_burst = np.zeros(len(ratio), dtype=bool)
+    d = np.diff(np.r_[0, ((rolled > BURST_X) & after).astype(np.int8), 0])
+    for a, b in zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1), strict=True):
+        if b - a >= BURST:
+            in_burst[a:b] = True
+    if in_burst.any():
+        # the windows over the hogged part say how much slower it was (other windows,
+        # if any, are other users' load before the hog, which the caller bounds)
+        hogged_windows = [w for w in qh.windows if w.seq_end >= started + FLUSH + 10]
+        assert hogged_windows and max(w.slowdown for w in hogged_windows) > 2, qh.lines()
+    return (int(qh.disturbed[in_burst].sum()), int(in_burst.sum()),
+            float(np.median(ratio[after])))
