@@ -40,7 +40,7 @@ from scipy.stats import wasserstein_distance
 
 from kit.baselines import BASELINES, DEFAULT_BASELINES, LABELS
 from kit.errors import ModelError
-from kit.model.runs import run_starts
+from kit.model.runs import runs_of
 
 SPLIT_METHODS = ("repetition", "random", "group")
 VALIDATION_VERSION = 1
@@ -78,10 +78,10 @@ def size_cells(size: ArrayLike, *, min_per_cell: int = 10,
 def _members(cells: NDArray[np.int64]) -> dict[int, NDArray[np.intp]]:
     """Each cell's sample indices in sample order (what ``cells == c`` selects), found with
     one sort: a mask per cell walked every sample once per cell (76 cells x 1 M samples)."""
-    order = np.argsort(cells, kind="stable")
-    starts = run_starts(cells[order])
+    order, starts, _ = runs_of(cells)
+    index = np.arange(len(cells))[order]
     return {int(c): idx for c, idx in zip(cells[order][starts].tolist(),
-                                          np.split(order, starts[1:]), strict=True)}
+                                          np.split(index, starts[1:]), strict=True)}
 
 
 def holdout_mask(size: ArrayLike, *, method: str = "repetition", test_fraction: float = 0.3,

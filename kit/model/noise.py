@@ -38,13 +38,13 @@ _SCIPY = {
     "fisk": (stats.fisk, ("c",)),
 }
 
-#: Boost's inverse-Gaussian quantile and complement, as scipy's invgauss ``_ppf`` calls them
-#: (private to scipy: without them ``ppf`` takes scipy's public path).
 def _boost_invgauss() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     ppf, isf = getattr(_ufuncs, "_invgauss_ppf", None), getattr(_ufuncs, "_invgauss_isf", None)
     return (ppf, isf) if ppf is not None and isf is not None else None
 
 
+#: Boost's inverse-Gaussian quantile and complement, as scipy's invgauss ``_ppf`` calls them
+#: (private to scipy: without them ``ppf`` takes scipy's public path).
 _BOOST_INVGAUSS = _boost_invgauss()
 
 _HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)

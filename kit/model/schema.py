@@ -36,6 +36,8 @@ SCHEMA_VERSION = 1
 MAX_FILE_BYTES = 64 << 20  # a 64-regime model with validation tables is well below 1 MiB
 MAX_REGIMES = 64
 MAX_DEPTH = 64
+#: Most per-size shape levels (shape_levels, and the values of each shape row).
+MAX_SHAPE_LEVELS = 64
 MAX_GMM_COMPONENTS = 16
 GRID_PER_REGIME = 9
 _HINT = "re-create it with 'pt2pt fit' (or fix the field named)"
@@ -168,7 +170,7 @@ _PER_SIZE = {
         # the per-size columns' values: _check_columns (see _COLUMNS)
         **{key: {"type": "array", "maxItems": MAX_PER_SIZE} for key in ("sizes", "n", "loc",
                                                                       "loc_slow", "share")},
-        "shape_levels": {"type": "array", "maxItems": 64,
+        "shape_levels": {"type": "array", "maxItems": MAX_SHAPE_LEVELS,
                          "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}},
         "shape": {"type": "array", "maxItems": MAX_PER_SIZE},  # rows: _check_columns
         "variance_components": {"type": "array", "maxItems": MAX_REGIMES, "items": {
@@ -377,9 +379,9 @@ def _check_columns(doc: dict[str, Any], where: str) -> None:
                 if not isinstance(row, list):
                     raise _fail(where, f"$.per_size.shape[{i}]",
                                 _short(f"{row!r} is not of type 'array'", row))
-                if len(row) > 64:
+                if len(row) > MAX_SHAPE_LEVELS:
                     raise _fail(where, f"$.per_size.shape[{i}]", f"a row of {len(row)} values "
-                                "(at most 64 levels are read)")
+                                f"(at most {MAX_SHAPE_LEVELS} levels are read)")
             flat = [v for row in column for v in row]
         else:
             flat = column
@@ -407,7 +409,7 @@ def _first_bad(values: list[Any], kind: str, lo: float, hi: float) -> tuple[int,
     if not set(map(type, values)) <= allowed:
         i = next(i for i, v in enumerate(values) if type(v) not in allowed)
         return i, _short(f"{values[i]!r} is not of type {named}", values[i])
-    x = np.array([np.nan if v is None else v for v in values] if None.__class__ in allowed
+    x = np.array([np.nan if v is None else v for v in values] if kind == "number-or-null"
                  else values, dtype=float)
     wrong = (x < lo) | (x > hi)
     if kind == "integer":
