@@ -3,7 +3,9 @@
 
 CPU time of this process (``time.process_time``), not wall time: the machine is shared.
 The 33 k series is probe-like (60 sizes log-spaced 1 B-4 MiB, ~550 repetitions each); the
-1 M one has log-uniform sizes (``kit.synth.ethernet_like``, as in bench_fit.py). Each
+1 M one has log-uniform sizes (``kit.synth.ethernet_like``, as in bench_fit.py); "1M grid-58"
+is the same series on a fixed grid of 58 sizes (as grid/list plans, OSU and the reference
+runs measure: the per-size layer's cost follows the number of distinct sizes). Each
 configuration runs ``--repeat`` times after a warm-up fit (imports), median reported.
 ``--compare DIR`` also times the kit package found in DIR (e.g. an older commit unpacked
 with ``git archive COMMIT kit | tar -x -C DIR``) in a child process, alternating, for
@@ -20,7 +22,8 @@ import statistics
 import time
 from pathlib import Path
 
-CASES = {"33k probe-like": (33_000, 60), "1M log-uniform": (1_000_000, 0)}
+CASES = {"33k probe-like": (33_000, 60), "1M log-uniform": (1_000_000, 0),
+         "1M grid-58": (1_000_000, 58)}
 
 
 def measure(case: str, per_size: bool, intervals: bool, repeat: int) -> list[float]:

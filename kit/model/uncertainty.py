@@ -156,14 +156,26 @@ def _held(data: _Data, counts: list[Counts], k: int, lo: int, hi: int) -> int:
     return int(cs[hi - at] - cs[lo - at])
 
 
+def _bounds(data: _Data, bps: list[float]) -> NDArray:
+    """Each regime's first sample and the next regime's, for boundaries ``bps``."""
+    return np.r_[0, np.searchsorted(data.s, bps, side="left"), len(data.s)]
+
+
 def _fit_curves(data: _Data, bps: list[float], counts: list[Counts],
-                start: list[dict[str, float] | None]) -> list[dict[str, float] | None]:
+                start: list[dict[str, float] | None],
+                done: tuple[NDArray, list[dict[str, float] | None]] | None = None
+                ) -> list[dict[str, float] | None]:
     """Each regime's curve refitted to the resample's per-bin medians between ``bps``,
-    its iterations started from ``start`` (curves of nearly the same bins)."""
-    bounds = np.r_[0, np.searchsorted(data.s, bps, side="left"), len(data.s)]
+    its iterations started from ``start`` (curves of nearly the same bins). ``done``:
+    (bounds, curves) of a fit on this resample already made; a regime whose samples are
+    the same there keeps its curve (the same bins give the same fit)."""
+    bounds = _bounds(data, bps)
     out: list[dict[str, float] | None] = []
     for k, fam in enumerate(data.families):
         lo, hi = int(bounds[k]), int(bounds[k + 1])
+        if done is not None and lo == done[0][k] and hi == done[0][k + 1]:
+            out.append(done[1][k])
+            continue
         if _held(data, counts, k, lo, hi) < 3:
             out.append(None)
             continue
@@ -221,7 +233,8 @@ def _estimate(data: _Data, mult: NDArray) -> dict[str, float]:
     bps, gaps = _refine(data, curves, mult, counts)
     if bps != data.bps0:
         curves = _fit_curves(data, bps, counts, [c or p for c, p in zip(curves, data.start,
-                                                                     strict=True)])
+                                                                     strict=True)],
+                             (_bounds(data, data.bps0), curves))
     for k, bp in enumerate(bps):
         out[f"bp{k}"] = bp
         out[f"bp{k}.left"], out[f"bp{k}.right"] = gaps[k]
