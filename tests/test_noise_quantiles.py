@@ -52,3 +52,28 @@ def test_invgauss_quantile_edges_and_shapes_are_scipys() -> None:
         assert np.isnan(got[0, 2]) and np.isnan(got[1, 0]) and np.isnan(got[1, 1])
         np.testing.assert_allclose(got[1, 2], want[1, 2], rtol=1e-6)
         assert np.shape(noise.ppf(0.5)) == ()
+
+
+@pytest.mark.parametrize("family,params", [
+    ("gmm", {"weights": [0.7, 0.3], "means": [0.0, 0.5], "sds": [0.05, 0.2]}),
+    ("lognormal", {"s": 0.1, "scale": 1.0}),
+    ("invgauss", {"mu": 0.02, "scale": 50.0}),
+])
+def test_kept_quantiles_are_the_computed_ones_and_follow_the_parameters(
+        family: str, params: dict) -> None:
+    """ppf keeps small level sets (the per-size layer asks the same ones at every size):
+    what it returns is what it computes, a caller writing into the result does not change
+    the next answer, and new parameters are not answered from the old ones."""
+    noise = Noise(family, dict(params))
+    q = np.array([0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98])
+    fresh = noise._ppf(q)
+    first = noise.ppf(q)
+    assert np.array_equal(first, fresh)
+    first[:] = -1.0
+    assert np.array_equal(noise.ppf(q), fresh)
+    assert np.array_equal(noise.ppf(q[:3]), noise._ppf(q[:3]))
+    assert noise.ppf(np.array(0.5)).shape == ()
+    key = "sds" if family == "gmm" else "scale" if family != "invgauss" else "mu"
+    noise.params[key] = ([0.1, 0.3] if family == "gmm" else noise.params[key] * 1.5)
+    assert np.array_equal(noise.ppf(q), noise._ppf(q))
+    assert not np.array_equal(noise.ppf(q), fresh)

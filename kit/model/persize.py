@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -542,10 +543,15 @@ def _refit_noise(regimes: list[Regime], reg_of_size: NDArray, in_overlap: NDArra
                                     noise_fams)
 
 
+@cache
 def gauss_hermite() -> tuple[NDArray, NDArray]:
-    """Nodes (in SDs) and weights (sum 1) for E[f(Z)], Z ~ N(0, 1)."""
+    """Nodes (in SDs) and weights (sum 1) for E[f(Z)], Z ~ N(0, 1); read-only, computed
+    once (an eigenvalue problem, a tenth of drawing from a model at one size)."""
     x, w = np.polynomial.hermite.hermgauss(GH_NODES)
-    return np.sqrt(2.0) * x, w / np.sqrt(np.pi)
+    nodes, weights = np.sqrt(2.0) * x, w / np.sqrt(np.pi)
+    nodes.setflags(write=False)
+    weights.setflags(write=False)
+    return nodes, weights
 
 
 def adjusted_shares(reg: Regime, size: NDArray, share: NDArray) -> NDArray:
