@@ -338,3 +338,32 @@ def test_robust_tau2_is_the_root_of_the_chi_square_median_condition() -> None:
         nonzero += want > 0
         assert got == pytest.approx(want, rel=1e-9, abs=1e-300)
     assert nonzero > 50  # the positive branch was exercised, not only the zero one
+
+
+def test_row_interpolation_is_numpys_interp_row_by_row() -> None:
+    """The stored sizes' warp interpolates every row at once; it must give np.interp's
+    values exactly: knots tied, values on knots, outside them, infinite or NaN."""
+    from kit.model.persize import _interp_rows
+
+    rng = np.random.default_rng(0)
+    for trial in range(600):
+        rows, knots = int(rng.integers(2, 30)), int(rng.integers(2, 10))
+        m = int(rng.integers(1, 20))
+        x = np.sort(rng.normal(size=(rows, knots)), axis=1)
+        if trial % 3 == 0:
+            x[:, 1] = x[:, 0]
+        if trial % 5 == 0:
+            x[:, -1] = x[:, -2]
+        y = np.maximum.accumulate(x + rng.normal(scale=0.1, size=(rows, knots)), axis=1)
+        if trial % 7 == 0:
+            y[:, 2 % knots] = y[:, 0]
+        z = rng.normal(size=(rows, m)) * 1.5
+        on = rng.random((rows, m)) < 0.2
+        k = rng.integers(0, knots, (rows, m))
+        z[on] = x[np.nonzero(on)[0], k[on]]
+        if trial % 11 == 0:
+            z[0, 0] = np.nan
+        if trial % 13 == 0:
+            z[0, -1], z[-1, 0] = np.inf, -np.inf
+        ref = np.array([np.interp(z[r], x[r], y[r]) for r in range(rows)])
+        assert np.array_equal(_interp_rows(z, x, y), ref, equal_nan=True), trial

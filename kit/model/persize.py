@@ -143,12 +143,15 @@ class PerSize:
             x, y = y, x
         zz = np.asarray(z, dtype=float)
         flat = zz.reshape(len(x), -1)
-        out = np.empty_like(flat)
-        for r in range(len(x)):
-            out[r] = np.interp(flat[r], x[r], y[r])
-            lo, hi = flat[r] < x[r, 0], flat[r] > x[r, -1]
-            out[r, lo] = y[r, 0] + (flat[r, lo] - x[r, 0])
-            out[r, hi] = y[r, -1] + (flat[r, hi] - x[r, -1])
+        if len(x) > 1 and not np.isnan(x).any() and not np.any(np.diff(x, axis=1) < 0):
+            out = _interp_rows(flat, x, y)
+        else:  # a row at a time, as np.interp does it (unordered knots: its own answer)
+            out = np.empty_like(flat)
+            for r in range(len(x)):
+                out[r] = np.interp(flat[r], x[r], y[r])
+        lo, hi = flat < x[:, :1], flat > x[:, -1:]
+        out[lo] = (y[:, :1] + (flat - x[:, :1]))[lo]
+        out[hi] = (y[:, -1:] + (flat - x[:, -1:]))[hi]
         return out.reshape(zz.shape)
 
     def lookup(self, size: NDArray) -> NDArray:
@@ -254,6 +257,37 @@ class PerSize:
                          "regime's tails, calibrated on its pooled samples, are used)")
             out.append(line)
         return out
+
+
+def _interp_rows(z: NDArray, x: NDArray, y: NDArray) -> NDArray:
+    """``np.interp(z[r], x[r], y[r])`` for every row r at once, the same values: numpy's
+    segment (the last knot at or below the value), its arithmetic and its special cases.
+    One call per row was ~3 us each, 0.2 s of drawing from a model at 65,000 stored sizes.
+    ``x`` ascending in each row, without NaN."""
+    n_knots = x.shape[1]
+    j = np.zeros(z.shape, dtype=np.int64)
+    for k in range(n_knots):  # knots at or below each value, minus one
+        j += x[:, k:k + 1] <= z
+    j -= 1
+    rows = np.arange(len(x))[:, None]
+    jj = np.clip(j, 0, n_knots - 2)
+    x0, x1, y0, y1 = x[rows, jj], x[rows, jj + 1], y[rows, jj], y[rows, jj + 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = (y1 - y0) / (x1 - x0)
+        out = slope * (z - x0) + y0
+        again = np.isnan(out)  # "if we get nan in one direction, try the other"
+        if again.any():
+            out[again] = (slope * (z - x1) + y1)[again]
+            flat = again & np.isnan(out) & (y0 == y1)
+            out[flat] = y0[flat]
+    on_knot = x0 == z
+    out[on_knot] = y0[on_knot]
+    out[j < 0] = np.broadcast_to(y[:, :1], z.shape)[j < 0]
+    last = j >= n_knots - 1
+    out[last] = np.broadcast_to(y[:, -1:], z.shape)[last]
+    nan = np.isnan(z)
+    out[nan] = z[nan]
+    return out
 
 
 def _fmt_size(b: float) -> str:
