@@ -36,9 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 import polars as pl
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import wasserstein_distance
 
-from kit.baselines import BASELINES, DEFAULT_BASELINES, LABELS
 from kit.errors import ModelError
 from kit.model.runs import runs_of
 
@@ -181,6 +179,8 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
     Cells are formed on the test sizes together with the training sizes so that both
     sides share them.
     """
+    from scipy.stats import wasserstein_distance
+
     xtr, ytr = (np.asarray(a, dtype=np.float64).ravel() for a in train)
     xte, yte = (np.asarray(a, dtype=np.float64).ravel() for a in test)
     if xte.size == 0 or xtr.size == 0:
@@ -299,14 +299,20 @@ def _clone_unfitted(estimator: Any) -> Any:
 
 def validate(estimator: Any, size: ArrayLike, time: ArrayLike, *, method: str = "repetition",
              test_fraction: float = 0.3, random_state: int = 0, groups: ArrayLike | None = None,
-             baselines: Sequence[str] = DEFAULT_BASELINES, n_draws: int = 400,
+             baselines: Sequence[str] | None = None, n_draws: int = 400,
              extra_models: Mapping[str, Predictive] | None = None) -> dict[str, Any]:
     """Refit a copy of ``estimator`` on a training split and score it on the held-out rest.
 
     ``estimator`` may be fitted or not: only its parameters are used (``sklearn.clone``),
-    so the held-out samples never leak into the fit. ``extra_models`` are already fitted
-    models to score alongside (e.g. the known truth of a synthetic series).
+    so the held-out samples never leak into the fit. ``baselines``: names from
+    ``kit.baselines.BASELINES`` (default ``DEFAULT_BASELINES``). ``extra_models`` are
+    already fitted models to score alongside (e.g. the known truth of a synthetic series).
     """
+    # imported here: the CLI's parser imports this module for SPLIT_METHODS
+    from kit.baselines import BASELINES, DEFAULT_BASELINES, LABELS
+
+    if baselines is None:
+        baselines = DEFAULT_BASELINES
     x = np.asarray(size, dtype=np.float64).ravel()
     y = np.asarray(time, dtype=np.float64).ravel()
     ok = np.isfinite(x) & np.isfinite(y) & (y > 0) & (x >= 0)

@@ -167,3 +167,13 @@ def test_a_malformed_model_file_is_refused_before_the_engine_is_imported(
         proc, names = imported_modules([command, str(good), *args])
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "sklearn" in names and "scipy.stats" in names
+
+
+@pytest.mark.parametrize("command", [*sorted(cli.COMMAND_MODULES), "tui", None])
+def test_help_of_every_command_imports_no_scientific_stack(command: str | None) -> None:
+    """Asking how to call a command is not using the engine: `pt2pt fit --help` and
+    `pt2pt validate --help` imported scikit-learn and SciPy (a second of CPU) for the
+    parser alone."""
+    proc, names = imported_modules([command, "--help"] if command else ["--help"])
+    assert proc.returncode == 0 and "usage: pt2pt" in proc.stdout, proc.stderr[-2000:]
+    assert not heavy(names), sorted(heavy(names))[:5]

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import ModelError, UserError
-from kit.fitting import parse_selector
 
 
 def _sizes_list(text: str, where: str) -> list[float]:
@@ -84,7 +83,7 @@ def _options(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.dataset import require_ingested
+    from kit.dataset import parse_selector, require_ingested
     from kit.fitall import fit_series
     from kit.model.io import write_model
     from kit.progress import bar
@@ -186,7 +185,7 @@ def _resolve(dataset: Path, selector: dict[str, str], aggregates: bool) -> dict[
 
 def run_all(args: argparse.Namespace, opts: Any) -> int:
     """``fit --all``: every matching series, in parallel; exit 1 when any series failed."""
-    from kit.dataset import describe, matching_series
+    from kit.dataset import describe, matching_series, parse_selector
     from kit.fitall import SeriesFit, fit_all
     from kit.progress import bar
 

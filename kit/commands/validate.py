@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from kit.errors import ModelError
-from kit.model import RegimeModel
-from kit.model.contract import ModelFile
-from kit.validate import SPLIT_METHODS, validate_into, validation_table
+from kit.validate import SPLIT_METHODS
+
+if TYPE_CHECKING:  # the engine is imported when a command runs, not to parse its options
+    import polars as pl
+
+    from kit.model import RegimeModel
+    from kit.model.contract import ModelFile
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,7 +55,10 @@ def _load(args: argparse.Namespace) -> tuple[ModelFile, pl.DataFrame]:
 
     Both paths select rows with kit.dataset's selector, as fit and the report do.
     """
+    import polars as pl
+
     from kit import dataset as ds
+    from kit.model.contract import ModelFile
     from kit.model.io import read_model
     from kit.report.build import series_frame
 
@@ -76,13 +82,18 @@ def _load(args: argparse.Namespace) -> tuple[ModelFile, pl.DataFrame]:
 
 def _unfitted(keys: dict[str, str], seed: int) -> RegimeModel:
     """The estimator ``pt2pt fit`` would use for this series (aggregates: no noise search)."""
+    from kit.model import RegimeModel
+
     if keys.get("stat", "raw") != "raw":
         return RegimeModel(random_state=seed, noise=False, mixture=False)
     return RegimeModel(random_state=seed)
 
 
 def run(args: argparse.Namespace) -> int:
+    import polars as pl
+
     from kit.model.io import write_model
+    from kit.validate import validate_into, validation_table
 
     fitted, frame = _load(args)
     size = frame["size"].to_numpy().astype(float)
