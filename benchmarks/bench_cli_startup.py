@@ -54,7 +54,8 @@ def main() -> int:
             for i in range(1000)))
         ingest([csv], Path(tmp) / "ds", campaign="bench", transport="shm")
         cases = {"--version": ["--version"], "datasets (small)": ["datasets", f"{tmp}/ds"],
-                 "--help (imports every command)": ["--help"]}
+                 "--help (imports every command)": ["--help"],
+                 "fit --help": ["fit", "--help"], "validate --help": ["validate", "--help"]}
         load0 = os.getloadavg()[0]
         results = {name: [timed(argv) for _ in range(args.runs)] for name, argv in cases.items()}
         load1 = os.getloadavg()[0]
