@@ -116,8 +116,9 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
     machinery (~6 ms a call, the slowest curve fit). The curvature is the Huber loss's own
     (only residuals inside ``f_scale`` bend it). The IRLS weights ``f_scale/|r|`` on the
     others shorten every step and made convergence linear (a median of 11 and up to 43
-    steps from the bootstrap's starts); their step is still taken where the Newton step
-    had to be shortened (a bound, a change of which residuals are inside) and goes lower.
+    steps from the bootstrap's starts, against 3-4 now); their step is still taken where
+    the Newton step had to be shortened (a bound, a change of which residuals are inside)
+    and goes lower.
     """
     p = np.maximum(np.asarray(p0, dtype=float), _LINEAR_LO)
 
@@ -162,7 +163,7 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
                 if step[2] == 1.0:  # a full step: the quadratic model held
                     break
         if not steps:  # no direction lowers the cost
-            if promised <= 1e-12 * cost:
+            if promised <= _STALLED * cost:
                 return p  # converged: nothing left to gain but rounding
             return _scipy_linear(p, resid, f_scale, cost)  # stalled: see below
         trial, cost_new, t, promise = min(steps, key=lambda st: st[1])
@@ -173,7 +174,7 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
         bound = _hit_bound(p, trial)
         p, r, f, cost = trial, r_new, f_new, cost_new
         if not bound and np.all(moved <= 1e-10 * (1.0 + np.abs(p))):
-            if t < 1.0 and promise > 1e-12 * cost:
+            if t < 1.0 and promise > _STALLED * cost:
                 # Stalled, not converged: every direction's step had to shrink to almost
                 # nothing (a parameter next to its bound heads for it, and the other's
                 # share of the step is wrong without it). Rare (series of a few sizes, a
@@ -185,6 +186,10 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
 
 #: A cost change this small relative to the cost is the rounding of its sum.
 _ROUNDING = 1e-14
+#: A fit that cannot step although its step promises more than this (relative to the cost)
+#: has stalled, not converged.
+_STALLED = 1e-12
+_EPS = float(np.finfo(float).eps)
 
 
 def _scipy_linear(p: Array, resid: Callable[[Array], tuple[Array, Array]], f_scale: float,
@@ -207,7 +212,7 @@ def _descend(p: Array, d: Array, cost: float, grad: Array, cost_of: Callable[[Ar
     halved again while that is lower; with its cost and step fraction. None when no step
     down to d/2^40 does."""
     t = 1.0
-    slack = 8 * np.finfo(float).eps * abs(cost)
+    slack = 8 * _EPS * abs(cost)
     while t >= 1e-12:
         trial = np.maximum(p + t * d, _LINEAR_LO)
         c = cost_of(trial)
