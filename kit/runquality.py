@@ -127,9 +127,11 @@ def _bins(size: NDArray) -> NDArray[np.int64]:
 def _quiet_levels(bins: NDArray, t: NDArray) -> NDArray:
     """Each sample's bin quiet level (QUIET_Q quantile of the bin's times)."""
     out = np.empty(len(t))
-    for b in np.unique(bins):
-        m = bins == b
-        out[m] = np.quantile(t[m], QUIET_Q)
+    order = np.argsort(bins, kind="stable")  # each bin's samples in their order
+    _, starts, counts = np.unique(bins[order], return_index=True, return_counts=True)
+    for a, c in zip(starts.tolist(), counts.tolist(), strict=True):
+        members = order[a:a + c]
+        out[members] = np.quantile(t[members], QUIET_Q)
     return out
 
 
@@ -177,15 +179,18 @@ def _one_run(run_id: str, seq: NDArray, size: NDArray, t: NDArray, factor: float
 def assess(run_id: Any, seq: Any, size: Any, time: Any, *, factor: float = FACTOR,
            k: float = K_SPREAD, window: int | None = None) -> RunQuality:
     """Find disturbed windows per run and runs unlike the others; arrays in any order."""
-    rid = np.asarray(run_id).astype(str)
+    names, code = _run_codes(run_id)
     sq = np.asarray(seq, dtype=np.int64)
     s = np.asarray(size, dtype=np.float64)
     t = np.asarray(time, dtype=np.float64)
     disturbed = np.zeros(len(t), dtype=bool)
     windows: list[Window] = []
     runs: list[RunSummary] = []
-    for r in sorted(set(rid.tolist())):
-        idx = np.flatnonzero(rid == r)
+    # each run's samples in their original order (one stable sort, not a compare per run)
+    by_run = np.argsort(code, kind="stable")
+    ends = np.cumsum(np.bincount(code, minlength=len(names))).tolist()
+    for i, r in enumerate(names):
+        idx = by_run[(ends[i - 1] if i else 0):ends[i]]
         idx = idx[np.argsort(sq[idx], kind="stable")]
         mask, wins, note = _one_run(r, sq[idx], s[idx], t[idx], factor, k, window)
         disturbed[idx[mask]] = True
@@ -196,32 +201,52 @@ def assess(run_id: Any, seq: Any, size: Any, time: Any, *, factor: float = FACTO
         elif wins:
             summary.verdict = "disturbed windows"
         runs.append(summary)
-    _compare_runs(rid, s, t, disturbed, runs, factor)
-    for r in runs:
-        if r.verdict == "disturbed throughout":
-            disturbed[rid == r.run_id] = True
-            r.n_disturbed = r.n_samples
+    _compare_runs(code, s, t, disturbed, runs, factor)
+    for i, summary in enumerate(runs):
+        if summary.verdict == "disturbed throughout":
+            disturbed[code == i] = True
+            summary.n_disturbed = summary.n_samples
     return RunQuality(runs, windows, disturbed,
                       params={"factor": factor, "k": k, "window": window,
                               "bins_per_decade": BINS_PER_DECADE, "quiet_quantile": QUIET_Q})
 
 
-def _compare_runs(rid: NDArray, s: NDArray, t: NDArray, disturbed: NDArray,
+def _run_codes(run_id: Any) -> tuple[list[str], NDArray[np.intp]]:
+    """The runs' names as strings, sorted, and each sample's index into them. Run ids come
+    as Python strings, one per sample: coded through a dict of the few distinct ones
+    (converting a million to a numpy string array and comparing it once per run was most
+    of this module's time), the same names and order as ``sorted(set(str))``."""
+    raw = np.asarray(run_id).ravel()
+    if raw.dtype == object:
+        labels = raw.tolist()
+        distinct = dict.fromkeys(labels)
+        if all(type(v) is str for v in distinct):
+            names = sorted(distinct)
+            index = {v: i for i, v in enumerate(names)}
+            return names, np.fromiter(map(index.__getitem__, labels), dtype=np.intp,
+                                      count=len(labels))
+    uniq, inverse = np.unique(raw.astype(str), return_inverse=True)
+    return [str(v) for v in uniq.tolist()], inverse.ravel().astype(np.intp)
+
+
+def _compare_runs(code: NDArray, s: NDArray, t: NDArray, disturbed: NDArray,
                   runs: list[RunSummary], factor: float) -> None:
-    """Level of each run against the median over runs, on the runs' undisturbed samples."""
+    """Level of each run against the median over runs, on the runs' undisturbed samples
+    (``code``: each sample's index into ``runs``)."""
     if len(runs) < 3:
         return
     bins = _bins(s)
     ok = ~disturbed
-    names = [r.run_id for r in runs]
-    ub = np.unique(bins)
-    med = np.full((len(names), len(ub)), np.nan)
-    for i, name in enumerate(names):
-        m = ok & (rid == name)
-        for j, b in enumerate(ub):
-            sel = m & (bins == b)
-            if sel.sum() >= 3:
-                med[i, j] = np.median(t[sel])
+    ub, bin_of = np.unique(bins, return_inverse=True)
+    med = np.full((len(runs), len(ub)), np.nan)
+    # the undisturbed samples of each (run, bin) cell, in their original order
+    key = code[ok] * len(ub) + bin_of.ravel()[ok]
+    tk = t[ok]
+    order = np.argsort(key, kind="stable")
+    cells, starts, counts = np.unique(key[order], return_index=True, return_counts=True)
+    for cell, a, c in zip(cells.tolist(), starts.tolist(), counts.tolist(), strict=True):
+        if c >= 3:
+            med[cell // len(ub), cell % len(ub)] = np.median(tk[order[a:a + c]])
     with np.errstate(invalid="ignore"), np.errstate(divide="ignore"):
         centre = np.nanmedian(med, axis=0)
         rel = np.log(med / centre)

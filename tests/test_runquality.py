@@ -272,3 +272,20 @@ def _burst_hits(hogged: pl.DataFrame, started: int, qh: RunQuality) -> tuple[int
         assert hogged_windows and max(w.slowdown for w in hogged_windows) > 2, qh.lines()
     return (int(qh.disturbed[in_burst].sum()), int(in_burst.sum()),
             float(np.median(ratio[after])))
+
+
+@pytest.mark.parametrize("ids", [
+    np.array(["b", "a", "c", "a", "b10", "b2"], dtype=object),  # as Polars hands them over
+    np.array(["b", "a", "c", "a"]),  # a numpy string array
+    np.array([10, 2, 2, 33]),  # numbers: named and sorted as their strings
+    np.array([1, "x", 1, "x"], dtype=object),
+])
+def test_runs_are_named_and_ordered_as_their_strings(ids: np.ndarray) -> None:
+    """assess() codes run ids once; the names and their order are those of the run ids'
+    strings, sorted (what every report and verdict lists)."""
+    from kit.runquality import _run_codes
+
+    names, code = _run_codes(ids)
+    as_str = np.asarray(ids).astype(str)
+    assert names == sorted(set(as_str.tolist()))
+    assert [names[c] for c in code] == as_str.tolist()
