@@ -26,6 +26,7 @@ layer then says so (``estimated = False`` with the reason) and changes nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -199,12 +200,14 @@ class PerSize:
                        "shrinkage B = tau^2 / (tau^2 + sampling variance)"),
             "min_repeats": MIN_REPEATS,
             "variance_components": self.components,
-            "sizes": [float(v) for v in self.sizes], "n": [int(v) for v in self.n],
-            "loc": [float(v) for v in self.loc],
-            "loc_slow": [None if not np.isfinite(v) else float(v) for v in self.loc_slow],
-            "share": [None if not np.isfinite(v) else float(v) for v in self.share],
-            **({"shape_levels": [float(v) for v in SHAPE_LEVELS],
-                "shape": [[float(v) for v in row] for row in self.shape]}
+            # tolist(): the same Python numbers as float()/int() of each element, without
+            # a Python call per element (65,000 stored sizes x 14 columns)
+            "sizes": _floats(self.sizes), "n": np.asarray(self.n).astype(np.int64).tolist(),
+            "loc": _floats(self.loc),
+            "loc_slow": _finite_or_none(self.loc_slow),
+            "share": _finite_or_none(self.share),
+            **({"shape_levels": _floats(SHAPE_LEVELS),
+                "shape": np.asarray(self.shape, dtype=np.float64).tolist()}
                if self.has_shape() else {}),
         }
 
@@ -257,6 +260,14 @@ class PerSize:
                          "regime's tails, calibrated on its pooled samples, are used)")
             out.append(line)
         return out
+
+
+def _floats(values: NDArray) -> list[float]:
+    return list(np.asarray(values, dtype=np.float64).ravel().tolist())
+
+
+def _finite_or_none(values: NDArray) -> list[float | None]:
+    return [v if math.isfinite(v) else None for v in _floats(values)]
 
 
 def _interp_rows(z: NDArray, x: NDArray, y: NDArray) -> NDArray:
