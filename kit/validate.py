@@ -149,7 +149,12 @@ def crps_ensemble(draws: ArrayLike, obs: ArrayLike) -> float:
 
 def _draws(model: Predictive, sizes: NDArray[np.float64], n: int,
            rng: np.random.Generator) -> NDArray[np.float64]:
-    """``n`` predictive draws at each size, pooled; one call per size keeps shapes unambiguous."""
+    """``n`` predictive draws at each size, pooled; one call per size keeps shapes unambiguous
+    (a model's ``sample_each`` gives those draws with one evaluation of the model)."""
+    each = getattr(model, "sample_each", None)
+    if each is not None and len(sizes):
+        return np.asarray(each(np.asarray(sizes, dtype=np.float64), n, random_state=rng),
+                          dtype=np.float64).ravel()
     out = [np.asarray(model.sample(float(s), n, random_state=rng), dtype=np.float64).ravel()
            for s in sizes]
     return np.concatenate(out) if out else np.empty(0)

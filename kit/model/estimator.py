@@ -629,3 +629,25 @@ class RegimeModel(BaseEstimator):
             ps, at, idx, knots, _ = warp
             out[at] = np.exp(ps.warp_map(idx, knots, np.log(out[at])))
         return out
+
+    def sample_each(self, size: ArrayLike, n: int = 1,
+                    random_state: int | np.random.Generator | None = None) -> NDArray:
+        """(len(size), n): what ``sample`` draws for each size called on its own, one after
+        the other from the same generator (the same random numbers, and the generator left
+        in the same state), with the model evaluated at every size at once. Validation draws
+        at a cell's sizes one at a time (so that its draws do not depend on how sizes are
+        batched); each call evaluated the model anew, 0.2-0.4 ms, most of the draws' cost.
+        The times agree to rounding: numpy's vector code for a power curve at several sizes
+        and its scalar code at one can differ in the last bit."""
+        s, tl = self._terms(size)
+        rng = np.random.default_rng(random_state)
+        out = np.empty((len(s), int(n)))
+        for i in range(len(s)):
+            # a term without weight at this size is never picked and draws nothing
+            out[i] = _sample([(w[i:i + 1], sc[i:i + 1], nz) for w, sc, nz in tl], 1, int(n),
+                             rng)[0]
+        warp = self._shape_rows(s, tl)
+        if warp is not None:
+            ps, at, idx, knots, _ = warp
+            out[at] = np.exp(ps.warp_map(idx, knots, np.log(out[at])))
+        return out
