@@ -59,6 +59,23 @@ def _scipy_linear(se: np.ndarray, y: np.ndarray, sw: np.ndarray, f_scale: float,
     return np.asarray(r.x)
 
 
+def _linear_problem(s: np.ndarray, m: np.ndarray, w: np.ndarray) -> tuple:
+    """fit_family's linear problem: effective sizes, ln medians, residual weights, the
+    Huber threshold, the parameter scales and its own start (scaled)."""
+    se, y, sw = effective_size(s), np.log(m), np.sqrt(w / w.mean())
+    A = np.stack([1 / m, se / m], axis=1) * sw[:, None]
+    coef, *_ = np.linalg.lstsq(A, sw, rcond=None)
+    a0, b0 = max(float(coef[0]), 1e-12), max(float(coef[1]), 0.0)
+    f_scale = _huber_scale(np.log(a0 + b0 * se) - y)
+    sa, sb = float(np.median(m)), float(np.median(m)) / float(np.median(se))
+    return se, y, sw, f_scale, sa, sb, np.array([a0 / sa, b0 / sb])
+
+
+def _linear_cost(a: float, b: float, se: np.ndarray, y: np.ndarray, sw: np.ndarray,
+                 f_scale: float) -> float:
+    return _huber_cost(sw * (np.log(a + b * se) - y), f_scale)
+
+
 def test_bounded_linear_fit_is_never_worse_than_scipys() -> None:
     rng = np.random.default_rng(12)
     at_bound = 0
@@ -67,15 +84,10 @@ def test_bounded_linear_fit_is_never_worse_than_scipys() -> None:
         ours, _ = fit_family("linear", s, m, w)
         assert ours["a"] > 0 and ours["b"] >= 0
         at_bound += ours["b"] == 0
-        se, y, sw = effective_size(s), np.log(m), np.sqrt(w / w.mean())
-        A = np.stack([1 / m, se / m], axis=1) * sw[:, None]
-        coef, *_ = np.linalg.lstsq(A, sw, rcond=None)
-        a0, b0 = max(float(coef[0]), 1e-12), max(float(coef[1]), 0.0)
-        f_scale = _huber_scale(np.log(a0 + b0 * se) - y)
-        sa, sb = float(np.median(m)), float(np.median(m)) / float(np.median(se))
-        ref = _scipy_linear(se, y, sw, f_scale, sa, sb, np.array([a0 / sa, b0 / sb]))
-        cost_ref = _huber_cost(sw * (np.log(ref[0] * sa + ref[1] * sb * se) - y), f_scale)
-        cost = _huber_cost(sw * (np.log(ours["a"] + ours["b"] * se) - y), f_scale)
+        se, y, sw, f_scale, sa, sb, start = _linear_problem(s, m, w)
+        ref = _scipy_linear(se, y, sw, f_scale, sa, sb, start)
+        cost_ref = _linear_cost(ref[0] * sa, ref[1] * sb, se, y, sw, f_scale)
+        cost = _linear_cost(ours["a"], ours["b"], se, y, sw, f_scale)
         assert cost <= cost_ref * (1 + 1e-9) + 1e-15
     assert at_bound > 0  # the flat series put b on its bound: the active set was exercised
 
@@ -157,14 +169,9 @@ def test_bounded_linear_fit_stops_at_an_optimum_with_a_bound_active() -> None:
         w = rng.uniform(0.5, 5, n)
         start = None if i % 3 else {"a": a0 * 1.3, "b": b0 * 0.7 + 1e-12}
         ours, _ = fit_family("linear", s, m, w, start)
-        se, y, sw = effective_size(s), np.log(m), np.sqrt(w / w.mean())
-        A = np.stack([1 / m, se / m], axis=1) * sw[:, None]
-        coef, *_ = np.linalg.lstsq(A, sw, rcond=None)
-        a1, b1 = max(float(coef[0]), 1e-12), max(float(coef[1]), 0.0)
-        f_scale = _huber_scale(np.log(a1 + b1 * se) - y)
-        sa, sb = float(np.median(m)), float(np.median(m)) / float(np.median(se))
+        se, y, sw, f_scale, sa, sb, _ = _linear_problem(s, m, w)
         there = np.maximum([ours["a"] / sa, ours["b"] / sb], [1e-12, 0.0])
         ref = _scipy_linear(se, y, sw, f_scale, sa, sb, there)
-        cost_ref = _huber_cost(sw * (np.log(ref[0] * sa + ref[1] * sb * se) - y), f_scale)
-        cost = _huber_cost(sw * (np.log(ours["a"] + ours["b"] * se) - y), f_scale)
+        cost_ref = _linear_cost(ref[0] * sa, ref[1] * sb, se, y, sw, f_scale)
+        cost = _linear_cost(ours["a"], ours["b"], se, y, sw, f_scale)
         assert cost <= cost_ref * (1 + 1e-7) + 1e-15, i
