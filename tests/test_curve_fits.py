@@ -175,3 +175,18 @@ def test_bounded_linear_fit_stops_at_an_optimum_with_a_bound_active() -> None:
         cost_ref = _linear_cost(ref[0] * sa, ref[1] * sb, se, y, sw, f_scale)
         cost = _linear_cost(ours["a"], ours["b"], se, y, sw, f_scale)
         assert cost <= cost_ref * (1 + 1e-7) + 1e-15, i
+
+
+def test_linear_fit_without_a_curvature_or_with_an_exact_line_still_ends_at_the_data() -> None:
+    """Degenerate linear problems: every median at one size (latency and bandwidth cannot be
+    told apart, the curvature has no inverse) from a start far off, which the fit used to
+    return unchanged; and medians exactly on a line, where the cost reaches zero and
+    relative tolerances mean nothing (it must stop there, not hand over to scipy)."""
+    s = np.full(10, 1000.0)
+    m = np.full(10, 1e-5) * np.exp(np.linspace(-0.1, 0.1, 10))
+    far, _ = fit_family("linear", s, m, np.ones(10), {"a": 1e-6, "b": 1e-9})
+    assert far["a"] + far["b"] * 1000.0 == pytest.approx(float(np.median(m)), rel=0.02)
+    s = np.geomspace(1, 1e6, 30)
+    exact, rss = fit_family("linear", s, 1e-6 + s / 1e9, np.ones(30))
+    assert exact["a"] == pytest.approx(1e-6, rel=1e-9) and exact["b"] == pytest.approx(1e-9)
+    assert rss < 1e-20

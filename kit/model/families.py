@@ -128,6 +128,8 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
 
     r, f = resid(p)
     cost = _huber_cost(r, f_scale)
+    # residuals of 1e-14 in ln time (a fit exact to double precision) promise nothing more
+    exact = _EXACT * len(s)
     for _ in range(max_iter):
         jac = np.stack([scale_a / f, scale_b * s / f], axis=1) * sw[:, None]
         ar = np.abs(r)
@@ -139,7 +141,7 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
             break
         jf = jac[:, free]
         steps: list[tuple[Array, float, float, float]] = []
-        promised = 0.0
+        promised = -1.0  # no direction at all (a curvature without an inverse)
         for curv in (inside.astype(np.float64), wt):
             try:
                 d_free = _solve_small(jf.T @ (jf * curv[:, None]), -grad[free])
@@ -152,10 +154,10 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
             # the parameters may still drift along a flat valley, by steps that the
             # halving line search can only take by luck.
             promise = -float(grad @ d)
-            if not promise > 0:  # not downhill: a near-singular curvature's rounding
-                continue
-            if promise <= _ROUNDING * cost and not steps:
+            if abs(promise) <= _ROUNDING * cost + exact and not steps:
                 return p
+            if not promise > 0:  # uphill: a near-singular curvature's rounding
+                continue
             promised = max(promised, promise)
             step = _descend(p, d, cost, grad, lambda q: _huber_cost(resid(q)[0], f_scale))
             if step is not None:
@@ -163,9 +165,9 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
                 if step[2] == 1.0:  # a full step: the quadratic model held
                     break
         if not steps:  # no direction lowers the cost
-            if promised <= _STALLED * cost:
+            if 0 <= promised <= _STALLED * cost + exact:
                 return p  # converged: nothing left to gain but rounding
-            return _scipy_linear(p, resid, f_scale, cost)  # stalled: see below
+            return _scipy_linear(p, resid, f_scale, cost)  # stalled, or no direction
         trial, cost_new, t, promise = min(steps, key=lambda st: st[1])
         r_new, f_new = resid(trial)
         moved = np.abs(trial - p)
@@ -174,7 +176,7 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
         bound = _hit_bound(p, trial)
         p, r, f, cost = trial, r_new, f_new, cost_new
         if not bound and np.all(moved <= 1e-10 * (1.0 + np.abs(p))):
-            if t < 1.0 and promise > _STALLED * cost:
+            if t < 1.0 and promise > _STALLED * cost + exact:
                 # Stalled, not converged: every direction's step had to shrink to almost
                 # nothing (a parameter next to its bound heads for it, and the other's
                 # share of the step is wrong without it). Rare (series of a few sizes, a
@@ -189,6 +191,8 @@ _ROUNDING = 1e-14
 #: A fit that cannot step although its step promises more than this (relative to the cost)
 #: has stalled, not converged.
 _STALLED = 1e-12
+#: Cost per residual of a fit exact to double precision (residuals of 1e-14 in ln time).
+_EXACT = 1e-28
 _EPS = float(np.finfo(float).eps)
 
 
