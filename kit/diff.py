@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kit.errors import UserError
-from kit.model.runs import dense_codes
+from kit.model.runs import string_codes
 
 STATS: dict[str, float] = {"p05": 0.05, "p50": 0.5, "p95": 0.95}
 #: Fewest samples per side in a band for its median to be compared; for p05/p95 more.
@@ -227,11 +227,7 @@ def _fit(side: Side, seed: int) -> Any:
 def _clusters(side: Side, mask: NDArray[np.bool_]) -> NDArray[np.int64]:
     """Cluster labels for the bootstrap: runs when there are >= 3, else sizes."""
     if side.run is not None:
-        runs = side.run[mask]
-        # the labels as strings (as astype(str) makes them), coded without a string sort
-        labels = (np.array(list(map(str, runs.tolist())), dtype=object)
-                  if runs.dtype == object else runs.astype(str))
-        inv = dense_codes(labels)
+        inv = string_codes(side.run[mask])[1]
         if len(inv) and int(inv.max()) + 1 >= 3:
             return inv.astype(np.int64)
     _, inv = np.unique(side.size[mask], return_inverse=True)

@@ -39,6 +39,8 @@ import polars as pl
 from numpy.typing import NDArray
 from scipy.ndimage import median_filter
 
+from kit.model.runs import string_codes
+
 #: How far above the quiet level (times) a stretch must sit to be called disturbed.
 FACTOR = 3.0
 #: Robust z on the rolling median's spread in the quiet half.
@@ -179,7 +181,7 @@ def _one_run(run_id: str, seq: NDArray, size: NDArray, t: NDArray, factor: float
 def assess(run_id: Any, seq: Any, size: Any, time: Any, *, factor: float = FACTOR,
            k: float = K_SPREAD, window: int | None = None) -> RunQuality:
     """Find disturbed windows per run and runs unlike the others; arrays in any order."""
-    names, code = _run_codes(run_id)
+    names, code = string_codes(run_id)
     sq = np.asarray(seq, dtype=np.int64)
     s = np.asarray(size, dtype=np.float64)
     t = np.asarray(time, dtype=np.float64)
@@ -209,24 +211,6 @@ def assess(run_id: Any, seq: Any, size: Any, time: Any, *, factor: float = FACTO
     return RunQuality(runs, windows, disturbed,
                       params={"factor": factor, "k": k, "window": window,
                               "bins_per_decade": BINS_PER_DECADE, "quiet_quantile": QUIET_Q})
-
-
-def _run_codes(run_id: Any) -> tuple[list[str], NDArray[np.intp]]:
-    """The runs' names as strings, sorted, and each sample's index into them. Run ids come
-    as Python strings, one per sample: coded through a dict of the few distinct ones
-    (converting a million to a numpy string array and comparing it once per run was most
-    of this module's time), the same names and order as ``sorted(set(str))``."""
-    raw = np.asarray(run_id).ravel()
-    if raw.dtype == object:
-        labels = raw.tolist()
-        distinct = dict.fromkeys(labels)
-        if all(type(v) is str for v in distinct):
-            names = sorted(distinct)
-            index = {v: i for i, v in enumerate(names)}
-            return names, np.fromiter(map(index.__getitem__, labels), dtype=np.intp,
-                                      count=len(labels))
-    uniq, inverse = np.unique(raw.astype(str), return_inverse=True)
-    return [str(v) for v in uniq.tolist()], inverse.ravel().astype(np.intp)
 
 
 def _compare_runs(code: NDArray, s: NDArray, t: NDArray, disturbed: NDArray,

@@ -283,9 +283,9 @@ def _burst_hits(hogged: pl.DataFrame, started: int, qh: RunQuality) -> tuple[int
 def test_runs_are_named_and_ordered_as_their_strings(ids: np.ndarray) -> None:
     """assess() codes run ids once; the names and their order are those of the run ids'
     strings, sorted (what every report and verdict lists)."""
-    from kit.runquality import _run_codes
+    from kit.model.runs import string_codes
 
-    names, code = _run_codes(ids)
+    names, code = string_codes(ids)
     as_str = np.asarray(ids).astype(str)
     assert names == sorted(set(as_str.tolist()))
     assert [names[c] for c in code] == as_str.tolist()

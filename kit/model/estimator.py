@@ -571,11 +571,7 @@ class RegimeModel(BaseEstimator):
         qq = np.asarray(q, dtype=float).reshape(-1)
         if np.any((qq <= 0) | (qq >= 1)):
             raise ModelError("quantiles must lie strictly between 0 and 1", where="q")
-        out = _quantiles(tl, len(s), qq)
-        warp = self._shape_rows(s, tl)
-        if warp is not None:
-            ps, at, idx, knots, _ = warp
-            out[at] = np.exp(ps.warp_map(idx, knots, np.log(out[at])))
+        out = self._shaped(s, tl, _quantiles(tl, len(s), qq))
         # A quantile function never decreases; scipy's ppf of near-degenerate fits (e.g.
         # inverse Gaussian with mu ~ 1e-10) can wobble by 1e-5 relative: flatten that.
         order = np.argsort(qq, kind="stable")
@@ -623,12 +619,7 @@ class RegimeModel(BaseEstimator):
         """(len(size), n) times drawn from the predictive distribution."""
         s, tl = self._terms(size)
         rng = np.random.default_rng(random_state)
-        out = _sample(tl, len(s), int(n), rng)
-        warp = self._shape_rows(s, tl)
-        if warp is not None:  # stored sizes: base draws through the size's monotone map
-            ps, at, idx, knots, _ = warp
-            out[at] = np.exp(ps.warp_map(idx, knots, np.log(out[at])))
-        return out
+        return self._shaped(s, tl, _sample(tl, len(s), int(n), rng))
 
     def sample_each(self, size: ArrayLike, n: int = 1,
                     random_state: int | np.random.Generator | None = None) -> NDArray:
@@ -646,8 +637,13 @@ class RegimeModel(BaseEstimator):
             # a term without weight at this size is never picked and draws nothing
             out[i] = _sample([(w[i:i + 1], sc[i:i + 1], nz) for w, sc, nz in tl], 1, int(n),
                              rng)[0]
+        return self._shaped(s, tl, out)
+
+    def _shaped(self, s: NDArray, tl: list, base: NDArray) -> NDArray:
+        """``base`` times (quantiles or draws of the base terms ``tl``, a row per size of
+        ``s``) with each stored size's row through that size's monotone map (in place)."""
         warp = self._shape_rows(s, tl)
         if warp is not None:
             ps, at, idx, knots, _ = warp
-            out[at] = np.exp(ps.warp_map(idx, knots, np.log(out[at])))
-        return out
+            base[at] = np.exp(ps.warp_map(idx, knots, np.log(base[at])))
+        return base

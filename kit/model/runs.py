@@ -10,6 +10,8 @@ groups, at ~1e-9 relative resolution: see kit.model.outliers.)
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -35,6 +37,30 @@ def dense_codes(values: NDArray) -> NDArray:
     labels = values.tolist()
     code = {v: i for i, v in enumerate(sorted(dict.fromkeys(labels)))}
     return np.fromiter(map(code.__getitem__, labels), dtype=np.intp, count=len(labels))
+
+
+def string_codes(values: Any) -> tuple[list[str], NDArray]:
+    """``np.unique(values.astype(str), return_inverse=True)``: the labels as the strings
+    ``astype(str)`` makes of them, sorted, and each value's index into them. Run ids come as
+    Python strings, one per sample: an object array is coded through a dict of its few
+    distinct values (converting a million to a numpy string array and sorting it cost
+    run quality and the diff most of their time); the same names and codes."""
+    raw = np.asarray(values).ravel()
+    if raw.dtype == object:
+        labels = raw.tolist()
+        try:
+            distinct = dict.fromkeys(labels)
+        except TypeError:  # unhashable labels: numpy's way
+            pass
+        else:
+            text = {v: str(v) for v in distinct}
+            names = sorted(set(text.values()))
+            index = {name: i for i, name in enumerate(names)}
+            code = {v: index[t] for v, t in text.items()}
+            return names, np.fromiter(map(code.__getitem__, labels), dtype=np.intp,
+                                      count=len(labels))
+    uniq, inverse = np.unique(raw.astype(str), return_inverse=True)
+    return [str(v) for v in uniq.tolist()], inverse.ravel().astype(np.intp)
 
 
 def run_ids(x: NDArray) -> NDArray:
