@@ -232,8 +232,8 @@ class RegimeModel(BaseEstimator):
                 lambda z: _quantiles(_terms(regimes, self.breakpoints_, z), len(z),
                                      np.array([0.5]))[:, 0], rng, fams)
             ps = self.per_size_
-            estimate_shape(ps, regimes, si, ti, lambda z, q, start=None: np.log(_quantiles(
-                _terms(regimes, self.breakpoints_, z, ps), len(z), np.asarray(q), start)))
+            estimate_shape(ps, regimes, si, ti, lambda z, q: np.log(_quantiles(
+                _terms(regimes, self.breakpoints_, z, ps), len(z), np.asarray(q))))
         mask = np.zeros(len(s), dtype=bool)
         mask[order] = out_sorted
         self.outlier_mask_ = mask

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
-from scipy.special import _ufuncs, ndtr, ndtri
+from scipy.special import _ufuncs, expit, logit, ndtr, ndtri
 
 from kit.model.memo import ContentMemo
 from kit.model.squarem import accelerate
@@ -121,6 +121,9 @@ class _ReportOnRead:
 #: Level sets up to this size are cached by :meth:`Noise.ppf`, this many per noise.
 _PPF_CACHE_LEVELS = 64
 _PPF_CACHE_SIZE = 32
+#: Levels of :meth:`Noise.ln_ppf_start`'s table, evenly spaced in logit (8e-7 to 1 - 8e-7).
+_START_LOGITS = np.linspace(-14.0, 14.0, 1025)
+_START_LEVELS = expit(_START_LOGITS)
 
 
 @dataclass
@@ -238,6 +241,18 @@ class Noise:
         q = np.asarray(q, dtype=float)
         if q.size > _PPF_CACHE_LEVELS:
             return self._ppf(q)
+        return self._kept_ppf(q).copy()
+
+    def ln_ppf_start(self, v: NDArray) -> NDArray:
+        """ln ppf at levels ``v``, interpolated in a table of the noise's own ln quantiles
+        (kept with the noise): good to ~1e-7 in ln r, a start for the mixture quantile
+        solver (:func:`kit.model.predictive.quantiles`), not a quantile to report."""
+        with np.errstate(divide="ignore"):
+            table = np.log(self._kept_ppf(_START_LEVELS))
+            return np.interp(logit(np.asarray(v, dtype=float)), _START_LOGITS, table)
+
+    def _kept_ppf(self, q: NDArray) -> NDArray:
+        """ppf at ``q`` from the cache (read-only: callers copy what they hand out)."""
         key = (q.shape, q.tobytes(), self.family,
                *[tuple(np.ravel(v).tolist()) if isinstance(v, (list, tuple, np.ndarray))
                  else v for v in self.params.values()], *self.params)
@@ -249,7 +264,7 @@ class Noise:
             if len(self._ppf_cache) >= _PPF_CACHE_SIZE:
                 self._ppf_cache.clear()
             hit = self._ppf_cache[key] = np.asarray(self._ppf(q))
-        return hit.copy()
+        return hit
 
     def _ppf(self, q: NDArray) -> NDArray:
         if self.family == "gmm":

@@ -631,8 +631,7 @@ def estimate_shape(ps: PerSize, regimes: list[Regime], si: NDArray, ti: NDArray,
     at least one of its samples is expected beyond it (``(n+1)·min(u, 1−u) ≥ 1``); otherwise
     the size gets the regime's offset only. The size's quantiles are *predictive* ones (order
     statistic u·(n+1), see :func:`predictive_quantiles`): the band is for a new sample.
-    ``base_lnq(sizes, q, start=None)`` is the model's ln quantiles (``start``: guesses of
-    them, see :func:`kit.model.predictive.quantiles`).
+    ``base_lnq(sizes, q)`` is the model's ln quantiles.
     """
     if not ps.estimated or len(ps.sizes) == 0:
         return
@@ -669,16 +668,10 @@ def estimate_shape(ps: PerSize, regimes: list[Regime], si: NDArray, ti: NDArray,
         rows = np.flatnonzero(which.ravel() == k)
         cols = np.flatnonzero(usable[at])
         z = ps.sizes[rows]
-        base[rows] = b = base_lnq(z, lv)
+        base[rows] = base_lnq(z, lv)
         if not len(cols):
             continue
-        # u ± step start from the level's quantile moved along the slope across levels:
-        # the root finding then needs half the steps (the roots are the same)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            grad = np.gradient(b, lv, axis=1)[:, cols]
-        near = np.concatenate([b[:, cols] - step[cols] * grad, b[:, cols] + step[cols] * grad],
-                              axis=1)
-        lq = base_lnq(z, np.r_[lv[cols] - step[cols], lv[cols] + step[cols]], near)
+        lq = base_lnq(z, np.r_[lv[cols] - step[cols], lv[cols] + step[cols]])
         lo_q[np.ix_(rows, cols)] = lq[:, :len(cols)]
         hi_q[np.ix_(rows, cols)] = lq[:, len(cols):]
     slope = np.maximum(hi_q - lo_q, 0.0) / (2 * step)

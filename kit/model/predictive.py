@@ -100,10 +100,8 @@ def cdf(tlist: list[Term], time: NDArray) -> NDArray:
     return acc
 
 
-def quantiles(tlist: list[Term], n: int, q: NDArray, start: NDArray | None = None) -> NDArray:
-    """(n, len(q)) quantiles of the mixture; ``start`` (n, len(q)), optional: guesses of
-    their logs, where the root finding starts for sizes with several terms (when inside its
-    bracket; NaN for none)."""
+def quantiles(tlist: list[Term], n: int, q: NDArray) -> NDArray:
+    """(n, len(q)) quantiles of the mixture."""
     q = np.asarray(q, dtype=float)
     out = np.empty((n, len(q)))
     n_terms = np.sum([t[0] > 0 for t in tlist], axis=0) if tlist else np.zeros(n)
@@ -115,7 +113,7 @@ def quantiles(tlist: list[Term], n: int, q: NDArray, start: NDArray | None = Non
     multi = ~single
     if multi.any():
         sub = [(w[multi], scale[multi], noise) for w, scale, noise in tlist]
-        out[multi] = np.exp(_mixture_lnq(sub, q, None if start is None else start[multi]))
+        out[multi] = np.exp(_mixture_lnq(sub, q))
     return out
 
 
@@ -147,19 +145,18 @@ def _cdf_and_slope(tlist: list[Term], x: NDArray, rows: NDArray, slope: bool = T
     return F, dF
 
 
-def _mixture_lnq(tlist: list[Term], q: NDArray, start: NDArray | None = None) -> NDArray:
+def _mixture_lnq(tlist: list[Term], q: NDArray) -> NDArray:
     """ln quantiles of a mixture at several sizes, (n, len(q)): Newton on ln time inside a
     bracket, bisecting whenever a step would leave it.
 
     Why not plain bisection: it needs ~50 CDF evaluations per quantile, and at 10^5 stored
     sizes x 27 levels those dominated a per-size fit (18 of 26 CPU-s at 1 M samples). The
     mixture's q-quantile lies between its terms' own q-quantiles (each term's CDF is at least
-    q above the largest of them and at most q below the smallest): a bracket a few tenths
-    of ln wide, whose linear interpolation starts Newton close. Where weights do not sum to
-    one (so that bracket may miss) the wide bracket of every term's 1e-9..1-1e-9 quantiles
-    is used instead. Converged (size, level) pairs drop out of the loop. A ``start`` inside
-    the bracket replaces the interpolation (the per-size shape's quantiles at u ± 0.01 start
-    next to those at u: 3-4 steps instead of 7-9).
+    q above the largest of them and at most q below the smallest): the bracket. Where
+    weights do not sum to one (so that bracket may miss) the wide bracket of every term's
+    1e-9..1-1e-9 quantiles is used instead. Newton starts where the terms' masses put the
+    quantile (:func:`_mass_start`), or where the bracket's linear interpolation does when
+    that lies outside it. Converged (size, level) pairs drop out of the loop.
     """
     n = len(tlist[0][0])
     shape = (n, len(q))
@@ -190,9 +187,8 @@ def _mixture_lnq(tlist: list[Term], q: NDArray, start: NDArray | None = None) ->
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
     x = np.where(np.isfinite(x) & (x >= lo) & (x <= hi), x, (lo + hi) / 2)
-    if start is not None:
-        guess = np.asarray(start, dtype=float).ravel()
-        x = np.where(np.isfinite(guess) & (guess > lo) & (guess < hi), guess, x)
+    guess = _mass_start(tlist, q).ravel()
+    x = np.where(np.isfinite(guess) & (guess > lo) & (guess < hi), guess, x)
     live = np.flatnonzero((f_lo != 0) & (f_hi != 0) & (hi - lo > _LNQ_TOL))
     x[f_lo == 0] = lo[f_lo == 0]
     # Length of each pair's step before last (rtsafe): a Newton step must at least halve it,
@@ -221,6 +217,41 @@ def _mixture_lnq(tlist: list[Term], q: NDArray, start: NDArray | None = None) ->
         lo[live], hi[live] = a, b
         live = live[~(conv | (np.abs(nxt - xr) <= tol))]
     return x.reshape(shape)
+
+
+def _mass_start(tlist: list[Term], q: NDArray) -> NDArray:
+    """(n, len(q)) guesses of the mixture's ln quantiles from its terms' masses: the terms in
+    the order of their medians, level q falls in the term whose cumulative weight spans it,
+    and the guess is that term's own quantile at q's place inside its weight.
+
+    Why: where bands are apart (a fast and a slow band, each a few percent wide, an ln unit
+    apart) this is the quantile to ~1e-7 (the other bands put almost no mass there), so
+    Newton needs two steps; from the bracket's interpolation (the bracket spans both bands)
+    it needed 6-8 (0.65 s of a 1 M-sample per-size fit). Where terms overlap it is a start
+    like any other: the solver's bracket and safeguards make the roots."""
+    n, n_terms = len(tlist[0][0]), len(tlist)
+    W = np.stack([w for w, _, _ in tlist], axis=1)
+    with np.errstate(divide="ignore"):
+        med = np.stack([np.where(w > 0, np.log(scale) + np.log(noise.median()), np.inf)
+                        for w, scale, noise in tlist], axis=1)
+    order = np.argsort(med, axis=1, kind="stable")
+    cum = np.cumsum(np.take_along_axis(W, order, axis=1), axis=1)
+    last = np.maximum(np.sum(W > 0, axis=1) - 1, 0)[:, None]
+    k = np.zeros((n, len(q)), dtype=np.int64)
+    for j in range(n_terms - 1):  # the terms (in order) whose cumulative weight q exceeds
+        k += q[None, :] > cum[:, j:j + 1]
+    k = np.minimum(k, last)
+    before = np.where(k > 0, np.take_along_axis(cum, np.maximum(k - 1, 0), axis=1), 0.0)
+    term = np.take_along_axis(order, k, axis=1)
+    out = np.full((n, len(q)), np.nan)
+    for j, (w, scale, noise) in enumerate(tlist):
+        rows, cols = np.nonzero(term == j)
+        if not len(rows):
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = np.clip((q[cols] - before[rows, cols]) / w[rows], 1e-6, 1 - 1e-6)
+            out[rows, cols] = np.log(scale[rows]) + noise.ln_ppf_start(v)
+    return out
 
 
 def sample(tlist: list[Term], n_sizes: int, n: int, rng: np.random.Generator) -> NDArray:
