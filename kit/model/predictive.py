@@ -269,7 +269,7 @@ def _mass_start(tlist: list[Term], q: NDArray) -> NDArray:
     Newton needs two steps; from the bracket's interpolation (the bracket spans both bands)
     it needed 6-8 (0.65 s of a 1 M-sample per-size fit). Where terms overlap it is a start
     like any other: the solver's bracket and safeguards make the roots."""
-    n, n_terms = len(tlist[0][0]), len(tlist)
+    n = len(tlist[0][0])
     W = np.stack([w for w, _, _ in tlist], axis=1)
     with np.errstate(divide="ignore"):
         med = np.stack([np.where(w > 0, np.log(scale) + np.log(noise.median()), np.inf)
@@ -277,10 +277,7 @@ def _mass_start(tlist: list[Term], q: NDArray) -> NDArray:
     order = np.argsort(med, axis=1, kind="stable")
     cum = np.cumsum(np.take_along_axis(W, order, axis=1), axis=1)
     last = np.maximum(np.sum(W > 0, axis=1) - 1, 0)[:, None]
-    k = np.zeros((n, len(q)), dtype=np.int64)
-    for j in range(n_terms - 1):  # the terms (in order) whose cumulative weight q exceeds
-        k += q[None, :] > cum[:, j:j + 1]
-    k = np.minimum(k, last)
+    k = np.minimum(_term_index(cum, q[None, :]), last)
     before = np.where(k > 0, np.take_along_axis(cum, np.maximum(k - 1, 0), axis=1), 0.0)
     term = np.take_along_axis(order, k, axis=1)
     out = np.full((n, len(q)), np.nan)
@@ -294,6 +291,16 @@ def _mass_start(tlist: list[Term], q: NDArray) -> NDArray:
     return out
 
 
+def _term_index(cum: NDArray, u: NDArray) -> NDArray:
+    """The term each ``u`` falls in: how many of the running weights ``cum`` (a row per size,
+    a column per term; the last column not counted) it exceeds. ``u`` has a row per size, or
+    one row for every size."""
+    out = np.zeros(np.broadcast_shapes(u.shape, (len(cum), 1)), dtype=np.int64)
+    for k in range(cum.shape[1] - 1):
+        out += u > cum[:, k:k + 1]
+    return out
+
+
 def sample(tlist: list[Term], n_sizes: int, n: int, rng: np.random.Generator) -> NDArray:
     """(n_sizes, n) draws: pick a term per draw by weight, then scale · ratio."""
     out = np.empty((n_sizes, n))
@@ -301,10 +308,7 @@ def sample(tlist: list[Term], n_sizes: int, n: int, rng: np.random.Generator) ->
         return out
     W = np.stack([t[0] for t in tlist], axis=1)
     cum = np.cumsum(W / W.sum(axis=1, keepdims=True), axis=1)
-    u = rng.random((n_sizes, n))
-    pick = np.zeros((n_sizes, n), dtype=np.int64)
-    for k in range(len(tlist) - 1):  # term index = how many cumulative weights u exceeds
-        pick += u > cum[:, k:k + 1]
+    pick = _term_index(cum, rng.random((n_sizes, n)))
     for k, (_, scale, noise) in enumerate(tlist):
         m = pick == k
         cnt = int(m.sum())

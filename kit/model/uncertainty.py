@@ -238,7 +238,7 @@ def _estimate(data: _Data, mult: NDArray) -> dict[str, float]:
     for k, bp in enumerate(bps):
         out[f"bp{k}"] = bp
         out[f"bp{k}.left"], out[f"bp{k}.right"] = gaps[k]
-    edges = np.r_[0, np.searchsorted(s, bps, side="left"), len(s)]
+    edges = _bounds(data, bps)
     for k, fam in enumerate(families):
         p = curves[k]
         for name in _param_names(fam):
