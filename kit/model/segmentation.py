@@ -236,14 +236,15 @@ def robust_tau2(d: NDArray, v: NDArray, infl: float = 1.0) -> float:
 
 
 def refine_boundary(size: NDArray, log_time: NDArray, left: NDArray, right: NDArray,
-                    weight: NDArray | None = None) -> int:
+                    weight: NDArray | None = None, starts: NDArray | None = None) -> int:
     """Index in ``size`` (sorted) where the right regime starts, to the sample.
 
     The DP places boundaries at bin edges; here the split between two fitted curves
     (``left``, ``right``: their ln values at each sample) is moved to the size that
     minimises the clipped squared log residuals of the raw samples around it.
-    ``weight`` (positive) counts each sample that many times: the same split as on the
-    samples repeated, without repeating them (the bootstrap's resamples).
+    ``weight`` (>= 0) counts each sample that many times: the same split as on the
+    samples repeated, without repeating them (the bootstrap's resamples). ``starts``:
+    ``run_starts(size)``, when the caller keeps it. The first best split is returned.
     """
     clip = 1.0
     d = np.minimum((log_time - left) ** 2, clip) - np.minimum((log_time - right) ** 2, clip)
@@ -253,8 +254,9 @@ def refine_boundary(size: NDArray, log_time: NDArray, left: NDArray, right: NDAr
     # the running sum of (left - right) costs up to i plus the constant right cost of all
     # (one running sum where two, one of them reversed, took 40 % of a bootstrap's search).
     total = np.r_[0.0, np.cumsum(d)]
-    starts = np.r_[run_starts(size), len(size)]  # splits between sizes (and both ends)
-    return int(starts[np.argmin(total[starts])])
+    starts = run_starts(size) if starts is None else starts
+    splits = np.r_[starts, len(size)]  # between sizes (and both ends)
+    return int(splits[np.argmin(total[splits])])
 
 
 def cost_tables(bins: Bins, families: tuple[str, ...] = FAMILIES) -> dict[str, NDArray]:

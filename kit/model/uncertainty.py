@@ -57,7 +57,7 @@ from numpy.typing import ArrayLike, NDArray
 from kit.model.families import evaluate, fit_family
 from kit.model.outliers import group_order
 from kit.model.resampled_bins import Counts, RegimeBins, weighted_quantiles
-from kit.model.runs import dense_codes
+from kit.model.runs import dense_codes, run_starts
 from kit.model.segmentation import refine_boundary
 
 #: Resamples by default (percentile 2.5/97.5 intervals are stable from about 100 on).
@@ -116,6 +116,10 @@ class _Data:
     s: NDArray
     t: NDArray
     lt: NDArray
+    ls: NDArray  # ln size (sizes below 1 B as 1 B, as the curves take them)
+    #: Where each size's samples start (``run_starts(s)``): the splits a boundary search
+    #: considers.
+    size_starts: NDArray
     families: list[str]
     bps0: list[float]
     bins: list[RegimeBins]
@@ -137,7 +141,7 @@ class _Data:
         bins = [RegimeBins.place(s, ls, lt, (int(at[k]), int(at[k + 1])),
                                  (int(down[k]), int(up[k])))
                 for k in range(len(bps0) + 1)]
-        return cls(s, t, lt, [r.family for r in model.regimes_], bps0, bins,
+        return cls(s, t, lt, ls, run_starts(s), [r.family for r in model.regimes_], bps0, bins,
                    _band_assignment(model, s, t), [_start(r) for r in model.regimes_])
 
 
@@ -204,23 +208,40 @@ def _refine(data: _Data, curves: list[dict[str, float] | None], mult: NDArray,
             continue
         lo_s = max(bp / SEARCH_FACTOR, out[k - 1] if k else 0.0)
         hi_s = min(bp * SEARCH_FACTOR, bps[k + 1] if k + 1 < len(bps) else math.inf)
-        lo, hi = np.searchsorted(s, [lo_s, hi_s], side="left")
-        if _held(data, counts, k, int(lo), int(hi)) < 4:
+        lo, hi = (int(v) for v in np.searchsorted(s, [lo_s, hi_s], side="left"))
+        if _held(data, counts, k, lo, hi) < 4:
             continue
+        # Every sample of the window, each counted w times (0 for the ones this resample
+        # lacks): a sample counted 0 times adds nothing to the split costs, so the best
+        # split is the one on the held samples alone, and the window's sizes, ln sizes
+        # and splits are the full data's (copying out the held samples was half the cost).
         w = mult[lo:hi]
-        # the samples this resample holds, each counted w times (numpy's nonzero is 8x
-        # faster on booleans than on counts)
-        held = np.flatnonzero(w != 0)
-        ss, lt = s[lo:hi].take(held), data.lt[lo:hi].take(held)
-        i = refine_boundary(ss, lt, np.log(evaluate(families[k], left, ss)),
-                            np.log(evaluate(families[k + 1], right, ss)), w.take(held))
-        if 0 < i < len(ss):
+        ss, ls = s[lo:hi], data.ls[lo:hi]
+        st = data.size_starts
+        starts = st[np.searchsorted(st, lo):np.searchsorted(st, hi)] - lo
+        i = refine_boundary(ss, data.lt[lo:hi], _ln_curve(families[k], left, ss, ls),
+                            _ln_curve(families[k + 1], right, ss, ls), w, starts)
+        # the held samples next to the split
+        before = np.flatnonzero(w[:i] != 0)  # nonzero is 8x faster on booleans
+        after = np.flatnonzero(w[i:] != 0)
+        if len(before) and len(after):
+            below, above = float(ss[before[-1]]), float(ss[i + after[0]])
             # Midway (in log size) between the last sample left and the first right of the
             # split: a resample missing the samples next to it would otherwise only ever
             # move the boundary up.
-            out[k] = float(np.sqrt(max(ss[i - 1], 1.0) * ss[i]))
-            gaps[k] = (float(ss[i - 1]), float(ss[i]))
+            out[k] = float(np.sqrt(max(below, 1.0) * above))
+            gaps[k] = (below, above)
     return out, gaps
+
+
+def _ln_curve(family: str, params: dict[str, float], s: NDArray, ls: NDArray) -> NDArray:
+    """ln of the family's curve at sizes ``s`` (ln sizes ``ls``): a power curve as
+    ln a + b ln s, without a power and a log per sample."""
+    if family == "power":
+        return math.log(params["a"]) + params["b"] * ls
+    if family == "constant":
+        return np.full(len(s), math.log(params["a"]))
+    return np.log(evaluate(family, params, s))
 
 
 def _estimate(data: _Data, mult: NDArray) -> dict[str, float]:
