@@ -163,23 +163,19 @@ def _mixture_lnq(tlist: list[Term], q: NDArray) -> NDArray:
     the bracket.
     """
     n = len(tlist[0][0])
-    shape = (n, len(q))
-    lo_t, hi_t = np.full(shape, np.inf), np.full(shape, -np.inf)
-    lo_w, hi_w = np.full(shape, np.inf), np.full(shape, -np.inf)
+    lo_w, hi_w = np.full(n, np.inf), np.full(n, -np.inf)
     ends = np.log(np.array([1e-9, 1 - 1e-9]))
     for w, scale, noise in tlist:
         m = w > 0
-        ls = np.log(scale[m])[:, None]
-        at_q = ls + np.log(noise.ppf(q))[None, :]
-        lo_t[m] = np.minimum(lo_t[m], at_q)
-        hi_t[m] = np.maximum(hi_t[m], at_q)
+        ls = np.log(scale[m])
         e = np.log(noise.ppf(np.exp(ends)))
         lo_w[m] = np.minimum(lo_w[m], ls + e[0])
         hi_w[m] = np.maximum(hi_w[m], ls + e[1])
     # one entry per (size, level) pair from here on
     row = np.repeat(np.arange(n), len(q))
-    qq = np.broadcast_to(q, shape).ravel()
-    lw, hw = lo_w.ravel(), hi_w.ravel()
+    level = np.tile(np.arange(len(q)), n)
+    qq = q[level]
+    lw, hw = lo_w[row], hi_w[row]
     start = _mass_start(tlist, q).ravel()
     x = np.full(len(qq), np.nan)
     todo = np.flatnonzero(np.isfinite(start) & (start > lw) & (start < hw))
@@ -199,24 +195,30 @@ def _mixture_lnq(tlist: list[Term], q: NDArray) -> NDArray:
         start[todo] = xs
     rest = np.flatnonzero(np.isnan(x))
     if len(rest):
-        x[rest] = _bracketed(tlist, row[rest], qq[rest], (lo_t.ravel()[rest], hi_t.ravel()[rest]),
-                             (lw[rest], hw[rest]), start[rest])
-    return x.reshape(shape)
+        x[rest] = _bracketed(tlist, q, row[rest], level[rest], (lw[rest], hw[rest]),
+                             start[rest])
+    return x.reshape(n, len(q))
 
 
-def _bracketed(tlist: list[Term], row: NDArray, qq: NDArray, tight_ends: tuple[NDArray, NDArray],
+def _bracketed(tlist: list[Term], q: NDArray, row: NDArray, level: NDArray,
                wide_ends: tuple[NDArray, NDArray], start: NDArray) -> NDArray:
-    """ln quantiles at levels ``qq`` of sizes ``row`` (paired): Newton inside a bracket,
-    bisecting whenever a step would leave it.
+    """ln quantiles at levels ``q[level]`` of sizes ``row`` (paired): Newton inside a
+    bracket, bisecting whenever a step would leave it.
 
     The mixture's q-quantile lies between its terms' own q-quantiles (each term's CDF is at
-    least q above the largest of them and at most q below the smallest): the bracket
-    ``tight_ends``. Where weights do not sum to one (so that bracket may miss) the wide
-    bracket of every term's 1e-9..1-1e-9 quantiles is used instead. Newton starts at
-    ``start`` where that lies inside, else at the bracket's linear interpolation.
+    least q above the largest of them and at most q below the smallest): the tight
+    bracket. Where weights do not sum to one (so that bracket may miss) the wide bracket
+    of every term's 1e-9..1-1e-9 quantiles (``wide_ends``) is used instead. Newton starts
+    at ``start`` where that lies inside, else at the bracket's linear interpolation.
     Converged pairs drop out of the loop.
     """
-    lt, ht = tight_ends
+    qq = q[level]
+    lt, ht = np.full(len(row), np.inf), np.full(len(row), -np.inf)
+    for w, scale, noise in tlist:
+        m = w[row] > 0
+        at_q = np.log(scale[row[m]]) + np.log(noise.ppf(q))[level[m]]
+        lt[m] = np.minimum(lt[m], at_q)
+        ht[m] = np.maximum(ht[m], at_q)
     f_lo = _cdf_and_slope(tlist, lt, row, slope=False)[0] - qq
     f_hi = _cdf_and_slope(tlist, ht, row, slope=False)[0] - qq
     tight = (f_lo <= 0) & (f_hi >= 0)
