@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 from scipy.optimize import least_squares
 
-from kit.model.families import _huber_cost, _huber_scale, effective_size, fit_family
+from kit.model.families import (
+    _huber_cost,
+    _huber_scale,
+    effective_size,
+    evaluate,
+    fit_family,
+    ln_evaluate,
+)
 
 
 def _series(rng: np.random.Generator, kind: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -190,3 +197,15 @@ def test_linear_fit_without_a_curvature_or_with_an_exact_line_still_ends_at_the_
     exact, rss = fit_family("linear", s, 1e-6 + s / 1e9, np.ones(30))
     assert exact["a"] == pytest.approx(1e-6, rel=1e-9) and exact["b"] == pytest.approx(1e-9)
     assert rss < 1e-20
+
+
+def test_ln_evaluate_is_the_log_of_each_family_curve() -> None:
+    """The bootstrap's boundary search takes ln curves from ln sizes; they must be the
+    curves themselves (sizes below 1 B count as 1 B, as in evaluate)."""
+    s = np.array([0.0, 1.0, 7.0, 1500.0, 65536.0, 4.0e6])
+    ln_s = np.log(np.maximum(s, 1.0))
+    for fam, params in (("constant", {"a": 3e-6}), ("linear", {"a": 2e-6, "b": 1e-9}),
+                        ("power", {"a": 1e-6, "b": 0.4})):
+        want = np.log(evaluate(fam, params, s))
+        np.testing.assert_allclose(ln_evaluate(fam, params, s), want, rtol=1e-13)
+        np.testing.assert_allclose(ln_evaluate(fam, params, s, ln_s), want, rtol=1e-13)

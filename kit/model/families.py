@@ -10,6 +10,7 @@ messages weigh the same relative error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -36,6 +37,20 @@ def evaluate(family: str, params: dict[str, float], size: NDArray) -> Array:
     if family == "power":
         return params["a"] * s ** params["b"]
     raise ValueError(f"unknown family {family!r}")
+
+
+def ln_evaluate(family: str, params: dict[str, float], size: NDArray,
+                ln_size: NDArray | None = None) -> Array:
+    """ln of the family's curve at ``size``; ``ln_size``: ln of ``effective_size(size)``,
+    when the caller keeps it. A power curve is ln a + b ln s and a constant ln a, without a
+    power and a log per size (the bootstrap's boundary search evaluates two curves at
+    ~10^5 samples per resample)."""
+    if family == "power":
+        ls = np.log(effective_size(size)) if ln_size is None else ln_size
+        return np.asarray(math.log(params["a"]) + params["b"] * ls, dtype=np.float64)
+    if family == "constant":
+        return np.full(len(size), math.log(params["a"]))
+    return np.log(evaluate(family, params, size))
 
 
 def _huber_scale(resid: Array) -> float:

@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from kit.model.families import evaluate, fit_family
+from kit.model.families import evaluate, fit_family, ln_evaluate
 from kit.model.outliers import group_order
 from kit.model.resampled_bins import Counts, RegimeBins, weighted_quantiles
 from kit.model.runs import dense_codes, run_starts
@@ -219,8 +219,8 @@ def _refine(data: _Data, curves: list[dict[str, float] | None], mult: NDArray,
         ss, ls = s[lo:hi], data.ls[lo:hi]
         st = data.size_starts
         starts = st[np.searchsorted(st, lo):np.searchsorted(st, hi)] - lo
-        i = refine_boundary(ss, data.lt[lo:hi], _ln_curve(families[k], left, ss, ls),
-                            _ln_curve(families[k + 1], right, ss, ls), w, starts)
+        i = refine_boundary(ss, data.lt[lo:hi], ln_evaluate(families[k], left, ss, ls),
+                            ln_evaluate(families[k + 1], right, ss, ls), w, starts)
         # the held samples next to the split
         before = np.flatnonzero(w[:i] != 0)  # nonzero is 8x faster on booleans
         after = np.flatnonzero(w[i:] != 0)
@@ -232,16 +232,6 @@ def _refine(data: _Data, curves: list[dict[str, float] | None], mult: NDArray,
             out[k] = float(np.sqrt(max(below, 1.0) * above))
             gaps[k] = (below, above)
     return out, gaps
-
-
-def _ln_curve(family: str, params: dict[str, float], s: NDArray, ls: NDArray) -> NDArray:
-    """ln of the family's curve at sizes ``s`` (ln sizes ``ls``): a power curve as
-    ln a + b ln s, without a power and a log per sample."""
-    if family == "power":
-        return math.log(params["a"]) + params["b"] * ls
-    if family == "constant":
-        return np.full(len(s), math.log(params["a"]))
-    return np.log(evaluate(family, params, s))
 
 
 def _estimate(data: _Data, mult: NDArray) -> dict[str, float]:
