@@ -39,7 +39,7 @@ import polars as pl
 from numpy.typing import NDArray
 from scipy.ndimage import median_filter
 
-from kit.model.runs import string_codes
+from kit.model.runs import runs_of, string_codes
 
 #: How far above the quiet level (times) a stretch must sit to be called disturbed.
 FACTOR = 3.0
@@ -129,10 +129,10 @@ def _bins(size: NDArray) -> NDArray[np.int64]:
 def _quiet_levels(bins: NDArray, t: NDArray) -> NDArray:
     """Each sample's bin quiet level (QUIET_Q quantile of the bin's times)."""
     out = np.empty(len(t))
-    order = np.argsort(bins, kind="stable")  # each bin's samples in their order
-    _, starts, counts = np.unique(bins[order], return_index=True, return_counts=True)
+    order, starts, counts = runs_of(bins)  # each bin's samples in their order
+    idx = np.arange(len(bins))[order]
     for a, c in zip(starts.tolist(), counts.tolist(), strict=True):
-        members = order[a:a + c]
+        members = idx[a:a + c]
         out[members] = np.quantile(t[members], QUIET_Q)
     return out
 
@@ -188,11 +188,12 @@ def assess(run_id: Any, seq: Any, size: Any, time: Any, *, factor: float = FACTO
     disturbed = np.zeros(len(t), dtype=bool)
     windows: list[Window] = []
     runs: list[RunSummary] = []
-    # each run's samples in their original order (one stable sort, not a compare per run)
-    by_run = np.argsort(code, kind="stable")
-    ends = np.cumsum(np.bincount(code, minlength=len(names))).tolist()
-    for i, r in enumerate(names):
-        idx = by_run[(ends[i - 1] if i else 0):ends[i]]
+    # each run's samples in their original order (one stable sort, not a compare per run;
+    # every run has samples, so its runs are the names' in order)
+    order, starts, counts = runs_of(code)
+    by_run = np.arange(len(code))[order]
+    for r, a, c in zip(names, starts.tolist(), counts.tolist(), strict=True):
+        idx = by_run[a:a + c]
         idx = idx[np.argsort(sq[idx], kind="stable")]
         mask, wins, note = _one_run(r, sq[idx], s[idx], t[idx], factor, k, window)
         disturbed[idx[mask]] = True
@@ -226,11 +227,12 @@ def _compare_runs(code: NDArray, s: NDArray, t: NDArray, disturbed: NDArray,
     # the undisturbed samples of each (run, bin) cell, in their original order
     key = code[ok] * len(ub) + bin_of.ravel()[ok]
     tk = t[ok]
-    order = np.argsort(key, kind="stable")
-    cells, starts, counts = np.unique(key[order], return_index=True, return_counts=True)
+    order, starts, counts = runs_of(key)
+    idx = np.arange(len(key))[order]
+    cells = key[idx[starts]]
     for cell, a, c in zip(cells.tolist(), starts.tolist(), counts.tolist(), strict=True):
         if c >= 3:
-            med[cell // len(ub), cell % len(ub)] = np.median(tk[order[a:a + c]])
+            med[cell // len(ub), cell % len(ub)] = np.median(tk[idx[a:a + c]])
     with np.errstate(invalid="ignore"), np.errstate(divide="ignore"):
         centre = np.nanmedian(med, axis=0)
         rel = np.log(med / centre)

@@ -74,10 +74,11 @@ def run_ids(x: NDArray) -> NDArray:
 
 
 def runs_of(key: NDArray) -> tuple[NDArray | slice, NDArray, NDArray]:
-    """Stable order of integer ``key`` and the start and length of each key's run in it.
+    """Stable order of integer ``key`` and the start and length of each key's run in it:
+    each key's members, in their own order, are ``np.arange(n)[order][start:start + length]``.
 
-    The keys here come sorted (the order is then ``slice(None)``: no copy), or sorted but
-    for a band bit within a size (the stable sort is one pass over a few runs).
+    Keys that come sorted need no sort (the order is then ``slice(None)``: no copy); keys
+    sorted but for a band bit within a size take a stable sort of one pass over a few runs.
     """
     n = len(key)
     order: NDArray | slice = slice(None)
