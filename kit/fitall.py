@@ -247,14 +247,10 @@ def _fit_to_file(dataset: str, chosen: dict[str, str], output: str,
 def _init_worker() -> None:
     """Each worker: one BLAS thread (the cores are shared among the workers) and no bars."""
     from kit import progress
+    from kit.model.blas import limit_blas_threads
 
     progress.set_quiet(True)
-    try:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(1)
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        pass
+    limit_blas_threads()
 
 
 def _pool(jobs: int) -> ProcessPoolExecutor:

@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 
 from kit.errors import ModelError
+from kit.model.blas import one_blas_thread
 from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, evaluate, fit_family
 from kit.model.memo import ContentMemo, clear_all, content_rng
 from kit.model.mixture import (
@@ -134,6 +135,10 @@ class RegimeModel(BaseEstimator):
         return default_min_support(n) if ms is None else max(1, int(ms))
 
     def fit(self, size: ArrayLike, time: ArrayLike) -> RegimeModel:
+        with one_blas_thread():
+            return self._fit(size, time)
+
+    def _fit(self, size: ArrayLike, time: ArrayLike) -> RegimeModel:
         s = np.asarray(size, dtype=np.float64).reshape(-1)
         t = np.asarray(time, dtype=np.float64).reshape(-1)
         if s.shape != t.shape:

@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from kit.model.blas import one_blas_thread
 from kit.model.families import evaluate, fit_family, ln_evaluate
 from kit.model.outliers import group_order
 from kit.model.resampled_bins import Counts, RegimeBins, weighted_quantiles
@@ -345,6 +346,13 @@ def bootstrap_intervals(model: Any, size: ArrayLike, time: ArrayLike, *,
     The result is JSON-ready (``null`` where not estimable, with the reason in
     ``not_estimated``).
     """
+    with one_blas_thread():
+        return _intervals(model, size, time, groups, seq, n_boot, level, random_state)
+
+
+def _intervals(model: Any, size: ArrayLike, time: ArrayLike, groups: ArrayLike | None,
+               seq: ArrayLike | None, n_boot: int, level: float,
+               random_state: int | None) -> dict[str, Any]:
     started = _time.perf_counter()
     s0 = np.asarray(size, dtype=np.float64).ravel()
     t0 = np.asarray(time, dtype=np.float64).ravel()
