@@ -71,7 +71,12 @@ class Counts:
 
     size_order: NDArray  # count of each sample, in size order
     cum_time: NDArray  # running sum (from 0) in bin-then-time order
-    cum_size: NDArray  # running sum (from 0) in size order
+    #: Running sum in size order, from ``cum_size[0]`` (the counts before the slice when it
+    #: is a view of the whole resample's running sum): only differences are read off it.
+    cum_size: NDArray
+    #: ``cum_size[0]``, where ``cum_time`` is a running sum of its own (from 0): bins end at
+    #: the same sums in both orders, less this.
+    time_shift: int = 0
     #: Every bin's summaries (first size, median size, quartiles, count), once computed:
     #: the fits before and after the boundaries are refined share all uncut bins.
     whole: tuple[NDArray, NDArray, NDArray, NDArray] | None = None
@@ -135,12 +140,16 @@ class RegimeBins:
             lt = ln_time[lo:hi][perm]
         return cls(lo, hi, per_size, perm, np.r_[start, hi - lo], lt, ln_time[lo:hi], ls, s)
 
-    def gather(self, mult: NDArray) -> Counts:
-        """The resample's counts of this slice (``mult``: of every sample)."""
+    def gather(self, mult: NDArray, total: NDArray | None = None) -> Counts:
+        """The resample's counts of this slice (``mult``: of every sample; ``total``: its
+        running sum, ``running_sum(mult)``, when the caller has it: the regimes' slices
+        overlap, and one running sum over all samples serves them all)."""
         wn = mult[self.lo:self.hi]
-        cum_size = running_sum(wn)
-        cum_time = cum_size if self.perm is None else running_sum(wn.take(self.perm))
-        return Counts(wn, cum_time=cum_time, cum_size=cum_size)
+        cum_size = running_sum(wn) if total is None else total[self.lo:self.hi + 1]
+        if self.perm is None:
+            return Counts(wn, cum_time=cum_size, cum_size=cum_size)
+        return Counts(wn, cum_time=running_sum(wn.take(self.perm)), cum_size=cum_size,
+                      time_shift=int(cum_size[0]))
 
     def summarise(self, lo: int, hi: int, counts: Counts) -> Bins | None:
         """:class:`Bins` of the resample's samples ``[lo, hi)`` (a range of sizes inside
@@ -181,7 +190,8 @@ class RegimeBins:
         first, med, q = np.full(nb, np.nan), np.full(nb, np.nan), np.full((nb, 3), np.nan)
         ok = count > 0
         b, c = base[ok], count[ok]
-        q[ok] = order_statistics(ct[1:], b, c, _QUARTILES, self.lt).T
+        q[ok] = order_statistics(ct[1:], b - counts.time_shift if counts.time_shift else b, c,
+                                 _QUARTILES, self.lt).T
         med[ok] = np.exp(order_statistics(cs[1:], b, c, 0.5, self.ls))
         first[ok] = self.size[np.searchsorted(cs[1:], b, side="right")]
         return first, med, q, count

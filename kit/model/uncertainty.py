@@ -57,7 +57,7 @@ from numpy.typing import ArrayLike, NDArray
 from kit.model.blas import one_blas_thread
 from kit.model.families import evaluate, fit_family, ln_evaluate
 from kit.model.outliers import group_order
-from kit.model.resampled_bins import Counts, RegimeBins, weighted_quantiles
+from kit.model.resampled_bins import Counts, RegimeBins, running_sum, weighted_quantiles
 from kit.model.runs import dense_codes, run_starts
 from kit.model.segmentation import refine_boundary
 
@@ -235,12 +235,12 @@ def _refine(data: _Data, curves: list[dict[str, float] | None], mult: NDArray,
     return out, gaps
 
 
-def _estimate(data: _Data, mult: NDArray) -> dict[str, float]:
-    """Flat dict of every quantity on the resample that counts sample i ``mult[i]`` times;
-    NaN where not estimable."""
+def _estimate(data: _Data, mult: NDArray, total: NDArray) -> dict[str, float]:
+    """Flat dict of every quantity on the resample that counts sample i ``mult[i]`` times
+    (``total``: their running sum); NaN where not estimable."""
     out: dict[str, float] = {}
     s, t, families = data.s, data.t, data.families
-    counts = [rb.gather(mult) for rb in data.bins]
+    counts = [rb.gather(mult, total) for rb in data.bins]
     curves = _fit_curves(data, data.bps0, counts, data.start)
     bps, gaps = _refine(data, curves, mult, counts)
     if bps != data.bps0:
@@ -371,13 +371,15 @@ def _intervals(model: Any, size: ArrayLike, time: ArrayLike, groups: ArrayLike |
     data = _Data.build(model, s, t)
     families = data.families
     scheme, n_units, draw = _weights(len(s), g, q, rng)
-    centre = _estimate(data, np.ones(len(s), dtype=np.uint8))
+    ones = np.ones(len(s), dtype=np.uint8)
+    centre = _estimate(data, ones, running_sum(ones))
     draws: dict[str, list[float]] = {k: [] for k in centre}
     for _ in range(int(n_boot)):
         mult = draw()
-        if int(mult.sum()) < 5:
+        total = running_sum(mult)
+        if int(total[-1]) < 5:
             continue
-        est = _estimate(data, mult)
+        est = _estimate(data, mult, total)
         for k in centre:
             draws[k].append(est.get(k, math.nan))
     reported = _reported(model, s, t)
