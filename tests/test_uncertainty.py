@@ -147,6 +147,20 @@ def test_weighted_boundary_search_is_the_search_on_repeated_samples() -> None:
         assert size[held][i_w - 1] == size[rep][i_r - 1]
 
 
+def test_held_neighbours_of_a_split_are_found_near_it_and_far_from_it() -> None:
+    from kit.model.uncertainty import _first_held, _last_held
+
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        # long runs of samples the resample lacks (a whole run or block missing)
+        w = (rng.random(400) < rng.choice([0.02, 0.3, 0.9])).astype(np.uint8)
+        w[rng.integers(0, 400, 3)] = 0
+        i = int(rng.integers(0, 401))
+        held_before, held_after = np.flatnonzero(w[:i]), np.flatnonzero(w[i:])
+        assert _last_held(w, i) == (held_before[-1] if len(held_before) else -1)
+        assert _first_held(w, i) == (i + held_after[0] if len(held_after) else -1)
+
+
 def test_reported_noise_quantiles_are_those_of_every_ratio() -> None:
     rng = np.random.default_rng(1)
     ratio = rng.lognormal(0.0, 0.1, 20000)

@@ -47,7 +47,9 @@ def ln_evaluate(family: str, params: dict[str, float], size: NDArray,
     ~10^5 samples per resample)."""
     if family == "power":
         ls = np.log(effective_size(size)) if ln_size is None else ln_size
-        return np.asarray(math.log(params["a"]) + params["b"] * ls, dtype=np.float64)
+        out = np.multiply(ls, params["b"], dtype=np.float64)
+        out += math.log(params["a"])  # b·ln s + ln a, in place
+        return out
     if family == "constant":
         return np.full(len(size), math.log(params["a"]))
     return np.log(evaluate(family, params, size))

@@ -222,17 +222,38 @@ def _refine(data: _Data, curves: list[dict[str, float] | None], mult: NDArray,
         starts = st[np.searchsorted(st, lo):np.searchsorted(st, hi)] - lo
         i = refine_boundary(ss, data.lt[lo:hi], ln_evaluate(families[k], left, ss, ls),
                             ln_evaluate(families[k + 1], right, ss, ls), w, starts)
-        # the held samples next to the split
-        before = np.flatnonzero(w[:i] != 0)  # nonzero is 8x faster on booleans
-        after = np.flatnonzero(w[i:] != 0)
-        if len(before) and len(after):
-            below, above = float(ss[before[-1]]), float(ss[i + after[0]])
+        before, after = _last_held(w, i), _first_held(w, i)
+        if before >= 0 and after >= 0:
+            below, above = float(ss[before]), float(ss[after])
             # Midway (in log size) between the last sample left and the first right of the
             # split: a resample missing the samples next to it would otherwise only ever
             # move the boundary up.
             out[k] = float(np.sqrt(max(below, 1.0) * above))
             gaps[k] = (below, above)
     return out, gaps
+
+
+#: Samples next to a split looked at first for a held one (a resample lacks a sample with
+#: probability 1/e: 64 in a row, e^-64).
+_NEAR = 64
+
+
+def _last_held(w: NDArray, i: int) -> int:
+    """Index of the last sample before ``i`` with a count, or -1."""
+    for lo in (max(i - _NEAR, 0), 0):
+        near = np.flatnonzero(w[lo:i] != 0)  # nonzero is 8x faster on booleans
+        if len(near):
+            return lo + int(near[-1])
+    return -1
+
+
+def _first_held(w: NDArray, i: int) -> int:
+    """Index of the first sample from ``i`` on with a count, or -1."""
+    for hi in (min(i + _NEAR, len(w)), len(w)):
+        near = np.flatnonzero(w[i:hi] != 0)
+        if len(near):
+            return i + int(near[0])
+    return -1
 
 
 def _estimate(data: _Data, mult: NDArray, total: NDArray) -> dict[str, float]:
