@@ -62,7 +62,7 @@ class ContentMemo:
         for a in arrays:
             c = np.ascontiguousarray(a)
             h.update(repr((c.dtype.str, c.shape)).encode())
-            h.update(c.reshape(-1).view(np.uint8))  # the bytes, without copying them
+            h.update(c.data)  # the bytes, not a copy of them
         return h.digest()
 
     def get(self, key: bytes) -> tuple[bool, Any]:

@@ -70,16 +70,14 @@ class Counts:
     """A resample's counts over one :class:`RegimeBins` slice, with running sums."""
 
     size_order: NDArray  # count of each sample, in size order
-    cum_time: NDArray  # running sum (from 0) in bin-then-time order
     #: Running sum in size order, from ``cum_size[0]`` (the counts before the slice when it
     #: is a view of the whole resample's running sum): only differences are read off it.
     cum_size: NDArray
-    #: ``cum_size[0]``, where ``cum_time`` is a running sum of its own (from 0): bins end at
-    #: the same sums in both orders, less this.
-    time_shift: int = 0
-    #: Every bin's summaries (first size, median size, quartiles, count), once computed:
-    #: the fits before and after the boundaries are refined share all uncut bins.
+    #: Bins' summaries (first size, median size, quartiles, count), filled in as fits ask
+    #: for them (``done``): the fits before and after the boundaries are refined share all
+    #: uncut bins, and the bins beyond both are never summarised.
     whole: tuple[NDArray, NDArray, NDArray, NDArray] | None = None
+    done: NDArray | None = None
 
 
 def running_sum(w: NDArray) -> NDArray:
@@ -146,10 +144,7 @@ class RegimeBins:
         overlap, and one running sum over all samples serves them all)."""
         wn = mult[self.lo:self.hi]
         cum_size = running_sum(wn) if total is None else total[self.lo:self.hi + 1]
-        if self.perm is None:
-            return Counts(wn, cum_time=cum_size, cum_size=cum_size)
-        return Counts(wn, cum_time=running_sum(wn.take(self.perm)), cum_size=cum_size,
-                      time_shift=int(cum_size[0]))
+        return Counts(wn, cum_size=cum_size)
 
     def summarise(self, lo: int, hi: int, counts: Counts) -> Bins | None:
         """:class:`Bins` of the resample's samples ``[lo, hi)`` (a range of sizes inside
@@ -169,9 +164,7 @@ class RegimeBins:
         if cut_lo:
             rows.append(self._cut(int(start[j0]), a, b, counts.size_order))
         if f1 > f0:
-            if counts.whole is None:
-                counts.whole = self._whole(counts)
-            rows.append(tuple(col[f0:f1] for col in counts.whole))
+            rows.append(self._whole(counts, f0, f1))
         if cut_hi and (f1 >= f0 or not cut_lo):
             rows.append(self._cut(int(start[j1 - 1]), a, b, counts.size_order))
         first, med, q, count = (np.concatenate(col) for col in zip(*rows, strict=True))
@@ -181,20 +174,48 @@ class RegimeBins:
         return summarise_bins(first[keep], med[keep], q[keep], count[keep], self.per_size,
                               local=False)
 
-    def _whole(self, counts: Counts) -> tuple[NDArray, NDArray, NDArray, NDArray]:
-        """Every bin's summaries; NaN where the resample holds none of its samples."""
-        cs, ct = counts.cum_size, counts.cum_time
-        # Bins are the same stretches in both orders: the same running sums at their ends.
-        base, count = cs[self.start[:-1]], np.diff(cs[self.start])
-        nb = len(count)
-        first, med, q = np.full(nb, np.nan), np.full(nb, np.nan), np.full((nb, 3), np.nan)
-        ok = count > 0
-        b, c = base[ok], count[ok]
-        q[ok] = order_statistics(ct[1:], b - counts.time_shift if counts.time_shift else b, c,
-                                 _QUARTILES, self.lt).T
-        med[ok] = np.exp(order_statistics(cs[1:], b, c, 0.5, self.ls))
-        first[ok] = self.size[np.searchsorted(cs[1:], b, side="right")]
-        return first, med, q, count
+    def _whole(self, counts: Counts, f0: int, f1: int) -> tuple[NDArray, ...]:
+        """Summaries of bins ``[f0, f1)``, computed where not yet; NaN where the resample
+        holds none of a bin's samples."""
+        nb = len(self.start) - 1
+        if counts.whole is None or counts.done is None:
+            counts.whole = (np.full(nb, np.nan), np.full(nb, np.nan), np.full((nb, 3), np.nan),
+                            np.zeros(nb, dtype=np.int64))
+            counts.done = np.zeros(nb, dtype=bool)
+        done = counts.done
+        todo = np.flatnonzero(~done[f0:f1]) + f0
+        if len(todo):
+            # runs of consecutive bins not yet summarised (one, or two around the done ones)
+            cut = np.flatnonzero(np.diff(todo) != 1) + 1
+            for run in np.split(todo, cut):
+                self._summarise_run(counts, int(run[0]), int(run[-1]) + 1)
+            done[f0:f1] = True
+        return tuple(col[f0:f1] for col in counts.whole)
+
+    def _summarise_run(self, counts: Counts, j0: int, j1: int) -> None:
+        """Fill in the summaries of bins ``[j0, j1)``."""
+        first, med, q, count = counts.whole  # type: ignore[misc]
+        cs = counts.cum_size
+        p0, p1 = int(self.start[j0]), int(self.start[j1])
+        ends = cs[self.start[j0:j1 + 1]]
+        base, cnt = ends[:-1], np.diff(ends)
+        count[j0:j1] = cnt
+        ok = cnt > 0
+        if not ok.any():
+            return
+        b, c = base[ok], cnt[ok]
+        rows = np.flatnonzero(ok) + j0
+        # In bin-then-time order the bins are the same stretches, so the same sums end them;
+        # that order's running sum is taken over these bins only, from 0.
+        size_incl = cs[p0 + 1:p1 + 1]
+        if self.perm is None:
+            q[rows] = order_statistics(size_incl, b, c, _QUARTILES, self.lt[p0:p1]).T
+        else:
+            time_incl = running_sum(counts.size_order.take(self.perm[p0:p1]))[1:]
+            q[rows] = order_statistics(time_incl, b - int(cs[p0]), c, _QUARTILES,
+                                       self.lt[p0:p1]).T
+        med[rows] = np.exp(order_statistics(size_incl, b, c, 0.5, self.ls[p0:p1]))
+        first[rows] = self.size[p0:p1][np.searchsorted(size_incl, b, side="right")]
 
     def _cut(self, bin_start: int, a: int, b: int, w_all: NDArray) -> tuple[NDArray, ...]:
         """The part of the bin starting at ``bin_start`` that lies in ``[a, b)``."""
