@@ -19,7 +19,7 @@ import pytest
 from kit import synth
 from kit.model import RegimeModel
 from kit.model.noise import fit_noise
-from kit.model.resampled_bins import RegimeBins, weighted_quantiles
+from kit.model.resampled_bins import RegimeBins, running_sum, weighted_quantiles
 from kit.model.segmentation import make_bins, refine_boundary
 from kit.model.uncertainty import bootstrap_intervals, format_interval, summary_lines
 
@@ -121,7 +121,7 @@ def test_resampled_bins_are_make_bins_of_the_copied_resample() -> None:
         for _ in range(3):
             mult = rng.poisson(1.0, n).astype(np.uint8)
             mult[[lo, hi - 1]] = np.maximum(mult[[lo, hi - 1]], 1)
-            counts = rb.gather(mult)
+            counts = rb.gather(mult, running_sum(mult))
             for a, b in ranges:
                 got = rb.summarise(a, b, counts)
                 idx = np.repeat(np.arange(a, b), mult[a:b])

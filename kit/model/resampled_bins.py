@@ -138,13 +138,11 @@ class RegimeBins:
             lt = ln_time[lo:hi][perm]
         return cls(lo, hi, per_size, perm, np.r_[start, hi - lo], lt, ln_time[lo:hi], ls, s)
 
-    def gather(self, mult: NDArray, total: NDArray | None = None) -> Counts:
-        """The resample's counts of this slice (``mult``: of every sample; ``total``: its
-        running sum, ``running_sum(mult)``, when the caller has it: the regimes' slices
-        overlap, and one running sum over all samples serves them all)."""
-        wn = mult[self.lo:self.hi]
-        cum_size = running_sum(wn) if total is None else total[self.lo:self.hi + 1]
-        return Counts(wn, cum_size=cum_size)
+    def gather(self, mult: NDArray, total: NDArray) -> Counts:
+        """The resample's counts of this slice (``mult``: of every sample; ``total``: their
+        running sum, ``running_sum(mult)``: the regimes' slices overlap, and one running
+        sum over all samples serves them all)."""
+        return Counts(mult[self.lo:self.hi], cum_size=total[self.lo:self.hi + 1])
 
     def summarise(self, lo: int, hi: int, counts: Counts) -> Bins | None:
         """:class:`Bins` of the resample's samples ``[lo, hi)`` (a range of sizes inside
@@ -188,13 +186,14 @@ class RegimeBins:
             # runs of consecutive bins not yet summarised (one, or two around the done ones)
             cut = np.flatnonzero(np.diff(todo) != 1) + 1
             for run in np.split(todo, cut):
-                self._summarise_run(counts, int(run[0]), int(run[-1]) + 1)
+                self._summarise_run(counts, counts.whole, int(run[0]), int(run[-1]) + 1)
             done[f0:f1] = True
         return tuple(col[f0:f1] for col in counts.whole)
 
-    def _summarise_run(self, counts: Counts, j0: int, j1: int) -> None:
-        """Fill in the summaries of bins ``[j0, j1)``."""
-        first, med, q, count = counts.whole  # type: ignore[misc]
+    def _summarise_run(self, counts: Counts, whole: tuple[NDArray, ...], j0: int,
+                       j1: int) -> None:
+        """Fill in the summaries of bins ``[j0, j1)`` (in ``whole``, ``counts.whole``)."""
+        first, med, q, count = whole
         cs = counts.cum_size
         p0, p1 = int(self.start[j0]), int(self.start[j1])
         ends = cs[self.start[j0:j1 + 1]]
