@@ -161,6 +161,23 @@ def test_held_neighbours_of_a_split_are_found_near_it_and_far_from_it() -> None:
         assert _first_held(w, i) == (i + held_after[0] if len(held_after) else -1)
 
 
+def test_fast_16_bit_draws_are_numpys_own_and_leave_the_same_state() -> None:
+    from kit.model.uncertainty import _uint16s
+
+    # lengths of every remainder mod 4, in sequences that leave a half-used 32-bit draw
+    for lengths in ([1000, 1001, 1002, 1003, 4, 5, 6, 7], [3, 1, 2, 9, 4000, 2], [10**6] * 3):
+        ours, numpys = np.random.default_rng(11), np.random.default_rng(11)
+        for n in lengths:
+            got = _uint16s(ours, n)
+            assert got.dtype == np.uint16
+            assert np.array_equal(got, numpys.integers(0, 2**16, n, dtype=np.uint16))
+            a, b = ours.bit_generator.state, numpys.bit_generator.state
+            assert a["state"] == b["state"] and a["has_uint32"] == b["has_uint32"]
+            if a["has_uint32"]:
+                assert a["uinteger"] == b["uinteger"]
+        assert ours.random() == numpys.random()
+
+
 def test_reported_noise_quantiles_are_those_of_every_ratio() -> None:
     rng = np.random.default_rng(1)
     ratio = rng.lognormal(0.0, 0.1, 20000)
