@@ -2,9 +2,10 @@
 (and the segmentation DP answers every K from one table; the Weibull and log-logistic
 noise laws reach scipy's maximum likelihood).
 
-The engine replaced scipy's trust-region solver by IRLS (constant, power) and a bounded
-Gauss-Newton IRLS (linear) for speed; these tests hold them to scipy's answer: the same
-parameters for the convex problems, and a Huber objective never worse for the bounded one.
+The engine replaced scipy's trust-region solver by Newton on the Huber loss's pieces
+(constant, power; IRLS behind it) and a bounded Gauss-Newton (linear) for speed; these
+tests hold them to scipy's answer: the same parameters for the convex problems, and a
+Huber objective never worse for the bounded one.
 """
 
 from __future__ import annotations
@@ -209,3 +210,28 @@ def test_ln_evaluate_is_the_log_of_each_family_curve() -> None:
         want = np.log(evaluate(fam, params, s))
         np.testing.assert_allclose(ln_evaluate(fam, params, s), want, rtol=1e-13)
         np.testing.assert_allclose(ln_evaluate(fam, params, s, ln_s), want, rtol=1e-13)
+        # the curve from ln sizes (the bootstrap's noise ratios) is the curve, to rounding
+        np.testing.assert_allclose(evaluate(fam, params, s, ln_s), evaluate(fam, params, s),
+                                   rtol=1e-14)
+
+
+def test_huber_regression_lands_where_irls_does_from_any_start() -> None:
+    """Newton on the loss's pieces (with IRLS behind it) reaches IRLS's minimum, also from
+    starts far off, with most residuals outside the threshold, or too few inside."""
+    from kit.model.families import _huber_irls, _huber_regression
+
+    rng = np.random.default_rng(5)
+    for i in range(300):
+        n = int(rng.integers(2, 300))
+        x = np.sort(rng.uniform(0, 12, n))
+        design = np.stack([np.ones(n), x], axis=1)[:, : 1 + i % 2]
+        y = 0.3 * x - 12 + rng.normal(0, 0.05, n) + (rng.random(n) < 0.3) * rng.uniform(0, 3, n)
+        sw = rng.uniform(0.3, 2.0, n)
+        f_scale = float(rng.choice([1e-3, 0.05, 0.5, 10.0]))
+        p0 = rng.normal(0, 5, design.shape[1])
+        want = _huber_irls(design, y, sw, f_scale, p0)
+        got = _huber_regression(design, y, sw, f_scale, p0)
+        cost_want = _huber_cost(design @ want * sw - y * sw, f_scale)
+        cost_got = _huber_cost(design @ got * sw - y * sw, f_scale)
+        assert cost_got <= cost_want * (1 + 1e-12) + 1e-300
+        np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-7)

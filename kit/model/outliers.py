@@ -59,17 +59,23 @@ def group_order(group: NDArray, values: NDArray) -> NDArray:
 def stable_argsort(x: NDArray) -> NDArray:
     """``np.argsort(x, kind="stable")``, faster for integer-valued sizes.
 
-    The stable order is the order of the unique keys ``x * n + index``; for integer sizes
-    that fit, sorting those int64 keys with numpy's SIMD quicksort is ~3x faster than its
-    merge sort on the floats (the two sorts of a fit took most of its time at 1-10 M).
+    The stable order is the order of the unique keys ``x · 2^k + index`` (``2^k >= n``);
+    for integer sizes that fit, sorting those int64 keys with numpy's SIMD sort and reading
+    the indices off their low bits is ~3x faster than its merge sort on the floats (the two
+    sorts of a fit took most of its time at 1-10 M), and sorting the keys themselves is
+    faster again than argsorting them.
     """
     n = len(x)
     if n < 2:
         return np.arange(n)
     lo, hi = float(x.min()), float(x.max())
-    if lo >= 0 and hi * n < 2.0**62 and np.array_equal(x, np.floor(x)):
-        keys = x.astype(np.int64) * n + np.arange(n, dtype=np.int64)
-        return np.argsort(keys)
+    k = (n - 1).bit_length()
+    if lo >= 0 and hi * 2.0**k < 2.0**62 and np.array_equal(x, np.floor(x)):
+        keys = np.left_shift(x.astype(np.int64), k)
+        keys |= np.arange(n, dtype=np.int64)
+        keys.sort()
+        keys &= (1 << k) - 1
+        return keys
     return np.argsort(x, kind="stable")
 
 

@@ -59,10 +59,35 @@ def weighted_quantiles(values: NDArray, weight: NDArray, qs: tuple[float, ...],
     if ascending:
         incl = np.cumsum(weight, dtype=np.int64)
     else:
-        order = np.argsort(values)
-        values, incl = values[order], np.cumsum(weight[order], dtype=np.int64)
+        order, values = sort_order(values)
+        incl = np.cumsum(weight.take(order), dtype=np.int64)
     one, total = np.zeros(1, dtype=np.int64), incl[-1:]
     return order_statistics(incl, one, total, np.asarray(qs, dtype=float), values).ravel()
+
+
+def sort_order(values: NDArray) -> tuple[NDArray, NDArray]:
+    """(an order that sorts ``values``, the sorted values), ties in any order.
+
+    For positive floats, one sort of 64-bit keys: a positive double's bits sort as its
+    value does, so its low bits are replaced by the index, and the indices come out in
+    sorted order; values equal in all but those low bits can come out swapped, which the
+    check on the sorted values catches (then argsort). Twice as fast as argsort: the
+    bootstrap sorts ~10^4 noise ratios per regime and resample.
+    """
+    n = len(values)
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    if n > 1 and n < 2**32 and float(v.min()) > 0 and bool(np.isfinite(v.max())):
+        low = np.uint64((1 << (n - 1).bit_length()) - 1)
+        key = v.view(np.uint64) & ~low
+        key |= np.arange(n, dtype=np.uint64)
+        key.sort()
+        key &= low
+        order = key.view(np.int64)
+        out = v.take(order)
+        if bool((out[1:] >= out[:-1]).all()):
+            return order, out
+    order = np.argsort(v)
+    return order, v.take(order)
 
 
 @dataclass

@@ -317,7 +317,7 @@ def _estimate(data: _Data, mult: NDArray, total: NDArray) -> dict[str, float]:
                 cs, at = counts[k].cum_size, data.bins[k].lo
                 cuts = np.r_[np.arange(lo, hi, step), hi] - at
                 w = np.diff(cs[cuts])
-            ratio = t[sl] / evaluate(fam, p, s[sl])
+            ratio = t[sl] / evaluate(fam, p, s[sl], data.ls[sl])
             qv = weighted_quantiles(ratio, w, tuple(NOISE_QS.values()))
             for q, v in zip(NOISE_QS, qv, strict=True):
                 out[f"r{k}.noise.{q}"] = float(v)
