@@ -670,13 +670,12 @@ def estimate_shape(ps: PerSize, regimes: list[Regime], si: NDArray, ti: NDArray,
     for k, at in enumerate(first):
         rows = np.flatnonzero(which.ravel() == k)
         cols = np.flatnonzero(usable[at])
-        z = ps.sizes[rows]
-        base[rows] = base_lnq(z, lv)
-        if not len(cols):
-            continue
-        lq = base_lnq(z, np.r_[lv[cols] - step[cols], lv[cols] + step[cols]])
-        lo_q[np.ix_(rows, cols)] = lq[:, :len(cols)]
-        hi_q[np.ix_(rows, cols)] = lq[:, len(cols):]
+        # one call for the levels and both sides of the usable ones: the model's terms at
+        # these sizes are built once (each level's root is found on its own either way)
+        lq = base_lnq(ps.sizes[rows], np.r_[lv, lv[cols] - step[cols], lv[cols] + step[cols]])
+        base[rows] = lq[:, :L]
+        lo_q[np.ix_(rows, cols)] = lq[:, L:L + len(cols)]
+        hi_q[np.ix_(rows, cols)] = lq[:, L + len(cols):]
     slope = np.maximum(hi_q - lo_q, 0.0) / (2 * step)
     with np.errstate(invalid="ignore"):
         v = lv * (1 - lv) / n[:, None] * slope**2
