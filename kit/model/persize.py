@@ -346,7 +346,17 @@ def estimate(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: N
     share_pop = np.full(len(sizes), np.nan)
     band_of = np.zeros(len(si), dtype=np.int64)  # 0: fast band or ordinary regime, 1: slow
     # Residual of each sample against its reference: population median, or band median.
-    resid = np.log(ti) - np.log(pop_median(sizes))[gid]
+    # The population median only where no band median replaces it below (outside a
+    # mixture regime, or inside an overlap): it is a root of the mixture's CDF at each
+    # size, and a log-uniform run has ~10^5 sizes in its mixture regimes.
+    banded = np.zeros(len(sizes), dtype=bool)
+    for k, reg in enumerate(regimes):
+        if reg.is_mixture:
+            banded |= (reg_of_size == k) & ~in_overlap
+    ln_pop = np.zeros(len(sizes))
+    if not banded.all():
+        ln_pop[~banded] = np.log(pop_median(sizes[~banded]))
+    resid = np.log(ti) - ln_pop[gid]
     for k, reg in enumerate(regimes):
         if not reg.is_mixture:
             continue
@@ -654,7 +664,9 @@ def estimate_shape(ps: PerSize, regimes: list[Regime], si: NDArray, ti: NDArray,
     store_of = np.full(len(sizes_all), -1, dtype=np.int64)
     store_of[pos] = np.arange(len(pos))
     store_of = store_of[gid]  # stored-size index of each sample (-1: not stored)
-    emp = predictive_quantiles(gid, np.log(ti), lv)[pos]
+    held = store_of >= 0  # the stored sizes' samples (in size order, so their ids ascend)
+    held_store, held_lt = store_of[held], np.log(ti[held])
+    emp = predictive_quantiles(held_store, held_lt, lv)
     step = np.minimum(0.01, np.minimum(lv, 1 - lv) / 2)
     L = len(lv)
     usable = (n[:, None] + 1) * np.minimum(lv, 1 - lv)[None, :] >= 1.0
@@ -733,14 +745,15 @@ def estimate_shape(ps: PerSize, regimes: list[Regime], si: NDArray, ti: NDArray,
             # Those carried tails are then calibrated on the regime's pooled samples: at
             # such a level the offset is the one that puts share u of the samples of these
             # sizes below it (one value per regime and level, so it is well determined).
-            lt = np.log(ti)
             for j in range(L):
                 few = rows[~use[:, j]]
                 if len(few) < MIN_SIZES:
                     continue
-                sel = np.isin(store_of, few)
-                st = store_of[sel]
-                r = lt[sel] - (base[st, j] + shape[st, j])
+                mark = np.zeros(len(n), dtype=bool)
+                mark[few] = True
+                sel = mark[held_store]
+                st = held_store[sel]
+                r = held_lt[sel] - (base[st, j] + shape[st, j])
                 shape[few, j] += float(np.quantile(r, lv[j]))
         # Quantiles never decrease: raise a level's shift where it would undercut the last.
         w = base[mk] + shape[mk]
