@@ -102,6 +102,17 @@ def _lin_ticks(lo: float, hi: float, max_ticks: int) -> list[float]:
     return list(np.arange(start, hi + step * 1e-9, step))
 
 
+def _nearest_dot(v: np.ndarray | float) -> np.ndarray:
+    """The nearest dot (or cell), halves rounded up, and so are values within 1e-9 below
+    a half.
+
+    Some positions fall on a half dot by construction (a histogram's log-spaced edges sit at
+    fixed fractions of the padded axis, whatever the data); ``np.rint`` then rounds each by
+    the last bit of the arithmetic, and the picture changed with the 1e-10 any refit moves
+    a curve by."""
+    return np.floor(np.asarray(v, dtype=float) + (0.5 + 1e-9))
+
+
 class Plot(Widget):
     """Draws a :class:`PlotSpec`: y labels on the left, x labels and the span strip below."""
 
@@ -160,11 +171,11 @@ class Plot(Widget):
 
         def to_px(v: np.ndarray) -> np.ndarray:
             t = np.log10(np.clip(v, 1e-300, None)) if spec.x_log else v
-            return np.rint((t - x0) / (x1 - x0) * (canvas.dot_width - 1))
+            return _nearest_dot((t - x0) / (x1 - x0) * (canvas.dot_width - 1))
 
         def to_py(v: np.ndarray) -> np.ndarray:
             t = np.log10(np.clip(v, 1e-300, None)) if spec.y_log else v
-            return np.rint((y1 - t) / (y1 - y0) * (canvas.dot_height - 1))
+            return _nearest_dot((y1 - t) / (y1 - y0) * (canvas.dot_height - 1))
 
         for layer in spec.layers:
             x = np.asarray(layer.x, dtype=float)
@@ -203,7 +214,7 @@ class Plot(Widget):
         y_ticks = (_log_ticks(y0, y1, 10, max(len(rows) // 3, 2)) if spec.y_log
                    else _lin_ticks(y0, y1, max(len(rows) // 3, 2)))
         for t in y_ticks:
-            at = round((y1 - t) / (y1 - y0) * (len(rows) - 1))
+            at = int(_nearest_dot((y1 - t) / (y1 - y0) * (len(rows) - 1)))
             if 0 <= at < len(rows):
                 labels[at] = spec.y_format(10**t if spec.y_log else t)
         axis = Style(color="grey50")
@@ -220,7 +231,7 @@ class Plot(Widget):
         x_ticks = (_log_ticks(x0, x1, 2 if spec.x_format is format_bytes else 10, max_ticks)
                    if spec.x_log else _lin_ticks(x0, x1, max_ticks))
         for t in x_ticks:
-            col = round((t - x0) / (x1 - x0) * (plot_w - 1))
+            col = int(_nearest_dot((t - x0) / (x1 - x0) * (plot_w - 1)))
             label = spec.x_format(10**t if spec.x_log else t)
             start = min(max(col - len(label) // 2, 0), plot_w - len(label))
             if all(c == " " for c in axis_chars[max(start - 1, 0): start + len(label) + 1]):
@@ -235,8 +246,8 @@ class Plot(Widget):
         for span in spec.spans:
             lo = math.log10(max(span.lo, 1e-300)) if spec.x_log else span.lo
             hi = math.log10(max(span.hi, 1e-300)) if spec.x_log else span.hi
-            c0 = max(round((lo - x0) / (x1 - x0) * (plot_w - 1)), 0)
-            c1 = min(round((hi - x0) / (x1 - x0) * (plot_w - 1)), plot_w - 1)
+            c0 = max(int(_nearest_dot((lo - x0) / (x1 - x0) * (plot_w - 1))), 0)
+            c1 = min(int(_nearest_dot((hi - x0) / (x1 - x0) * (plot_w - 1))), plot_w - 1)
             for c in range(c0, c1 + 1):
                 cells[c] = (span.char, span.colour)
         text = Text(" " * (self.y_label_width + 1))
