@@ -31,7 +31,7 @@ def evaluate(family: str, params: dict[str, float], size: NDArray,
              ln_size: NDArray | None = None) -> Array:
     """The family's curve (seconds) at ``size`` (bytes). ``ln_size``: ln of
     ``effective_size(size)``, when the caller keeps it; a power curve is then
-    a·exp(b·ln s), equal to a·s^b to rounding at a fifth of the cost (the bootstrap
+    a·exp(b·ln s), equal to a·s^b to rounding at an eighth of the cost (the bootstrap
     evaluates curves at 10^4-10^5 samples per resample)."""
     if family == "power" and ln_size is not None:
         out = np.multiply(ln_size, params["b"], dtype=np.float64)
