@@ -112,7 +112,7 @@ def _huber_regression(design: Array, y: Array, sw: Array, f_scale: float, p0: Ar
     a = design * sw[:, None]
     b = y * sw
     r = a @ p - b
-    cost = _huber_cost(r, f_scale)
+    cost = None  # the loss at p, needed only once a step changes the split
     for _ in range(max_iter):
         inside = np.abs(r) <= f_scale
         slope = np.where(inside, 0.0, np.copysign(f_scale, r))  # outside: the line's slope
@@ -126,6 +126,8 @@ def _huber_regression(design: Array, y: Array, sw: Array, f_scale: float, p0: Ar
         if np.array_equal(inside_new, inside) and np.array_equal(
                 np.where(inside_new, 0.0, np.copysign(f_scale, r_new)), slope):
             return np.asarray(new, dtype=float)  # the same split: its minimum is the answer
+        if cost is None:
+            cost = _huber_cost(r, f_scale)
         cost_new = _huber_cost(r_new, f_scale)
         if not cost_new <= cost:
             break

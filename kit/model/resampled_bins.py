@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from kit.model.outliers import group_order
+from kit.model.outliers import group_order, index_sort
 from kit.model.runs import run_ids, run_starts
 from kit.model.segmentation import MAX_BINS, MAX_SIZE_BINS, Bins, summarise_bins
 
@@ -68,21 +68,18 @@ def weighted_quantiles(values: NDArray, weight: NDArray, qs: tuple[float, ...],
 def sort_order(values: NDArray) -> tuple[NDArray, NDArray]:
     """(an order that sorts ``values``, the sorted values), ties in any order.
 
-    For positive floats, one sort of 64-bit keys: a positive double's bits sort as its
-    value does, so its low bits are replaced by the index, and the indices come out in
-    sorted order; values equal in all but those low bits can come out swapped, which the
-    check on the sorted values catches (then argsort). Twice as fast as argsort: the
-    bootstrap sorts ~10^4 noise ratios per regime and resample.
+    For positive floats, one sort of 64-bit keys (:func:`kit.model.outliers.index_sort`): a
+    positive double's bits sort as its value does, so its low bits are replaced by the
+    index, and the indices come out in sorted order; values equal in all but those low
+    bits can come out swapped, which the check on the sorted values catches (then
+    argsort). Twice as fast as argsort: the bootstrap sorts ~10^4 noise ratios per regime
+    and resample.
     """
     n = len(values)
     v = np.ascontiguousarray(values, dtype=np.float64)
     if n > 1 and n < 2**32 and float(v.min()) > 0 and bool(np.isfinite(v.max())):
-        low = np.uint64((1 << (n - 1).bit_length()) - 1)
-        key = v.view(np.uint64) & ~low
-        key |= np.arange(n, dtype=np.uint64)
-        key.sort()
-        key &= low
-        order = key.view(np.int64)
+        k = (n - 1).bit_length()
+        order = index_sort(v.view(np.uint64) & ~np.uint64((1 << k) - 1), k)
         out = v.take(order)
         if bool((out[1:] >= out[:-1]).all()):
             return order, out
