@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 
 FORMAT = "pt2pt-model"
 FORMAT_VERSION = 1
-OUTLIER_RULE = ("ln time beyond max(k*IQR/1.349, 2*(p95-p50) or 2*(p50-p05), ln 2) of the median "
-                "of its size neighbourhood (>= 30 samples)")
+OUTLIER_RULE = ("ln time beyond max(k*IQR/1.349, 2*(q[1-m]-p50) or 2*(p50-q[m]), ln 2) of the "
+                "median of its size neighbourhood (>= 30 samples), the tail mass m = 5/n within "
+                "[0.01, 0.05] for its n samples")
 
 
 _PLAIN = frozenset({int, float, str, bool, type(None)})
