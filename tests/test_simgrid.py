@@ -235,12 +235,20 @@ def test_closed_loop_on_reference_runs(name: str, calib: Path) -> None:
     assert sum(lab.endswith(" mid") for lab in labels) == len(model.regimes_)
     for p in plain.points:
         assert abs(p.median_ratio - 1) <= 0.03, (name, p.to_dict())
-    noisy = simulate_model(model, noise=True, reps=2500, seed=1)
+    reps = 2500
+    noisy = simulate_model(model, noise=True, reps=reps, seed=1)
+    tol = 4 * np.sqrt(0.05 * 0.95 / reps)  # 4 binomial standard errors of a p05/p95: 0.017
     for p in noisy.points:
         assert abs(p.median_ratio - 1) <= 0.03, (name, p.to_dict())
         assert p.p05_ratio is not None and p.p95_ratio is not None
-        assert abs(p.p05_ratio - 1) <= 0.10, (name, p.to_dict())
-        assert abs(p.p95_ratio - 1) <= 0.10, (name, p.to_dict())
+        # The simulated p05/p95 are the model's: within 10 % in time, or within 4 standard
+        # errors in level (F_model of the simulated quantile) where the model's quantile sits
+        # between two noise components, and moves 10 % in time with a 0.3-point change in
+        # level (graphene's 1-1400 B: a component of 5.5 % at 4x, and its p95 at its edge).
+        level = model.cdf(np.array([p.size], dtype=float),
+                          np.array([[p.sim_p05, p.sim_p95]]))[0]
+        for ratio, got, want in ((p.p05_ratio, level[0], 0.05), (p.p95_ratio, level[1], 0.95)):
+            assert abs(ratio - 1) <= 0.10 or abs(got - want) <= tol, (name, got, p.to_dict())
     # The noise is real: the simulated spread is the model's, not a deterministic line.
     small = next(p for p in noisy.points if p.label == "1 B")
     assert small.sim_p95 is not None and small.sim_p05 is not None
