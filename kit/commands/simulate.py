@@ -89,14 +89,15 @@ def run(args: argparse.Namespace) -> int:
           f"baseline: {report.baseline}")
     head = f"{'size':>9} {'where':<14} {'model median':>13} {'sim median':>11} {'ratio':>7}"
     if report.noise:
-        head += f" {'p05 ratio':>9} {'p95 ratio':>9}"
+        head += f" {'p05 ratio':>9} {'p95 ratio':>9} {'p05 level':>9} {'p95 level':>9}"
     print(head)
     for p in report.points:
         mark = "*" if p.extrapolated else " "
         line = (f"{p.size:>8}{mark} {p.label:<14} {p.model_median:>13.4g} "
                 f"{p.sim_median:>11.4g} {p.median_ratio:>7.4f}")
         if report.noise:
-            line += f" {_fmt(p.p05_ratio):>9} {_fmt(p.p95_ratio):>9}"
+            line += (f" {_fmt(p.p05_ratio):>9} {_fmt(p.p95_ratio):>9}"
+                     f" {_fmt(p.sim_p05_level):>9} {_fmt(p.sim_p95_level):>9}")
         print(line)
     for note in report.notes:
         print(note)
