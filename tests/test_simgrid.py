@@ -250,6 +250,7 @@ def test_closed_loop_on_reference_runs(name: str, calib: Path) -> None:
         # points at p05).
         level = exported.cdf(np.array([p.size], dtype=float),
                              np.array([[p.sim_p05, p.sim_p95]]))[0]
+        assert [p.sim_p05_level, p.sim_p95_level] == pytest.approx(level)  # what simulate prints
         for ratio, got, want in ((p.p05_ratio, level[0], 0.05), (p.p95_ratio, level[1], 0.95)):
             assert abs(ratio - 1) <= 0.10 or abs(got - want) <= tol, (name, got, p.to_dict())
     # The noise is real: the simulated spread is the model's, not a deterministic line.
