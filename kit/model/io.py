@@ -34,9 +34,6 @@ if TYPE_CHECKING:
 
 FORMAT = "pt2pt-model"
 FORMAT_VERSION = 1
-OUTLIER_RULE = ("ln time beyond max(k*IQR/1.349, 2*(q[1-m]-p50) or 2*(p50-q[m]), ln 2) of the "
-                "median of its size neighbourhood (>= 30 samples), the tail mass m = 5/n within "
-                "[0.01, 0.05] for its n samples")
 
 
 _PLAIN = frozenset({int, float, str, bool, type(None)})
@@ -66,6 +63,8 @@ def model_to_dict(model: RegimeModel, provenance: Mapping[str, Any] | None = Non
     """The file's JSON object. ``provenance`` and ``validation`` are kept beside the model
     (kit.model.contract.ModelFile), never read off it. ``about`` holds further top-level
     keys about the fit (``intervals``, ``run_quality``), written only when non-empty."""
+    from kit.model.outliers import RULE  # the engine is loaded: the model is fitted
+
     model._check_fitted()
     per_size = getattr(model, "per_size_", None)
     prov = dict(provenance or {})
@@ -77,7 +76,7 @@ def model_to_dict(model: RegimeModel, provenance: Mapping[str, Any] | None = Non
         "estimator": model.get_params(deep=False),
         "regimes": [r.to_dict() for r in model.regimes_],
         "breakpoints": list(model.breakpoints_),
-        "outliers": {"count": model.n_outliers_, "rule": OUTLIER_RULE,
+        "outliers": {"count": model.n_outliers_, "rule": RULE,
                      "by_regime": [r.n_outliers for r in model.regimes_]},
         "n_samples": getattr(model, "n_samples_", sum(r.n_samples for r in model.regimes_)),
         "provenance": prov,

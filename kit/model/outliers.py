@@ -21,8 +21,13 @@ MIN_NEIGHBOURHOOD = 30
 #: Smallest factor from the local median that can count as an outlier.
 MIN_FACTOR = 2.0
 #: Samples a neighbourhood must hold beyond the quantiles that scale its thresholds
-#: (:func:`tail_mass`).
+#: (:func:`tail_mass`), and the range of that tail mass.
 TAIL_SAMPLES = 5
+TAIL_MASS = (0.01, 0.05)
+#: The rule as model files state it (``outliers.rule``).
+RULE = (f"ln time beyond max(k*IQR/1.349, 2*(q[1-m]-p50) or 2*(p50-q[m]), ln {MIN_FACTOR:g}) of "
+        f"the median of its size neighbourhood (>= {MIN_NEIGHBOURHOOD} samples), the tail mass "
+        f"m = {TAIL_SAMPLES}/n within [{TAIL_MASS[0]}, {TAIL_MASS[1]}] for its n samples")
 
 
 def neighbourhoods(size_sorted: NDArray, min_count: int = MIN_NEIGHBOURHOOD) -> NDArray:
@@ -131,7 +136,7 @@ def group_quantiles(group: NDArray, values: NDArray, qs: tuple[float | NDArray, 
 
 def tail_mass(count: NDArray) -> NDArray:
     """Per neighbourhood of ``count`` samples, the tail mass p whose quantiles (p and 1 - p)
-    scale its outlier thresholds: ``TAIL_SAMPLES / count`` within [0.01, 0.05].
+    scale its outlier thresholds: ``TAIL_SAMPLES / count`` within ``TAIL_MASS``.
 
     Why not a fixed p05/p95: a slow band holding 1-5 % of a size's samples (Ethernet's, whose
     share grows with size) then lies past the threshold and was flagged as outliers, so the
@@ -142,7 +147,7 @@ def tail_mass(count: NDArray) -> NDArray:
     samples (most sizes of the reference runs: 50 repetitions) the rule is the p05/p95 it
     always was.
     """
-    return np.clip(TAIL_SAMPLES / np.asarray(count, dtype=float), 0.01, 0.05)
+    return np.clip(TAIL_SAMPLES / np.asarray(count, dtype=float), *TAIL_MASS)
 
 
 def flag_outliers(size: NDArray, log_time: NDArray, k: float = 6.0) -> NDArray:
