@@ -147,6 +147,32 @@ def test_weighted_boundary_search_is_the_search_on_repeated_samples() -> None:
         assert size[held][i_w - 1] == size[rep][i_r - 1]
 
 
+def test_boundary_search_is_the_best_split_between_sizes() -> None:
+    """The search sums each size's costs first: it must still pick the first split of
+    least total cost, also where sizes hold no weight (exact ties) and where the window
+    does not start at a size's first sample (the running-sum path)."""
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        n = int(rng.integers(2, 400))
+        size = np.sort(rng.integers(1, 40, n)).astype(float)
+        lt = rng.normal(0, 1, n)
+        left, right = rng.normal(0, 1, n), rng.normal(0, 1, n)
+        w = rng.poisson(1.0, n).astype(np.uint8)
+        w[size == size[n // 2]] = 0  # a size the resample lacks: ties around it
+        cost = np.minimum((lt - left) ** 2, 1.0) - np.minimum((lt - right) ** 2, 1.0)
+        starts = np.flatnonzero(np.r_[True, size[1:] != size[:-1]])
+        if trial % 3 == 0 and len(starts) > 1:
+            starts = starts[1:]  # a window cut inside its first size
+        splits = np.r_[starts, n]
+        totals = np.array([float(np.sum((cost * w)[:i])) for i in splits])
+        best = splits[np.flatnonzero(totals <= totals.min() + 1e-9)]
+        got = refine_boundary(size, lt, left, right, w, starts)
+        assert got in best
+        gap = np.sort(totals)[1] - totals.min() if len(totals) > 1 else np.inf
+        if gap > 1e-6:  # no other split comes close: it is that one
+            assert got == splits[np.argmin(totals)]
+
+
 def test_held_neighbours_of_a_split_are_found_near_it_and_far_from_it() -> None:
     from kit.model.uncertainty import _first_held, _last_held
 
