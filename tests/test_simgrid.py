@@ -285,9 +285,36 @@ def test_simulate_cli_and_against_held_out_samples(calib: Path, tmp_path: Path,
         # are from the real samples is the model's error, reported, not asserted here.
         assert row["median_ratio"] == pytest.approx(row["model_median_ratio"], rel=0.05)
         assert 0.8 < row["median_ratio"] < 1.2
+        # Each p05/p95's level among the held-out samples, and how sure it is.
+        for who in ("sim", "model"):
+            lo, hi = row[f"{who}_p05_level"], row[f"{who}_p95_level"]
+            assert 0.0 <= lo < 0.5 < hi <= 1.0, row
+        assert row["level_se"] == pytest.approx(math.sqrt(0.05 * 0.95 / row["n_real"]))
+    assert "level" in doc["level_note"]
+    assert main(["simulate", str(path), "--against", str(ds)]) == 0
+    text = capsys.readouterr().out
+    assert "level among real" in text and "sim p95" in text
     assert main(["simulate", str(path)]) == 0
     text = capsys.readouterr().out
     assert re.search(r"1 MiB\s", text) and "ratio" in text
+
+
+def test_against_levels_are_the_held_out_samples_share_at_or_below() -> None:
+    from kit.simulate import _levels
+
+    # ties count half: a timer that rounds to a tick makes many samples equal
+    assert _levels(np.array([1.0, 2.0, 2.0, 3.0]), [0.5, 2.0, 2.5, 3.0, 9.0]) == [
+        0.0, 0.5, 0.75, 0.875, 1.0]
+    # synthetic truth: at a distribution's true p05/p95 the level is 0.05/0.95 within
+    # 4 binomial standard errors
+    rng = np.random.default_rng(4)
+    n = 2000
+    se = math.sqrt(0.05 * 0.95 / n)
+    for _ in range(20):
+        real = rng.lognormal(-11.0, 0.3, n)
+        true = np.exp(-11.0 + 0.3 * np.array([-1.6448536269514729, 1.6448536269514729]))
+        got = _levels(real, list(true))
+        assert abs(got[0] - 0.05) <= 4 * se and abs(got[1] - 0.95) <= 4 * se
 
 
 def test_simulate_without_simgrid_is_a_user_error(linear_model: RegimeModel, tmp_path: Path,

@@ -65,16 +65,21 @@ def run(args: argparse.Namespace) -> int:
             return 0
         print(f"SimGrid {meta['simgrid_version']}: {meta['simulated']} held-out ping-pongs of "
               f"{meta['dataset']} simulated with noise; ratio = simulated / real")
-        print(f"{'':>21} {'':>7} {'simulated / real':^26} {'model / real':^26}")
+        print(f"{'':>21} {'':>7} {'simulated / real':^26} {'model / real':^26} "
+              f"{'level among real':^35}")
         print(f"{'sizes':>21} {'n real':>7} {'median':>8} {'p05':>8} {'p95':>8} "
-              f"{'median':>8} {'p05':>8} {'p95':>8}")
+              f"{'median':>8} {'p05':>8} {'p95':>8} {'sim p05':>8} {'sim p95':>8} "
+              f"{'mod p05':>8} {'mod p95':>8} {'+-':>6}")
         for r in rows:
             d = r.to_dict()
             print(f"[{r.size_lo:>9.0f}, {r.size_hi:>9.0f}) {r.n_real:>7} "
                   f"{d['median_ratio']:>8.3f} {d['p05_ratio']:>8.3f} {d['p95_ratio']:>8.3f} "
                   f"{d['model_median_ratio']:>8.3f} {d['model_p05_ratio']:>8.3f} "
-                  f"{d['model_p95_ratio']:>8.3f}")
+                  f"{d['model_p95_ratio']:>8.3f} {r.sim_p05_level:>8.3f} "
+                  f"{r.sim_p95_level:>8.3f} {r.model_p05_level:>8.3f} "
+                  f"{r.model_p95_level:>8.3f} {r.level_se:>6.3f}")
         print(meta["note"])
+        print(meta["level_note"])
         return 0
     send = load_model(args.send) if args.send else None
     recv = load_model(args.recv) if args.recv else None
