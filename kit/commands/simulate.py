@@ -17,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "model ratios at 1 B, 1 KiB, 64 KiB, 1 MiB and the middle of each regime (median; "
         "p05 and p95 with --noise, which loads the kit's noise plugin). With --against "
         "DATASET: refit the model's settings on a training split of the measured series, "
-        "simulate the held-out samples' plan with noise and compare with those samples. "
+        "simulate the held-out samples' plan with noise and compare with those samples "
+        "(ratios per size decade, and each p05/p95's level among the held-out samples). "
         "Needs SimGrid (Debian 12: apt-get install libsimgrid-dev g++).")
     p.add_argument("model", type=Path, metavar="MODEL", help="ping-pong model JSON")
     p.add_argument("--noise", action="store_true",
