@@ -291,8 +291,10 @@ class AgainstRow:
 
     @property
     def level_se(self) -> float:
-        """Binomial standard error of a level at 0.05 or 0.95 among ``n_real`` samples."""
-        return math.sqrt(0.05 * 0.95 / self.n_real)
+        """Standard error of a level at 0.05 or 0.95: binomial among the ``n_real`` held-out
+        samples, plus the simulated (or drawn) quantile's own, from ``n_sim`` messages
+        (the model's draws are as many: two per held-out ping-pong)."""
+        return math.sqrt(0.05 * 0.95 * (1.0 / self.n_real + 1.0 / max(self.n_sim, 1)))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -366,7 +368,8 @@ def simulate_against(model: Any, dataset: Path, *, series: dict[str, str] | None
                     "model (sim/model apart from sim/real is the export's share)",
             "level_note": "level: the share of held-out samples at or below the simulated "
                           "(model's) p05/p95, ties counted half; 0.05/0.95 when the tail is "
-                          "reproduced, give or take level_se (binomial, per decade)"}
+                          "reproduced, give or take level_se (binomial, from the held-out samples and the "
+                          "simulated messages of the decade)"}
     return rows, meta
 
 

@@ -289,7 +289,8 @@ def test_simulate_cli_and_against_held_out_samples(calib: Path, tmp_path: Path,
         for who in ("sim", "model"):
             lo, hi = row[f"{who}_p05_level"], row[f"{who}_p95_level"]
             assert 0.0 <= lo < 0.5 < hi <= 1.0, row
-        assert row["level_se"] == pytest.approx(math.sqrt(0.05 * 0.95 / row["n_real"]))
+        assert row["level_se"] == pytest.approx(
+            math.sqrt(0.05 * 0.95 * (1 / row["n_real"] + 1 / row["n_sim"])))
     assert "level" in doc["level_note"]
     assert main(["simulate", str(path), "--against", str(ds)]) == 0
     text = capsys.readouterr().out
