@@ -368,8 +368,8 @@ def simulate_against(model: Any, dataset: Path, *, series: dict[str, str] | None
                     "model (sim/model apart from sim/real is the export's share)",
             "level_note": "level: the share of held-out samples at or below the simulated "
                           "(model's) p05/p95, ties counted half; 0.05/0.95 when the tail is "
-                          "reproduced, give or take level_se (binomial, from the held-out samples and the "
-                          "simulated messages of the decade)"}
+                          "reproduced, give or take level_se (binomial, from the held-out "
+                          "samples and the simulated messages of the decade)"}
     return rows, meta
 
 
