@@ -121,15 +121,6 @@ class _LineBaseline(BaseEstimator):
         out = self._line(x1)[:, None] * np.interp(u, probs, self.ratio_quantiles_)
         return out[0] if x.ndim == 0 else out
 
-    def sample_each(self, size: ArrayLike, n: int = 1,
-                    random_state: int | np.random.Generator | None = None
-                    ) -> NDArray[np.float64]:
-        """(len(size), n): what ``sample`` draws at each size called on its own, one after
-        the other from the same generator. ``sample`` takes a row of uniforms per size in
-        size order, so that is ``sample`` at every size at once."""
-        return self.sample(np.atleast_1d(np.asarray(size, dtype=np.float64)).ravel(), n,
-                           random_state)
-
     def to_dict(self) -> dict[str, Any]:
         """Plain numbers for reports and the validation record."""
         self._check_fitted()

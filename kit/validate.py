@@ -152,22 +152,20 @@ def _draws(model: Predictive, cells: list[NDArray[np.float64]], ns: list[int],
            rng: np.random.Generator) -> list[NDArray[np.float64]]:
     """Each cell's predictive draws, ``ns[i]`` at each of ``cells[i]``'s sizes, pooled.
 
-    The model is evaluated once per distinct draw count, at every size that many draws are
-    taken at (a call per cell evaluated it anew each time: most of validation's cost with
-    hundreds of stored sizes). The draws come from ``rng`` in a fixed order: by draw count,
-    then cell, then size. A model with ``sample_each`` gives, at several sizes at once, what
-    its ``sample`` gives at each size on its own, one after the other; otherwise ``sample``
-    is called per size (shapes unambiguous for any model)."""
+    One ``sample`` call per distinct draw count, at every size that many draws are taken
+    at: a call per cell evaluated the model anew each time, most of validation's cost with
+    hundreds of stored sizes. A model whose ``sample`` does not give a row per size for an
+    array of sizes is asked one size at a time."""
     out: list[NDArray[np.float64]] = [np.empty(0)] * len(cells)
-    each = getattr(model, "sample_each", None)
     for n in sorted(set(ns)):
         chosen = [i for i, k in enumerate(ns) if k == n and len(cells[i])]
         if not chosen:
             continue
         sizes = np.concatenate([cells[i] for i in chosen]).astype(np.float64)
-        if each is not None:
-            rows = np.asarray(each(sizes, n, random_state=rng), dtype=np.float64)
-        else:
+        state = rng.bit_generator.state
+        rows = np.asarray(model.sample(sizes, n, random_state=rng), dtype=np.float64)
+        if rows.shape != (len(sizes), n):
+            rng.bit_generator.state = state  # as if the batch had not been asked
             rows = np.stack([np.asarray(model.sample(float(x), n, random_state=rng),
                                         dtype=np.float64).ravel() for x in sizes])
         at = 0

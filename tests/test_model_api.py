@@ -219,26 +219,6 @@ def test_quantiles_invert_the_cdf_of_a_band_mixture():
     assert np.allclose(model.cdf(sizes, q), levels[None, :], rtol=0, atol=1e-7)
 
 
-def test_sample_each_draws_what_one_call_per_size_draws() -> None:
-    """Validation draws at a cell's sizes one at a time; sample_each evaluates the model
-    once for all of them and must give those draws: the same random numbers in the same
-    order (to rounding), and the generator left where the calls leave it. Stored sizes
-    (their own shape), unseen ones (the integrated effect) and both bands are mixed."""
-    s, t = S.sample(S.ethernet_like(), 60_000, lo=1, hi=2**22, seed=3)
-    model = RegimeModel(per_size=True).fit(s, t)
-    stored = model.per_size_.sizes
-    assert len(stored) > 100 and model.per_size_.has_shape()
-    pick = np.random.default_rng(0)
-    for trial in range(12):
-        sizes = pick.choice(np.r_[stored, np.geomspace(1, 4e6, 300)], 16, replace=False)
-        one, batch = np.random.default_rng(trial), np.random.default_rng(trial)
-        ref = np.stack([model.sample(float(x), 40, random_state=one)[0] for x in sizes])
-        got = model.sample_each(sizes, 40, random_state=batch)
-        assert got.shape == ref.shape
-        np.testing.assert_allclose(got, ref, rtol=1e-13, atol=0)
-        assert one.random() == batch.random()
-
-
 def _two_bands(gap: float, n: int = 400) -> list:
     from kit.model.noise import Noise
 

@@ -626,24 +626,6 @@ class RegimeModel(BaseEstimator):
         rng = np.random.default_rng(random_state)
         return self._shaped(s, tl, _sample(tl, len(s), int(n), rng))
 
-    def sample_each(self, size: ArrayLike, n: int = 1,
-                    random_state: int | np.random.Generator | None = None) -> NDArray:
-        """(len(size), n): what ``sample`` draws for each size called on its own, one after
-        the other from the same generator (the same random numbers, and the generator left
-        in the same state), with the model evaluated at every size at once. Validation draws
-        at a cell's sizes one at a time (so that its draws do not depend on how sizes are
-        batched); each call evaluated the model anew, 0.2-0.4 ms, most of the draws' cost.
-        The times agree to rounding: numpy's vector code for a power curve at several sizes
-        and its scalar code at one can differ in the last bit."""
-        s, tl = self._terms(size)
-        rng = np.random.default_rng(random_state)
-        out = np.empty((len(s), int(n)))
-        for i in range(len(s)):
-            # a term without weight at this size is never picked and draws nothing
-            out[i] = _sample([(w[i:i + 1], sc[i:i + 1], nz) for w, sc, nz in tl], 1, int(n),
-                             rng)[0]
-        return self._shaped(s, tl, out)
-
     def _shaped(self, s: NDArray, tl: list, base: NDArray) -> NDArray:
         """``base`` times (quantiles or draws of the base terms ``tl``, a row per size of
         ``s``) with each stored size's row through that size's monotone map (in place)."""
