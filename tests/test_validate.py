@@ -14,6 +14,7 @@ from kit.baselines import HockneyModel, PeakModel
 from kit.errors import ModelError
 from kit.model import RegimeModel
 from kit.validate import (
+    cell_scores,
     crps_ensemble,
     holdout_mask,
     score_models,
@@ -60,6 +61,37 @@ def test_crps_matches_its_definition() -> None:
     # A point forecast's CRPS is its mean absolute error.
     assert crps_ensemble([2.0], [1.0, 4.0]) == pytest.approx(1.5)
     assert np.isnan(crps_ensemble([], [1.0]))
+
+
+def test_cell_scores_are_each_cells_crps_and_w1() -> None:
+    """The one-sort scores equal crps_ensemble and scipy's wasserstein_distance cell by cell,
+    to rounding, with ties, cells of times 10^5 apart, and empty sides (NaN)."""
+    from scipy.stats import wasserstein_distance
+
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        ens, obs = [], []
+        for _ in range(int(rng.integers(1, 25))):
+            scale = 10 ** rng.uniform(-6, -1)
+            e = scale * rng.lognormal(0, 0.4, int(rng.integers(1, 400)))
+            o = scale * rng.lognormal(0.1, 0.3, int(rng.integers(1, 50)))
+            if trial % 3 == 0:  # timer-resolution ties, within and across the two sides
+                e, o = np.round(e / scale, 1) * scale, np.round(o / scale, 1) * scale
+            ens.append(e)
+            obs.append(o)
+        med = np.array([np.median(o) for o in obs])
+        crps, w1 = cell_scores(ens, obs, med)
+        want_crps = [crps_ensemble(e, o) / m for e, o, m in zip(ens, obs, med, strict=True)]
+        want_w1 = [wasserstein_distance(e, o) / m for e, o, m in zip(ens, obs, med, strict=True)]
+        np.testing.assert_allclose(crps, want_crps, rtol=1e-9)
+        np.testing.assert_allclose(w1, want_w1, rtol=1e-9)
+    crps, w1 = cell_scores([np.array([1.0, 2.0]), np.empty(0), np.array([3.0])],
+                           [np.array([1.5]), np.array([1.0]), np.empty(0)], np.ones(3))
+    assert crps[0] == pytest.approx(0.25) and w1[0] == pytest.approx(0.5)
+    assert np.isnan(crps[1:]).all() and np.isnan(w1[1:]).all()
+    crps, w1 = cell_scores([np.empty(0), np.array([1.0])], [np.array([1.0]), np.empty(0)],
+                           np.ones(2))
+    assert np.isnan(crps).all() and np.isnan(w1).all()
 
 
 def test_repetition_split_keeps_every_size_on_both_sides() -> None:
