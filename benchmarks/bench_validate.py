@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
-from with_kit import call
+from with_kit import call, print_ratio_table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SYNTHETIC = "33k probe-like"
@@ -65,16 +64,7 @@ def main() -> None:
             for name, v in call(kit_dir, "bench_validate", "validate_times", runs).items():
                 times[side][name].append(v)
     print("load average at end", os.getloadavg())
-    print("| run | " + " | ".join(f"{s} median [min]" for s in sides)
-          + (" | ratio of medians |" if args.compare else " |"))
-    print("|---|" + "---:|" * (len(sides) + (1 if args.compare else 0)))
-    for name in runs:
-        med = {s: statistics.median(times[s][name]) for s in sides}
-        cells = [f"{med[s]:.2f} [{min(times[s][name]):.2f}]" for s in sides]
-        if args.compare:
-            cells.append(f"{med['before'] / med['after']:.2f}x")
-        print(f"| {name} | " + " | ".join(cells) + " |")
-
+    print_ratio_table(times, runs)
 
 if __name__ == "__main__":
     main()
