@@ -62,5 +62,6 @@ def main() -> None:
     print("load average at end", os.getloadavg())
     print_ratio_table(times, runs)
 
+
 if __name__ == "__main__":
     main()

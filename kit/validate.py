@@ -128,24 +128,12 @@ def holdout_mask(size: ArrayLike, *, method: str = "repetition", test_fraction: 
 
 
 def crps_ensemble(draws: ArrayLike, obs: ArrayLike) -> float:
-    """Mean CRPS of the empirical distribution of ``draws`` over the observations ``obs``.
-
-    ``CRPS(F, y) = E|X - y| - E|X - X'| / 2``, computed exactly for an ensemble in
-    O((m + k) log m) with sorted draws and prefix sums.
-    """
-    x = np.sort(np.asarray(draws, dtype=np.float64).ravel())
+    """Mean CRPS of the empirical distribution of ``draws`` over the observations ``obs``:
+    ``CRPS(F, y) = E|X - y| - E|X - X'| / 2``, exact for an ensemble (:func:`cell_scores`
+    with one cell); NaN when either side is empty."""
+    x = np.asarray(draws, dtype=np.float64).ravel()
     y = np.asarray(obs, dtype=np.float64).ravel()
-    m = x.size
-    if m == 0 or y.size == 0:
-        return float("nan")
-    csum = np.concatenate([[0.0], np.cumsum(x)])
-    j = np.searchsorted(x, y, side="right")
-    below = y * j - csum[j]
-    above = (csum[m] - csum[j]) - y * (m - j)
-    e_xy = (below + above) / m
-    i = np.arange(m)
-    e_xx = 2.0 * np.sum((2 * i - m + 1) * x) / (m * m)
-    return float(np.mean(e_xy) - 0.5 * e_xx)
+    return float(cell_scores([x], [y], np.ones(1))[0][0])
 
 
 def cell_scores(ensembles: list[NDArray[np.float64]], obs: list[NDArray[np.float64]],
@@ -153,9 +141,10 @@ def cell_scores(ensembles: list[NDArray[np.float64]], obs: list[NDArray[np.float
     """Per cell g: (CRPS of ``ensembles[g]`` over ``obs[g]``, Wasserstein-1 distance between
     them), both divided by ``scale[g]``; NaN where either side is empty.
 
-    The same numbers as :func:`crps_ensemble` and ``scipy.stats.wasserstein_distance`` cell
-    by cell, to rounding, from one sort of every cell's values: validation scores four models
-    in hundreds of cells, where those calls' overheads cost more than their arithmetic. Each
+    The CRPS is computed exactly with sorted members and prefix sums; W1 is
+    ``scipy.stats.wasserstein_distance``'s, to rounding. Both from one sort of every cell's
+    values: validation scores four models in hundreds of cells, where a call per cell cost
+    more in overhead than in arithmetic. Each
     cell's values are divided by its scale first (the scores scale with their values), so
     that sums over a cell's values keep their precision.
     """
@@ -168,9 +157,9 @@ def cell_scores(ensembles: list[NDArray[np.float64]], obs: list[NDArray[np.float
     vals = np.concatenate([part for e, o in zip(ensembles, obs, strict=True)
                            for part in (np.asarray(e, dtype=np.float64).ravel(),
                                         np.asarray(o, dtype=np.float64).ravel())]
-                          or [np.empty(0)]) / np.repeat(scale, m + k)
-    is_obs = np.concatenate([np.repeat([False, True], [a, b]) for a, b in zip(m, k, strict=True)]
-                            or [np.empty(0, dtype=bool)])
+                          ) / np.repeat(scale, m + k)
+    is_obs = np.concatenate([np.repeat([False, True], [a, b])
+                             for a, b in zip(m, k, strict=True)])
     # by cell, then value, ensemble members before equal observations (searchsorted "right")
     order = np.lexsort((is_obs, vals, cell))
     v, g, ob = vals[order], cell[order], is_obs[order]
@@ -305,6 +294,9 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
         cells.append(sizes)
         ns.append(max(8, math.ceil(n_draws / sizes.size)))
         scored.append((te, y, med, p95))
+    if not scored:
+        raise ModelError("no size has samples on both sides of the split",
+                         hint="use --split repetition or more samples per size")
     members = [te for te, _, _, _ in scored]
     held = [y for _, y, _, _ in scored]
     meds = np.array([med for _, _, med, _ in scored])
@@ -312,7 +304,7 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
     crps, w1 = cell_scores(trains, held, meds)
     cols["floor_crps"], cols["floor_w1"] = crps.tolist(), w1.tolist()
     cell_of = np.repeat(np.arange(len(members)), [len(te) for te in members])
-    at = np.concatenate(members) if members else np.zeros(0, dtype=np.intp)
+    at = np.concatenate(members)
     for name, m in models.items():
         stream = np.random.SeedSequence(random_state, spawn_key=(1, zlib.crc32(name.encode())))
         draws = _draws(m, cells, ns, np.random.default_rng(stream))
@@ -324,20 +316,19 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
         inside = (yte[at] >= b[0.05][at]) & (yte[at] <= b[0.95][at])
         per[name]["coverage"] = (np.bincount(cell_of, inside, minlength=len(members))
                                  / np.bincount(cell_of, minlength=len(members))).tolist()
-    if not cols["size"]:
-        raise ModelError("no size has samples on both sides of the split",
-                         hint="use --split repetition or more samples per size")
     return {"per_size": {**cols, "models": per}}
 
 
 def _group_medians(values: NDArray[np.float64], members: list[NDArray[np.intp]]
                    ) -> NDArray[np.float64]:
-    """``np.median(values[m])`` for each index array ``m`` of ``members`` (non-empty), with
-    one sort: the same middle order statistics and the same mean of the two (a median per
-    cell and model was a tenth of validation's cost)."""
+    """``np.median(values[m])`` for each index array ``m`` of ``members`` (at least one, none
+    empty), with one sort: the same middle order statistics and the same mean of the two (a
+    median per cell and model was a tenth of validation's cost). Not
+    :func:`kit.model.outliers.group_quantiles`: that orders by a rounded key, which can swap
+    two values an ulp apart, and the fit's results are pinned to it."""
     counts = np.array([len(m) for m in members], dtype=np.intp)
     group = np.repeat(np.arange(len(members)), counts)
-    v = values[np.concatenate(members)] if members else np.empty(0)
+    v = values[np.concatenate(members)]
     v = v[np.lexsort((v, group))]
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
     return (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
