@@ -184,3 +184,36 @@ def test_local_cluster_rejects_bad_variables_before_doing_anything(tmp_path: Pat
     assert proc.returncode != 0
     assert "nodes=0" in proc.stdout and "Fix the one that does not match" in proc.stdout
     assert not state.exists()
+
+
+@pytest.mark.ansible
+def test_files_module_writes_only_what_differs_and_fixes_modes(tmp_path: Path) -> None:
+    """pt2pt_files (the local cluster's configuration in one module run): a first run writes,
+    a second changes nothing, a changed mode or content is put back, a bad mode is refused."""
+    library = PLAYBOOKS_DIR / "roles" / "local_slurm" / "library"
+    a, b = tmp_path / "a.conf", tmp_path / "b.sh"
+
+    def run(files: list[dict[str, str]]) -> tuple[int, dict[str, object]]:
+        args = json.dumps({"files": files})
+        proc = _run([str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,",
+                     "-M", str(library), "-m", "pt2pt_files", "-a", args, "-o",
+                     "-e", f"ansible_python_interpreter={sys.executable}"], tmp_path)
+        found = re.search(r"=> (\{.*\})", proc.stdout)
+        assert found, proc.stdout + proc.stderr
+        return proc.returncode, json.loads(found.group(1))
+
+    files = [{"path": str(a), "content": "X=1\n", "mode": "0644"},
+             {"path": str(b), "content": "#!/bin/sh\n", "mode": "0755"}]
+    rc, out = run(files)
+    assert rc == 0 and out["changed"] and out["written"] == [str(a), str(b)]
+    assert a.read_text() == "X=1\n" and oct(b.stat().st_mode & 0o777) == "0o755"
+    rc, out = run(files)
+    assert rc == 0 and not out["changed"]
+    b.chmod(0o700)
+    a.write_text("X=2\n")
+    rc, out = run(files)
+    assert out["written"] == [str(a), str(b)] and a.read_text() == "X=1\n"
+    assert oct(b.stat().st_mode & 0o777) == "0o755"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".pt2pt-")]
+    rc, out = run([{"path": str(a), "content": "X=3\n", "mode": "rw-r--r--"}])
+    assert rc != 0 and "not octal" in str(out["msg"]) and a.read_text() == "X=1\n"
