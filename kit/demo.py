@@ -9,7 +9,7 @@ are not measured again, an unchanged dataset is not refitted.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,7 +134,7 @@ def _fingerprint(dataset: Path) -> str:
     return str(sorted(runs["run_id"].to_list())) if runs.height else ""
 
 
-def _model_name(series: dict[str, str]) -> str:
+def _model_name(series: Mapping[str, str]) -> str:
     """``tcp-pingpong-probe``; a placement other than the demo's own (one node: intra-node, or
     intra-socket when the probe saw both ranks on one socket) is added."""
     name = f"{series['transport']}-{series['op']}-{series['tool']}"
@@ -145,56 +145,52 @@ def _model_name(series: dict[str, str]) -> str:
 
 
 def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
-            progress: Callable[[str], None] | None = None,
-            on_series: Callable[[int, int, str], None] | None = None) -> list[SeriesResult]:
-    """Fit, validate and save a model for every raw series of ``dataset``.
+            on_done: Callable[[int, int, str], None] | None = None) -> list[SeriesResult]:
+    """Fit, validate and save a model for every raw series of ``dataset``, in parallel.
 
-    ``progress(name)`` / ``on_series(index, n_series, name)``: called before each series.
+    The fits are ``pt2pt fit --all``'s (:func:`kit.fitall.fit_all`: one process per core,
+    the same model ``pt2pt fit`` writes for the series), under the demo's short file names.
+    Models of an unchanged dataset are reused. ``on_done(done, total, name)`` is called as
+    each series is ready, in completion order.
     """
-    from kit.fitting import fit_samples, select_series
-    from kit.model.io import read_model, write_model
-    from kit.model.uncertainty import bootstrap_intervals
-    from kit.runquality import quiet_samples
-    from kit.validate import validate_into
+    from kit import fitall
+    from kit.model.io import read_model
 
     models_dir.mkdir(parents=True, exist_ok=True)
     stamp = models_dir / ".dataset-fingerprint"
     fingerprint = _fingerprint(dataset)
     reuse = stamp.is_file() and stamp.read_text(encoding="utf-8") == fingerprint
     table = ds.series_table(dataset).filter(pl.col("stat").cast(pl.String) == "raw")
-    results: list[SeriesResult] = []
-    for index, row in enumerate(table.iter_rows(named=True)):
-        series = {k: str(row[k]) for k in ds.SERIES_KEYS}
-        res = SeriesResult(series=series, n_samples=int(row["n_samples"]))
-        path = models_dir / f"{_model_name(series)}.json"
-        if progress:
-            progress(_model_name(series))
-        if on_series:
-            on_series(index, table.height, _model_name(series))
-        try:
-            if reuse and path.is_file():
+    results = [SeriesResult(series={k: str(row[k]) for k in ds.SERIES_KEYS},
+                            n_samples=int(row["n_samples"]))
+               for row in table.iter_rows(named=True)]
+    paths = [models_dir / f"{_model_name(r.series)}.json" for r in results]
+    todo = [i for i, path in enumerate(paths) if not (reuse and path.is_file())]
+    done = len(results) - len(todo)
+    if on_done:
+        on_done(done, len(results), "reused" if done else "")
+
+    def fitted_one(_done: int, _total: int, fit: fitall.SeriesFit) -> None:
+        nonlocal done
+        done += 1
+        if on_done:
+            on_done(done, len(results), _model_name(fit.series))
+
+    fits = fitall.fit_all(dataset, [results[i].series for i in todo], models_dir,
+                          fitall.FitOptions(seed=random_state), on_done=fitted_one,
+                          filename=lambda s: f"{_model_name(s)}.json")
+    for i, fit in zip(todo, fits, strict=True):
+        results[i].error = fit.error or ""
+        results[i].warnings += fit.notes
+    for res, path in zip(results, paths, strict=True):
+        if not res.error:
+            try:
                 fitted = read_model(path)
-            else:
-                chosen, size, time = select_series(dataset, series)
-                # Disturbed windows (a busy node) are left out and reported, as in `pt2pt fit`.
-                frame, quality = quiet_samples(dataset, chosen)
-                size = frame["size"].to_numpy()
-                time = frame["time"].to_numpy()
-                fitted = fit_samples(dataset, chosen, size, time, random_state=random_state)
-                fitted.run_quality = quality.to_dict()
-                fitted.validation = validate_into(fitted.model, size, time,
-                                                  random_state=random_state)
-                fitted.intervals = bootstrap_intervals(
-                    fitted.model, size, time, groups=frame["run_id"].to_numpy(),
-                    seq=frame["seq"].to_numpy(), random_state=random_state)
-                write_model(fitted, path)
-        except ModelError as err:
-            res.error = err.paragraph()
-            results.append(res)
-            continue
-        res.model_path = path
-        _summarise(fitted, res)
-        results.append(res)
+            except ModelError as err:
+                res.error = err.paragraph()
+                continue
+            res.model_path = path
+            _summarise(fitted, res)
     stamp.write_text(fingerprint, encoding="utf-8")
     return results
 
@@ -280,27 +276,42 @@ def export_all(results: list[SeriesResult], out: Path,
     return written
 
 
-def build_report(dataset: Path, results: list[SeriesResult], out: Path) -> Path | None:
+#: What a report worker needs imported (by the forkserver, if the fit has not started it).
+REPORT_MODULES = ("kit.demo", "kit.report.build", "kit.report.plots")
+
+
+def _section(out: Path, dataset: Path, series: dict[str, str], model_path: Path) -> Any:
+    """One series' report section and its figures (in a worker process: the figures are
+    most of the report's time, about 5 s of matplotlib per series on a slow core)."""
     from kit.model.io import read_model
-    from kit.report.build import _raw_frame, render, series_samples, series_section
+    from kit.report.build import _raw_frame, series_samples, series_section
+
+    fitted = read_model(model_path)
+    size, time = series_samples(dataset, series)
+    title = " / ".join(w for w in (*(series[k] for k in ("transport", "op", "tool")),
+                                   pairs_label(series.get("pairs"))) if w)
+    return series_section(out, fitted.model, size, time, title=title,
+                          provenance={"model": model_path, "dataset": dataset},
+                          validation=fitted.validation or None,
+                          samples=_raw_frame(dataset, series), intervals=fitted.intervals,
+                          run_quality=fitted.run_quality)
+
+
+def build_report(dataset: Path, results: list[SeriesResult], out: Path) -> Path | None:
+    """The HTML report of every fitted series, the series' sections drawn in parallel."""
+    from kit import workers
+    from kit.report.build import render
 
     out.mkdir(parents=True, exist_ok=True)
-    sections = []
-    for r in results:
-        if r.model_path is None:
-            continue
-        fitted = read_model(r.model_path)
-        size, time = series_samples(dataset, r.series)
-        title = " / ".join(w for w in (*(r.series[k] for k in ("transport", "op", "tool")),
-                                       pairs_label(r.series.get("pairs"))) if w)
-        sections.append(series_section(out, fitted.model, size, time, title=title,
-                                       provenance={"model": r.model_path, "dataset": dataset},
-                                       validation=fitted.validation or None,
-                                       samples=_raw_frame(dataset, r.series),
-                                       intervals=fitted.intervals,
-                                       run_quality=fitted.run_quality))
-    if not sections:
+    tasks = [(out, dataset, r.series, r.model_path) for r in results if r.model_path]
+    if not tasks:
         return None
+    jobs = min(workers.default_jobs(), len(tasks))
+    if jobs == 1:
+        sections = [_section(*task) for task in tasks]
+    else:
+        with workers.pool(jobs, REPORT_MODULES) as pool:
+            sections = list(pool.map(_section, *zip(*tasks, strict=True)))
     return render(out, sections, "pt2pt demo: shared memory vs TCP on this machine")
 
 
@@ -531,10 +542,10 @@ def run_demo(out: Path, *, campaign: Path = DEFAULT_CAMPAIGN, quick: bool = Fals
                         hint="read the run-local.log files in the job folders")
     with _step(console, "fit and validate one model per series", spinner=False), \
             bar("fit") as fitting:
-        def next_series(index: int, total: int, name: str) -> None:
-            fitting.update(total=total, completed=index, description=name)
+        def series_done(done: int, total: int, name: str) -> None:
+            fitting.update(total=total, completed=done, description=name)
 
-        results = fit_all(dataset, out / "models", on_series=next_series)
+        results = fit_all(dataset, out / "models", on_done=series_done)
     with _step(console, "export SimGrid/SMPI configuration"):
         simgrid = export_all(results, out / "simgrid", notes)
     with _step(console, "write the HTML report"):

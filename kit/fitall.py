@@ -3,27 +3,24 @@
 ``pt2pt fit`` and ``pt2pt fit --all`` share :func:`fit_series` so that a model fitted in a
 batch is the model ``pt2pt fit --series ...`` writes for that series, byte for byte.
 
-Why processes: a fit is CPU-bound Python and numpy on small arrays (the GIL is held most of
-the time), so threads would not overlap; one series per worker process does. Workers come
-from a ``forkserver`` that has already imported the fitting code (numpy, scipy and
-scikit-learn cost seconds of CPU to import), each worker reads its own series from the
-dataset (no large arrays are pickled), and BLAS is limited to one thread per worker so that
-N workers use N cores rather than N × cores threads. One series' failure (bad data, too few
-samples, even a crashed worker) is reported for that series; the others' models are kept.
+One series per worker process (:mod:`kit.workers` says why processes, and how); each worker
+reads its own series from the dataset (no large arrays are pickled). One series' failure
+(bad data, too few samples, even a crashed worker) is reported for that series; the others'
+models are kept.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit import workers
 from kit.errors import ModelError, UserError
 
 #: Rows of one series above which the fit uses a deterministic uniform subsample of this
@@ -244,47 +241,26 @@ def _fit_to_file(dataset: str, chosen: dict[str, str], output: str,
     return result
 
 
-def _init_worker() -> None:
-    """Each worker: one BLAS thread (the cores are shared among the workers) and no bars."""
-    from kit import progress
-    from kit.model.blas import limit_blas_threads
-
-    progress.set_quiet(True)
-    limit_blas_threads()
-
-
-def _pool(jobs: int) -> ProcessPoolExecutor:
-    import multiprocessing
-
-    # forkserver: workers fork from a clean server that imported the fitting code once;
-    # fork from a process holding threads (Polars' pool) is unsafe.
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["kit.fitall", "kit.fitting", "kit.validate",
-                                "kit.model.uncertainty", "kit.runquality"])
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker)
-
-
-def default_jobs() -> int:
-    """All the cores this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+#: What a fit worker needs imported (by the forkserver, once).
+FIT_MODULES = ("kit.fitall", "kit.fitting", "kit.validate", "kit.model.uncertainty",
+               "kit.runquality")
 
 
 def fit_all(dataset: str | Path, series: list[dict[str, str]], out_dir: str | Path,
             opts: FitOptions, *, jobs: int | None = None,
-            on_done: Callable[[int, int, SeriesFit], None] | None = None) -> list[SeriesFit]:
+            on_done: Callable[[int, int, SeriesFit], None] | None = None,
+            filename: Callable[[Mapping[str, str]], str] = model_filename) -> list[SeriesFit]:
     """Fit every series in ``series`` (each with all its keys) into ``out_dir``.
 
     ``jobs`` processes (default: all cores; 1 fits in this process, one after the other).
     ``on_done(done, total, result)`` is called as each series finishes, in completion order.
+    ``filename(series)`` names each model file (``pt2pt demo`` uses short names).
     Returns the results in the order of ``series``; failures are results with ``error``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = [(dict(s), str(out / model_filename(s))) for s in series]
-    jobs = max(1, min(jobs or default_jobs(), len(tasks) or 1))
+    tasks = [(dict(s), str(out / filename(s))) for s in series]
+    jobs = max(1, min(jobs or workers.default_jobs(), len(tasks) or 1))
     results: list[SeriesFit | None] = [None] * len(tasks)
     for done, (index, result) in enumerate(_run(str(dataset), tasks, opts, jobs), start=1):
         results[index] = result
@@ -301,7 +277,7 @@ def _run(dataset: str, tasks: list[tuple[dict[str, str], str]], opts: FitOptions
         return
     from concurrent.futures.process import BrokenProcessPool
 
-    with _pool(jobs) as pool:
+    with workers.pool(jobs, FIT_MODULES) as pool:
         futures: dict[Future[SeriesFit], int] = {
             pool.submit(_fit_to_file, dataset, chosen, output, opts): index
             for index, (chosen, output) in enumerate(tasks)}
@@ -320,4 +296,4 @@ def _run(dataset: str, tasks: list[tuple[dict[str, str], str]], opts: FitOptions
             yield index, result
 
 
-__all__ = ["FitOptions", "SeriesFit", "default_jobs", "fit_all", "fit_series", "model_filename"]
+__all__ = ["FitOptions", "SeriesFit", "fit_all", "fit_series", "model_filename"]
