@@ -166,15 +166,13 @@ def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
                for row in table.iter_rows(named=True)]
     paths = [models_dir / f"{_model_name(r.series)}.json" for r in results]
     todo = [i for i, path in enumerate(paths) if not (reuse and path.is_file())]
-    done = len(results) - len(todo)
+    reused = len(results) - len(todo)
     if on_done:
-        on_done(done, len(results), "reused" if done else "")
+        on_done(reused, len(results), "reused" if reused else "")
 
-    def fitted_one(_done: int, _total: int, fit: fitall.SeriesFit) -> None:
-        nonlocal done
-        done += 1
+    def fitted_one(done: int, _total: int, fit: fitall.SeriesFit) -> None:
         if on_done:
-            on_done(done, len(results), _model_name(fit.series))
+            on_done(reused + done, len(results), _model_name(fit.series))
 
     fits = fitall.fit_all(dataset, [results[i].series for i in todo], models_dir,
                           fitall.FitOptions(seed=random_state), on_done=fitted_one,

@@ -303,7 +303,8 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
     p95s = np.array([p95 for _, _, _, p95 in scored])
     crps, w1 = cell_scores(trains, held, meds)
     cols["floor_crps"], cols["floor_w1"] = crps.tolist(), w1.tolist()
-    cell_of = np.repeat(np.arange(len(members)), [len(te) for te in members])
+    counts = np.array([len(te) for te in members], dtype=np.intp)
+    cell_of = np.repeat(np.arange(len(members)), counts)
     at = np.concatenate(members)
     for name, m in models.items():
         stream = np.random.SeedSequence(random_state, spawn_key=(1, zlib.crc32(name.encode())))
@@ -311,25 +312,24 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
         b = bands[name]
         crps, w1 = cell_scores(draws, held, meds)
         per[name]["crps"], per[name]["w1"] = crps.tolist(), w1.tolist()
-        per[name]["median_err"] = _rel(_group_medians(b[0.5], members), meds).tolist()
-        per[name]["p95_err"] = _rel(_group_medians(b[0.95], members), p95s).tolist()
+        per[name]["median_err"] = _rel(_group_medians(b[0.5][at], cell_of, counts),
+                                       meds).tolist()
+        per[name]["p95_err"] = _rel(_group_medians(b[0.95][at], cell_of, counts),
+                                    p95s).tolist()
         inside = (yte[at] >= b[0.05][at]) & (yte[at] <= b[0.95][at])
         per[name]["coverage"] = (np.bincount(cell_of, inside, minlength=len(members))
-                                 / np.bincount(cell_of, minlength=len(members))).tolist()
+                                 / counts).tolist()
     return {"per_size": {**cols, "models": per}}
 
 
-def _group_medians(values: NDArray[np.float64], members: list[NDArray[np.intp]]
-                   ) -> NDArray[np.float64]:
-    """``np.median(values[m])`` for each index array ``m`` of ``members`` (at least one, none
-    empty), with one sort: the same middle order statistics and the same mean of the two (a
-    median per cell and model was a tenth of validation's cost). Not
-    :func:`kit.model.outliers.group_quantiles`: that orders by a rounded key, which can swap
-    two values an ulp apart, and the fit's results are pinned to it."""
-    counts = np.array([len(m) for m in members], dtype=np.intp)
-    group = np.repeat(np.arange(len(members)), counts)
-    v = values[np.concatenate(members)]
-    v = v[np.lexsort((v, group))]
+def _group_medians(values: NDArray[np.float64], cell_of: NDArray[np.intp],
+                   counts: NDArray[np.intp]) -> NDArray[np.float64]:
+    """``np.median`` of each cell's ``values`` (``cell_of``: each value's cell, in cell order;
+    ``counts``: the cells' sizes, none zero), with one sort: the same middle order statistics
+    and the same mean of the two (a median per cell and model was a tenth of validation's
+    cost). Not :func:`kit.model.outliers.group_quantiles`: that orders by a rounded key, which
+    can swap two values an ulp apart, and the fit's results are pinned to it."""
+    v = values[np.lexsort((values, cell_of))]
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
     return (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
 
