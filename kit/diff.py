@@ -44,6 +44,8 @@ MIN_BAND_TAIL = 40
 #: Fewest distinct sizes in a regime for its curve parameters to be compared.
 MIN_PARAM_SIZES = 4
 EXIT_THRESHOLD = 3
+#: Bootstrap replicates x samples held at once (two int64 arrays of this many cells).
+BOOT_CELLS = 1 << 21
 
 Array = NDArray[np.float64]
 
@@ -235,25 +237,71 @@ def _clusters(side: Side, mask: NDArray[np.bool_]) -> NDArray[np.int64]:
 
 
 class _Resampler:
-    """Draws cluster-bootstrap index sets (all members of clusters drawn with replacement)."""
+    """Cluster-bootstrap replicates (all members of clusters drawn with replacement), as how
+    often each sample is drawn: a replicate's quantiles then need no copy of its samples."""
 
     def __init__(self, labels: NDArray[np.int64]) -> None:
-        self.order = np.argsort(labels, kind="stable")
-        counts = np.bincount(labels)
-        self.counts = counts[counts > 0]
-        self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]])
-        self.k = len(self.counts)
-        self.iid = self.k >= 0.9 * len(labels)
+        present = np.bincount(labels) > 0
+        self.n = len(labels)
+        self.k = int(present.sum())
+        # Each sample's cluster among the non-empty ones, in label order.
+        self.cluster = (np.cumsum(present) - 1)[labels]
+        self.iid = self.k >= 0.9 * self.n
 
-    def draw(self, rng: np.random.Generator) -> NDArray[np.int64]:
-        n = len(self.order)
+    def multiplicity(self, rng: np.random.Generator) -> NDArray[np.int64]:
+        """How often each sample is drawn in one replicate."""
         if self.iid:
-            return rng.integers(0, n, n)
-        pick = rng.integers(0, self.k, self.k)
-        lengths = self.counts[pick]
-        offs = np.repeat(self.starts[pick] - np.concatenate([[0], np.cumsum(lengths)[:-1]]),
-                         lengths)
-        return self.order[offs + np.arange(int(lengths.sum()))]
+            return np.bincount(rng.integers(0, self.n, self.n), minlength=self.n)
+        return np.bincount(rng.integers(0, self.k, self.k), minlength=self.k)[self.cluster]
+
+
+def _multiset_quantiles(xs: Array, counts: NDArray[np.int64], qs: Array) -> Array:
+    """``np.quantile`` (its default, linear method) of each row's multiset: ``counts[r, i]``
+    copies of ``xs[i]``, with ``xs`` sorted; equal to it bit for bit (same order statistics,
+    same interpolation), without building the multisets."""
+    c, n = counts.shape
+    cum = np.cumsum(counts, axis=1)
+    total = cum[:, -1].copy()
+    step = int(total.max()) + 1
+    off = np.arange(c, dtype=np.int64) * step
+    cum += off[:, None]  # rows stacked into one sorted array: one searchsorted for all
+    h = (total[:, None] - 1) * qs[None, :]
+    prev = np.floor(h)
+    gamma = h - prev
+    last = (total - 1)[:, None].astype(np.float64)
+    top = h >= last
+    base = (np.arange(c, dtype=np.int64) * n)[:, None]
+
+    def order_stat(j: Array) -> Array:
+        at = np.searchsorted(cum.ravel(), (j.astype(np.int64) + off[:, None]).ravel(),
+                             side="right").reshape(j.shape) - base
+        return xs[at]
+
+    lo = order_stat(np.where(top, last, prev))
+    hi = order_stat(np.where(top, last, prev + 1))
+    d = hi - lo
+    out = lo + d * gamma
+    np.subtract(hi, d * (1 - gamma), out=out, where=gamma >= 0.5)
+    return out
+
+
+def _boot_quantile_changes(xa: Array, xb: Array, res_a: _Resampler, res_b: _Resampler,
+                           qs: Array, n_boot: int, rng: np.random.Generator) -> Array:
+    """(n_boot, len(qs)) replicates of Q_B - Q_A; B's draw before A's in each replicate."""
+    order_a, order_b = np.argsort(xa, kind="stable"), np.argsort(xb, kind="stable")
+    sa, sb = xa[order_a], xb[order_b]
+    chunk = max(1, BOOT_CELLS // max(len(xa), len(xb)))
+    reps = np.empty((n_boot, len(qs)))
+    for start in range(0, n_boot, chunk):
+        rows = range(start, min(n_boot, start + chunk))
+        ca = np.empty((len(rows), len(xa)), dtype=np.int64)
+        cb = np.empty((len(rows), len(xb)), dtype=np.int64)
+        for r in range(len(rows)):
+            cb[r] = res_b.multiplicity(rng)[order_b]
+            ca[r] = res_a.multiplicity(rng)[order_a]
+        reps[rows.start:rows.stop] = (_multiset_quantiles(sb, cb, qs)
+                                      - _multiset_quantiles(sa, ca, qs))
+    return reps
 
 
 def _edges(bp_a: list[float], bp_b: list[float], tol: float
@@ -379,9 +427,7 @@ def diff(a: Side, b: Side, *, alpha: float = 0.05, min_effect: float = 0.02,
         xa, xb = ra[ma], rb[mb]
         est = _quantiles(xb, qs) - _quantiles(xa, qs)
         res_a, res_b = _Resampler(_clusters(a, ma)), _Resampler(_clusters(b, mb))
-        reps = np.empty((n_boot, len(qs)))
-        for i in range(n_boot):
-            reps[i] = _quantiles(xb[res_b.draw(rng)], qs) - _quantiles(xa[res_a.draw(rng)], qs)
+        reps = _boot_quantile_changes(xa, xb, res_a, res_b, np.array(qs), n_boot, rng)
         se = reps.std(axis=0, ddof=1)
         for (name, _), e, s in zip(STATS.items(), est, se, strict=True):
             if name != "p50" and min(na, nb) < MIN_BAND_TAIL:

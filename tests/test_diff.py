@@ -7,6 +7,7 @@ By default a subset of seeds runs; with CI=true (or PT2PT_FULL_STATS=1) all 50.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -18,7 +19,16 @@ import numpy as np
 import pytest
 
 from kit import synth
-from kit.diff import Side, broken, diff, halves, parse_threshold
+from kit.diff import (
+    Side,
+    _fit,
+    _multiset_quantiles,
+    _Resampler,
+    broken,
+    diff,
+    halves,
+    parse_threshold,
+)
 from kit.errors import UserError
 from kit.ingest import ingest
 from kit.synth import TrueNoise, TrueRegime, Truth
@@ -43,11 +53,20 @@ def side(t: Truth, seed: int, label: str, n: int = 4000) -> Side:
     return Side(label, s, tt, seq=np.arange(len(s)))
 
 
+@functools.cache
+def side_a(seed: int) -> Side:
+    """A of every scenario's comparison ``seed``, with the model diff would fit for it (the
+    same for all four scenarios: fitted once)."""
+    a = side(truth(), 1000 + seed, "A")
+    a.model = _fit(a, seed)
+    return a
+
+
 def rate(kind: str) -> tuple[int, int]:
     """(seeds where the expected change was reported, seeds) for one scenario."""
     hit = 0
     for seed in range(SEEDS):
-        a = side(truth(), 1000 + seed, "A")
+        a = side_a(seed)
         b = side(truth(**{"lat": {"lat": 1.1}, "bw": {"bw": 0.95},
                           "brk": {"brk": 1.2}, "same": {}}[kind]), 2000 + seed, "B")
         r = diff(a, b, seed=seed)
@@ -71,6 +90,28 @@ def rate(kind: str) -> tuple[int, int]:
 def test_synthetic_truth_rates(kind: str) -> None:
     hit, n = rate(kind)
     assert hit >= math.ceil(0.95 * n), f"{kind}: {hit}/{n}"
+
+
+def test_bootstrap_quantiles_are_numpys_of_the_drawn_samples() -> None:
+    """A replicate is how often each sample is drawn, never a copy of the samples: its
+    quantiles must be np.quantile's of the copies, bit for bit, ties and empty draws included,
+    and a cluster's members are drawn together."""
+    rng = np.random.default_rng(3)
+    qs = np.array([0.0, 0.05, 0.5, 0.95, 1.0])
+    for n, k in ((1, 1), (7, 3), (200, 200), (500, 40)):
+        x = np.round(rng.normal(size=n), 1)
+        labels = rng.integers(0, k, n) * 2  # unused labels between the used ones
+        res = _Resampler(labels)
+        counts = np.stack([res.multiplicity(rng) for _ in range(30)])
+        if not res.iid:
+            for lab in np.unique(labels):
+                assert (counts[:, labels == lab] == counts[:, labels == lab][:, :1]).all()
+            first = np.unique(labels, return_index=True)[1]
+            assert (counts[:, first].sum(axis=1) == res.k).all()
+        order = np.argsort(x, kind="stable")
+        got = _multiset_quantiles(x[order], counts[:, order], qs)
+        want = np.stack([np.quantile(np.repeat(x, c), qs) for c in counts])
+        assert np.array_equal(got, want)
 
 
 def test_verdict_names_the_change_with_its_interval() -> None:
