@@ -101,8 +101,9 @@ def mpirun_cmd(probe: Path, scratch: Path, args: list[str], *, transport: str = 
     ``exits_2``: a run meant to stop with the probe's own exit 2. Once a rank exits non-zero,
     Open MPI 4.1's mpirun sends the others SIGTERM and then sleeps ``odls_base_sigkill_timeout``
     (1 s) before its SIGKILL, a second per run for ~30 such runs. The probe prints its one
-    message before every rank exits (before MPI_Init, or rank 0 ahead of MPI_Finalize), so no
-    rank is left for that grace period to protect; signal tests keep the default.
+    message before any rank exits non-zero (a bad argument: rank 0 alone exits 2; later
+    errors: rank 0 ahead of MPI_Finalize), so no rank is left for that grace period to
+    protect; signal tests keep the default.
     """
     flags, env = TRANSPORTS[transport]
     quick = ["--mca", "odls_base_sigkill_timeout", "0"] if exits_2 else []
@@ -607,6 +608,21 @@ BAD_INPUT = [
     (["--pairs", "0"], "--pairs '0'"),
     (["--pairs", "0:1,1:2"], "each rank in at most one pair"),
 ]
+
+
+@pytest.mark.parametrize("var", ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                 "SLURM_PROCID"])
+def test_bad_arguments_fail_rank_0_only_so_its_message_is_not_killed(probe_bin: Path,
+                                                                   var: str) -> None:
+    """Rank 0 prints the error and exits 2; any other rank exits 0 without a word. Were every
+    rank to exit 2, mpirun would SIGTERM a rank 0 that had not printed yet (12 of 40 runs
+    lost the message on a loaded 2-core machine)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")}
+    for rank, rc, lines in (("0", 2, 1), ("1", 0, 0)):
+        run = subprocess.run([str(probe_bin), "--fsync-interval", "-1"], env={**env, var: rank},
+                             capture_output=True, text=True, timeout=30)
+        assert (run.returncode, run.stderr.count("pt2pt-probe: error:")) == (rc, lines), run
 
 
 @pytest.mark.parametrize(("args", "message"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])

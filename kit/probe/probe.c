@@ -120,8 +120,11 @@ int main(int argc, char **argv)
     char err[ERRMSG_LEN] = "";
     enum parse_result pr = options_parse(argc, argv, &o, err);
     if (pr != PARSE_OK) {
-        /* Every rank sees the same argv, so every rank stops here, before MPI_Init. */
-        if (launcher_rank() == 0) {
+        /* Every rank sees the same argv, so every rank stops here, before MPI_Init. Rank 0
+         * alone says why and exits 2; the others exit 0: a launcher aborts the job on the
+         * first non-zero exit, and SIGTERM would kill a rank 0 that has not printed yet. */
+        int first = launcher_rank() == 0;
+        if (first) {
             if (pr == PARSE_ERROR)
                 error_msg(err);
             else if (o.help)
@@ -129,7 +132,7 @@ int main(int argc, char **argv)
             else
                 printf("pt2pt-probe %s\n", PROBE_VERSION);
         }
-        return pr == PARSE_ERROR ? EXIT_BAD_INPUT : 0;
+        return pr == PARSE_ERROR && first ? EXIT_BAD_INPUT : 0;
     }
 
     MPI_Init(&argc, &argv);
