@@ -30,6 +30,7 @@ from kit.campaign.render import render_text_template
 from kit.campaign.schema import load_campaign
 from kit.errors import CampaignError, ModelError
 from kit.model.io import model_from_dict
+from kit.model.noise import Noise
 from kit.model.schema import parse_model_bytes
 from tests.model_corpus import base_model
 
@@ -209,6 +210,17 @@ def test_fuzzed_models_are_refused_or_physical() -> None:
     check()
     # both sides were exercised: the physical assertions ran on accepted mutants
     assert seen["accepted"] > 0 and seen["refused"] > 0, seen
+
+
+def test_an_accepted_invgauss_with_a_huge_mu_draws_positive_times() -> None:
+    """Found by the model fuzz above: numpy's Wald sampler gives 0 and -inf once mu is past
+    ~1e150, where the quantiles (which the load checks) are sound; the draws must be positive
+    too, and follow those quantiles."""
+    noise = Noise("invgauss", {"mu": 1e298, "scale": 100.0})
+    x = noise.rvs(20000, np.random.default_rng(1))
+    assert np.all(np.isfinite(x)) and np.all(x > 0)
+    levels = np.array([0.05, 0.5, 0.95])
+    assert np.allclose(np.quantile(x, levels), noise.ppf(levels), rtol=0.15)
 
 
 def test_yaml_tags_are_refused_at_their_line(tmp_path: Path) -> None:

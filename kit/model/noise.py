@@ -325,7 +325,14 @@ class Noise:
             w, mu, sd = self._gmm()
             k = rng.choice(len(w), size=n, p=w / w.sum())
             return np.exp(rng.normal(mu[k], sd[k]))
-        return self._frozen().rvs(size=n, random_state=rng)
+        with np.errstate(all="ignore"):
+            x = np.asarray(self._frozen().rvs(size=n, random_state=rng), dtype=float)
+        bad = ~(np.isfinite(x) & (x > 0))
+        if bad.any():  # numpy's wald overflows (0, -inf) for invgauss mu past ~1e150, where
+            # the quantiles are still sound: those draws by inverse transform
+            with np.errstate(all="ignore"):
+                x[bad] = self.ppf(rng.uniform(size=int(bad.sum())))
+        return x
 
     def median(self) -> float:
         return float(self.ppf(np.array(0.5)))
