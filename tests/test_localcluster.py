@@ -202,9 +202,21 @@ def test_single_node_playbook_is_idempotent_runs_jobs_and_tears_down(tmp_path: P
                              "srun bash -c 'echo task $SLURM_PROCID on $(hostname)'\n", tmp_path)
     assert state == "COMPLETED", out
     assert sorted(line.split()[1] for line in out.splitlines()) == ["0", "1"]
+    # A job still running at down is cancelled through the live controller.
+    env = cluster.environ()
+    job = subprocess.run(["sbatch", "--parsable", "-n", "1", "-t", "5", "-o", "/dev/null",
+                          "--wrap", "sleep 300"], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    deadline = time.monotonic() + 60
+    while subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=env, capture_output=True,
+                         text=True).stdout.strip() != "RUNNING":
+        assert time.monotonic() < deadline, f"job {job} did not start"
+        time.sleep(0.3)
     desc = json.loads((ONE_NODE / "cluster.json").read_text())
     pids = _daemon_pids(ONE_NODE)
-    assert _changed(_playbook("local-cluster-down.yml", ONE_NODE)) > 0
+    down = _playbook("local-cluster-down.yml", ONE_NODE)
+    assert re.search(r"TASK \[local_slurm : Cancel the cluster's jobs[^\n]*\n(changed|CHANGED)",
+                     down), down[-3000:]
     _assert_nothing_left(ONE_NODE, pids, desc)
     # Down is safe to repeat when nothing is up.
     assert _changed(_playbook("local-cluster-down.yml", ONE_NODE)) == 0
