@@ -44,7 +44,7 @@ MIN_BAND_TAIL = 40
 #: Fewest distinct sizes in a regime for its curve parameters to be compared.
 MIN_PARAM_SIZES = 4
 EXIT_THRESHOLD = 3
-#: Bootstrap replicates x samples held at once (two int64 arrays of this many cells).
+#: Bootstrap replicates x samples held at once (a few int64 arrays of this many cells each).
 BOOT_CELLS = 1 << 21
 
 Array = NDArray[np.float64]

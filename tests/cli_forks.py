@@ -68,7 +68,7 @@ def run(argv: list[str], timeout: float) -> dict[str, object]:
 def main() -> None:
     timeout = float(sys.argv[1])
     jobs = json.load(sys.stdin)
-    sys.stdout.flush()
+    sys.stdout.flush()  # nothing buffered for a child to write out again
     print(json.dumps([run(argv, timeout) for argv in jobs]))
 
 
