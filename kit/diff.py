@@ -257,28 +257,17 @@ class _Resampler:
 
 def _multiset_quantiles(xs: Array, counts: NDArray[np.int64], qs: Array) -> Array:
     """``np.quantile`` (its default, linear method) of each row's multiset: ``counts[r, i]``
-    copies of ``xs[i]``, with ``xs`` sorted; equal to it bit for bit (same order statistics,
-    same interpolation), without building the multisets."""
-    c, n = counts.shape
-    cum = np.cumsum(counts, axis=1)
-    total = cum[:, -1].copy()
-    step = int(total.max()) + 1
-    off = np.arange(c, dtype=np.int64) * step
-    cum += off[:, None]  # rows stacked into one sorted array: one searchsorted for all
-    h = (total[:, None] - 1) * qs[None, :]
-    prev = np.floor(h)
-    gamma = h - prev
-    last = (total - 1)[:, None].astype(np.float64)
-    top = h >= last
-    base = (np.arange(c, dtype=np.int64) * n)[:, None]
+    copies of ``xs[i]``, with ``xs`` sorted; equal to it bit for bit, without building the
+    multisets. The rows are the groups of the bootstrap's order-statistic lookup
+    (:func:`kit.model.resampled_bins.order_positions`); the interpolation is numpy's own
+    (``_lerp``), where the intervals' ``order_statistics`` rounds differently by an ulp."""
+    from kit.model.resampled_bins import order_positions
 
-    def order_stat(j: Array) -> Array:
-        at = np.searchsorted(cum.ravel(), (j.astype(np.int64) + off[:, None]).ravel(),
-                             side="right").reshape(j.shape) - base
-        return xs[at]
-
-    lo = order_stat(np.where(top, last, prev))
-    hi = order_stat(np.where(top, last, prev + 1))
+    n = counts.shape[1]
+    total = counts.sum(axis=1)
+    i_lo, i_hi, gamma = order_positions(np.cumsum(counts.ravel()), np.cumsum(total) - total,
+                                        total, qs)
+    lo, hi, gamma = xs[i_lo.T % n], xs[i_hi.T % n], gamma.T
     d = hi - lo
     out = lo + d * gamma
     np.subtract(hi, d * (1 - gamma), out=out, where=gamma >= 0.5)

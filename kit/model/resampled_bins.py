@@ -39,6 +39,15 @@ def order_statistics(incl: NDArray, base: NDArray, count: NDArray, q: float | ND
     before the group, ``count`` its total (> 0). The ``r``-th smallest member is the first
     value whose running sum exceeds ``base + r``.
     """
+    i_lo, i_hi, frac = order_positions(incl, base, count, q)
+    return values[i_lo] * (1 - frac) + values[i_hi] * frac
+
+
+def order_positions(incl: NDArray, base: NDArray, count: NDArray, q: float | NDArray
+                    ) -> tuple[NDArray, NDArray, NDArray]:
+    """(i_lo, i_hi, frac) of :func:`order_statistics`: its quantiles lie ``frac`` of the way
+    from ``values[i_lo]`` to ``values[i_hi]`` (the same arguments); for a caller that must
+    interpolate exactly as ``np.quantile`` rounds (:func:`kit.diff._multiset_quantiles`)."""
     pos = np.multiply.outer(q, count - 1)
     lo = np.floor(pos).astype(np.int64)
     frac = pos - lo
@@ -49,7 +58,7 @@ def order_statistics(incl: NDArray, base: NDArray, count: NDArray, q: float | ND
     up = (frac > 0) & (incl[i_lo] <= target + 1)
     if up.any():
         i_hi[up] = np.searchsorted(incl, target[up] + 1, side="right")
-    return values[i_lo] * (1 - frac) + values[i_hi] * frac
+    return i_lo, i_hi, frac
 
 
 def weighted_quantiles(values: NDArray, weight: NDArray, qs: tuple[float, ...],
