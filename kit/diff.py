@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kit.errors import UserError
+from kit.model.outliers import group_medians
 from kit.model.runs import string_codes
 
 STATS: dict[str, float] = {"p05": 0.05, "p50": 0.5, "p95": 0.95}
@@ -328,11 +329,7 @@ def _quantiles(x: Array, qs: list[float]) -> Array:
 def _per_size_medians(size: Array, time: Array) -> tuple[Array, Array, Array]:
     """Distinct sizes, the median time of each, and their sample counts."""
     uniq, inv, counts = np.unique(size, return_inverse=True, return_counts=True)
-    order = np.lexsort((time, inv))
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    ts = time[order]
-    med = 0.5 * (ts[starts + (counts - 1) // 2] + ts[starts + counts // 2])
-    return uniq, med, counts.astype(np.float64)
+    return uniq, group_medians(time, inv, counts), counts.astype(np.float64)
 
 
 def _param_values(family: str, params: dict[str, float]) -> dict[str, tuple[float, bool]]:

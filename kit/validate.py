@@ -39,6 +39,7 @@ import polars as pl
 from numpy.typing import ArrayLike, NDArray
 
 from kit.errors import ModelError
+from kit.model.outliers import group_medians
 from kit.model.runs import runs_of
 
 SPLIT_METHODS = ("repetition", "random", "group")
@@ -312,26 +313,14 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
         b = bands[name]
         crps, w1 = cell_scores(draws, held, meds)
         per[name]["crps"], per[name]["w1"] = crps.tolist(), w1.tolist()
-        per[name]["median_err"] = _rel(_group_medians(b[0.5][at], cell_of, counts),
+        hi, y = b[0.95][at], yte[at]
+        per[name]["median_err"] = _rel(group_medians(b[0.5][at], cell_of, counts),
                                        meds).tolist()
-        per[name]["p95_err"] = _rel(_group_medians(b[0.95][at], cell_of, counts),
-                                    p95s).tolist()
-        inside = (yte[at] >= b[0.05][at]) & (yte[at] <= b[0.95][at])
+        per[name]["p95_err"] = _rel(group_medians(hi, cell_of, counts), p95s).tolist()
+        inside = (y >= b[0.05][at]) & (y <= hi)
         per[name]["coverage"] = (np.bincount(cell_of, inside, minlength=len(members))
                                  / counts).tolist()
     return {"per_size": {**cols, "models": per}}
-
-
-def _group_medians(values: NDArray[np.float64], cell_of: NDArray[np.intp],
-                   counts: NDArray[np.intp]) -> NDArray[np.float64]:
-    """``np.median`` of each cell's ``values`` (``cell_of``: each value's cell, in cell order;
-    ``counts``: the cells' sizes, none zero), with one sort: the same middle order statistics
-    and the same mean of the two (a median per cell and model was a tenth of validation's
-    cost). Not :func:`kit.model.outliers.group_quantiles`: that orders by a rounded key, which
-    can swap two values an ulp apart, and the fit's results are pinned to it."""
-    v = values[np.lexsort((values, cell_of))]
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.intp)
-    return (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
 
 
 def _ranges(sizes: NDArray[np.float64]) -> list[tuple[float, float]]:
