@@ -327,10 +327,9 @@ class Noise:
             return np.exp(rng.normal(mu[k], sd[k]))
         with np.errstate(all="ignore"):
             x = np.asarray(self._frozen().rvs(size=n, random_state=rng), dtype=float)
-        bad = ~(np.isfinite(x) & (x > 0))
-        if bad.any():  # numpy's wald overflows (0, -inf) for invgauss mu past ~1e150, where
-            # the quantiles are still sound: those draws by inverse transform
-            with np.errstate(all="ignore"):
+            bad = ~(np.isfinite(x) & (x > 0))
+            if bad.any():  # numpy's wald overflows (0, -inf) for invgauss mu past ~1e150,
+                # where the quantiles are still sound: those draws by inverse transform
                 x[bad] = self.ppf(rng.uniform(size=int(bad.sum())))
         return x
 
