@@ -110,33 +110,37 @@ def test_cli_refuses_every_malformed_file(command: str, corpus: Path, tmp_path: 
         assert not (tmp_path / name).exists() or not any((tmp_path / name).iterdir())
 
 
+#: `python -m kit` from this checkout, whatever is installed.
+KIT_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
 def _no_traceback(name: str, rc: int, stderr: str) -> None:
     assert rc not in (0, -9), (name, rc, stderr)  # -9: killed at the timeout (a hang)
     assert "Traceback" not in stderr, (name, stderr)
     assert f"{name}.json" in stderr, (name, stderr)
 
 
-def test_cli_subprocess_no_traceback_no_hang(corpus: Path) -> None:
+def test_cli_subprocess_no_traceback_no_hang(corpus: Path, tmp_path: Path) -> None:
     """The real executable, `python -m kit predict FILE`: exit non-zero, no 'Traceback',
     within the timeout (12,000 regimes included), on a sample of the corpus (each fresh
     start costs its imports, about 0.3 CPU-s on a slow core)..."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ["not-utf8", "deep-list-100k", "noise-null", "regimes-12000",
                  "constant-negative"]:
         proc = subprocess.run([sys.executable, "-m", "kit",
-                               *_argv("predict", corpus / "bad" / f"{name}.json", ROOT)],
-                              env=env, capture_output=True, text=True, timeout=120)
+                               *_argv("predict", corpus / "bad" / f"{name}.json",
+                                      tmp_path / name)],
+                              env=KIT_ENV, capture_output=True, text=True, timeout=120)
         _no_traceback(name, proc.returncode, proc.stderr)
 
 
-def test_cli_forked_processes_no_traceback_no_hang(corpus: Path) -> None:
+def test_cli_forked_processes_no_traceback_no_hang(corpus: Path, tmp_path: Path) -> None:
     """...and on every file, each in a process of its own forked from one that has done the
     imports (tests/cli_forks.py): kit's entry module as `python -m kit` runs it."""
     names = [n for n, _ in MALFORMED]
-    jobs = [_argv("predict", corpus / "bad" / f"{name}.json", ROOT) for name in names]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    jobs = [_argv("predict", corpus / "bad" / f"{name}.json", tmp_path / name)
+            for name in names]
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "cli_forks.py"), "120"],
-                          input=json.dumps(jobs), env=env, capture_output=True, text=True,
+                          input=json.dumps(jobs), env=KIT_ENV, capture_output=True, text=True,
                           timeout=600, check=True)
     results = json.loads(proc.stdout)
     assert len(results) == len(names)
