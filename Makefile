@@ -64,7 +64,7 @@ test: probe
 	bash tests/run-suite $(PY) $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check kit tui tests benchmarks
+	$(VENV)/bin/ruff check kit tui tests benchmarks playbooks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/ansible-lint playbooks
 

@@ -217,3 +217,39 @@ def test_files_module_writes_only_what_differs_and_fixes_modes(tmp_path: Path) -
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".pt2pt-")]
     rc, out = run([{"path": str(a), "content": "X=3\n", "mode": "rw-r--r--"}])
     assert rc != 0 and "not octal" in str(out["msg"]) and a.read_text() == "X=1\n"
+
+
+@pytest.mark.ansible
+def test_local_cluster_plays_run_tasks_in_one_python_through_mitogen(tmp_path: Path) -> None:
+    """The local cluster's plays name ``pt2pt_linear``; with Mitogen (a pinned ``deploy``
+    extra) two tasks run in one Python on the host, with PT2PT_ANSIBLE_MITOGEN=0 each task
+    starts its own (Ansible's linear strategy). The packages play stays in ``linear``."""
+    pytest.importorskip("ansible_mitogen",
+                        reason="mitogen not installed: pip install -e '.[deploy]'")
+    plays = {name: yaml.safe_load((PLAYBOOKS_DIR / name).read_text())
+             for name in ("local-cluster.yml", "local-cluster-down.yml")}
+    for name, doc in plays.items():
+        for play in doc:
+            packages = any("packages" in str(t) for t in play.get("tasks", []))
+            assert play.get("strategy") == (None if packages else "pt2pt_linear"), (name, play)
+    playbook = tmp_path / "ppid.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "hosts": "all", "gather_facts": False, "strategy": "pt2pt_linear",
+        "tasks": [{"ansible.builtin.command": "sh -c 'echo $PPID'", "register": "a"},
+                  {"ansible.builtin.command": "sh -c 'echo $PPID'", "register": "b"},
+                  {"ansible.builtin.debug": {"msg": "PPIDS {{ a.stdout }} {{ b.stdout }}"}}]}]))
+    parents = {}
+    for mitogen in ("1", "0"):
+        env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="False",
+                   ANSIBLE_STRATEGY_PLUGINS=str(PLAYBOOKS_DIR / "strategy_plugins"),
+                   PT2PT_ANSIBLE_MITOGEN=mitogen)
+        proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                               "-e", f"ansible_python_interpreter={sys.executable}",
+                               str(playbook)], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, check=False)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        found = re.search(r"PPIDS (\d+) (\d+)", proc.stdout)
+        assert found, proc.stdout[-3000:]
+        parents[mitogen] = found.groups()
+    assert parents["1"][0] == parents["1"][1], parents
+    assert parents["0"][0] != parents["0"][1], parents

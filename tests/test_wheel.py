@@ -50,7 +50,7 @@ def test_wheel_carries_jobs_and_playbooks(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for rel in ("jobs/transports.yaml", "jobs/templates/base.sbatch.j2",
                 "jobs/campaigns/local-demo.yaml", "playbooks/site.yml",
-                "playbooks/local-cluster.yml"):
+                "playbooks/local-cluster.yml", "playbooks/strategy_plugins/pt2pt_linear.py"):
         assert f"kit/_data/{rel}" in names, rel
     # The same files as the checkout's top-level folders, byte for byte.
     with zipfile.ZipFile(wheel) as zf:
