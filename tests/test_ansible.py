@@ -223,7 +223,9 @@ def test_files_module_writes_only_what_differs_and_fixes_modes(tmp_path: Path) -
 def test_local_cluster_plays_run_tasks_in_one_python_through_mitogen(tmp_path: Path) -> None:
     """The local cluster's plays name ``pt2pt_linear``; with Mitogen (a pinned ``deploy``
     extra) two tasks run in one Python on the host, with PT2PT_ANSIBLE_MITOGEN=0 each task
-    starts its own (Ansible's linear strategy). The packages play stays in ``linear``."""
+    starts its own (Ansible's linear strategy). What a task starts keeps every CPU (Mitogen
+    pins its own processes and their children: daemons on one core of two). The packages
+    play stays in ``linear``."""
     pytest.importorskip("ansible_mitogen",
                         reason="mitogen not installed: pip install -e '.[deploy]'")
     plays = {name: yaml.safe_load((PLAYBOOKS_DIR / name).read_text())
@@ -235,9 +237,10 @@ def test_local_cluster_plays_run_tasks_in_one_python_through_mitogen(tmp_path: P
     playbook = tmp_path / "ppid.yml"
     playbook.write_text(yaml.safe_dump([{
         "hosts": "all", "gather_facts": False, "strategy": "pt2pt_linear",
-        "tasks": [{"ansible.builtin.command": "sh -c 'echo $PPID'", "register": "a"},
+        "tasks": [{"ansible.builtin.command": "sh -c 'echo $PPID $(nproc)'", "register": "a"},
                   {"ansible.builtin.command": "sh -c 'echo $PPID'", "register": "b"},
                   {"ansible.builtin.debug": {"msg": "PPIDS {{ a.stdout }} {{ b.stdout }}"}}]}]))
+    cpus = str(len(os.sched_getaffinity(0)))
     parents = {}
     for mitogen in ("1", "0"):
         env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="False",
@@ -248,8 +251,10 @@ def test_local_cluster_plays_run_tasks_in_one_python_through_mitogen(tmp_path: P
                                str(playbook)], capture_output=True, text=True, env=env,
                               cwd=tmp_path, check=False)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        found = re.search(r"PPIDS (\d+) (\d+)", proc.stdout)
+        found = re.search(r"PPIDS (\d+) (\d+) (\d+)", proc.stdout)
         assert found, proc.stdout[-3000:]
-        parents[mitogen] = found.groups()
+        parent_a, nproc, parent_b = found.groups()
+        assert nproc == cpus, f"a task's command sees {nproc} CPUs of {cpus}"
+        parents[mitogen] = (parent_a, parent_b)
     assert parents["1"][0] == parents["1"][1], parents
     assert parents["0"][0] != parents["0"][1], parents
