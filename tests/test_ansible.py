@@ -232,7 +232,8 @@ def test_local_cluster_plays_run_tasks_in_one_python_through_mitogen(tmp_path: P
              for name in ("local-cluster.yml", "local-cluster-down.yml")}
     for name, doc in plays.items():
         for play in doc:
-            packages = any("packages" in str(t) for t in play.get("tasks", []))
+            packages = any(t.get("ansible.builtin.import_role", {}).get("tasks_from") == "packages"
+                           for t in play.get("tasks", []))
             assert play.get("strategy") == (None if packages else "pt2pt_linear"), (name, play)
     playbook = tmp_path / "ppid.yml"
     playbook.write_text(yaml.safe_dump([{
