@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -93,6 +96,42 @@ def test_second_run_resumes_and_collect_is_idempotent(tmp_path: Path) -> None:
     assert job_json.read_bytes() == before
     assert len(runs(dataset)) == rows
     assert "already in the dataset" in again.stdout
+
+
+def test_record_survives_term_sent_to_every_process_of_the_job(tmp_path: Path) -> None:
+    """scancel signals every process of a job, then kills what is left KillWait later: a
+    record helper killed as it starts left a job with no job.json at all (seen once in the
+    4-node campaign: the probe had just finished, the helper writing "completed" died of the
+    TERM, and no other record was written before the kill). Here the whole process group
+    gets TERM every 5 ms for 3 s from the moment the probe's meta says it is done, then KILL:
+    without the helper ignoring TERM no record is ever written."""
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(CAMPAIGN.replace("[shm, tcp, ib]", "[shm]"))
+    out = tmp_path / "campaign"
+    assert _pt2pt("plan", campaign, "-o", out).returncode == 0
+    script = next(out.glob("jobs/*/job.sbatch"))
+    meta = script.parent / "probe.meta.json"
+    proc = subprocess.Popen(["bash", str(script)], env={**os.environ, "PT2PT_RUN_LOCAL": "1"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (meta.exists() and '"complete": true' in meta.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, "the probe did not finish"
+            time.sleep(0.002)
+        stop, sent = time.monotonic() + 3, 0
+        while time.monotonic() < stop and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+                sent += 1
+            time.sleep(0.005)
+        assert sent > 0, "the job ended before the first TERM: nothing was tested"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    record = json.loads((script.parent / "job.json").read_text())
+    assert record["state"] in ("completed", "cancelled"), record
 
 
 @pytest.mark.root
