@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,12 @@ from scipy.special import _ufuncs, expit, logit, ndtr, ndtri
 
 from kit.model.memo import ContentMemo
 from kit.model.squarem import accelerate
+
+_kernels: ModuleType | None
+try:  # the Gaussian mixture's EM step and Newton terms in C (setup.py builds them)
+    from kit.model import _mixture_kernels as _kernels
+except ImportError:  # not built (no compiler or Python.h): the numpy versions below
+    _kernels = None
 
 NOISE_FAMILIES: tuple[str, ...] = ("lognormal", "gamma", "weibull", "invgauss", "fisk", "gmm")
 
@@ -361,6 +368,19 @@ _LN_SD_MIN = float(np.log(1e-4))
 
 def _gmm_newton_terms(x: NDArray, th: NDArray, k: int
                       ) -> tuple[float, NDArray, NDArray]:
+    """Log-likelihood, gradient and Hessian of a 1-D Gaussian mixture at ``th``: the
+    compiled kernel where it is built, else :func:`_gmm_newton_terms_numpy` (the
+    reference, with the formulas; tests hold the kernel to it)."""
+    if _kernels is None:
+        return _gmm_newton_terms_numpy(x, th, k)
+    p = 3 * k - 1
+    g, h = np.empty(p), np.empty((p, p))
+    ll = _kernels.gmm_newton_terms(x, np.ascontiguousarray(th, dtype=float), k, g, h)
+    return ll, g, h
+
+
+def _gmm_newton_terms_numpy(x: NDArray, th: NDArray, k: int
+                            ) -> tuple[float, NDArray, NDArray]:
     """Log-likelihood, gradient and Hessian of a 1-D Gaussian mixture at ``th``.
 
     ``th`` = (alpha_1..alpha_{k-1}, means, ln sds) with weights softmax(0, alpha): the
@@ -411,7 +431,7 @@ def _gmm_newton_terms(x: NDArray, th: NDArray, k: int
     return ll, g, h
 
 
-def _gmm_newton(x: NDArray, th: NDArray, k: int, max_evals: int
+def _gmm_newton(x: NDArray, th: NDArray, k: int, max_evals: int, kernels: bool = True
                 ) -> tuple[NDArray, float, int, bool]:
     """Damped Newton ascent from ``th`` (Newton parametrisation); (theta, ll, evals, ok).
 
@@ -421,7 +441,8 @@ def _gmm_newton(x: NDArray, th: NDArray, k: int, max_evals: int
     False when a step runs into the sd floor (a collapsing component: EM's floor handles
     that).
     """
-    ll, g, h = _gmm_newton_terms(x, th, k)
+    terms = _gmm_newton_terms if kernels else _gmm_newton_terms_numpy
+    ll, g, h = terms(x, th, k)
     evals = 1
     while evals < max_evals:
         lam, vec = np.linalg.eigh(-h)
@@ -436,7 +457,7 @@ def _gmm_newton(x: NDArray, th: NDArray, k: int, max_evals: int
         while evals < max_evals and t > 1e-3:
             cand = th + t * d
             if float(cand[2 * k - 1:].min()) >= _LN_SD_MIN:
-                ll2, g2, h2 = _gmm_newton_terms(x, cand, k)
+                ll2, g2, h2 = terms(x, cand, k)
                 evals += 1
                 if np.isfinite(ll2) and ll2 >= ll:
                     break
@@ -449,7 +470,8 @@ def _gmm_newton(x: NDArray, th: NDArray, k: int, max_evals: int
     return th, ll, evals, True
 
 
-def _em_gmm(lr: NDArray, k: int, iters: int = 80) -> tuple[NDArray, NDArray, NDArray, float]:
+def _em_gmm(lr: NDArray, k: int, iters: int = 80, kernels: bool = True
+            ) -> tuple[NDArray, NDArray, NDArray, float]:
     """1-D Gaussian mixture by maximum likelihood, started from quantiles (deterministic).
 
     EM (accelerated, :mod:`kit.model.squarem`) brings the parameters into the basin of a
@@ -464,8 +486,9 @@ def _em_gmm(lr: NDArray, k: int, iters: int = 80) -> tuple[NDArray, NDArray, NDA
     EM arrays are laid out (component, sample): the per-sample max and sum over 2-3
     components are then row-wise ufuncs and the per-component sums contiguous. Two (k, n)
     work arrays are updated in place: at n ~ 1,000 each step is dominated by per-call
-    overhead.
+    overhead; the compiled kernels (``kernels``, where built) do each in one pass.
     """
+    lr = np.ascontiguousarray(lr, dtype=float)
     n = len(lr)
     x = lr[None, :]
     lp = np.empty((k, n))
@@ -498,6 +521,16 @@ def _em_gmm(lr: NDArray, k: int, iters: int = 80) -> tuple[NDArray, NDArray, NDA
         sd = np.maximum(np.sqrt(tmp.sum(axis=1) / nk), 1e-4)
         return np.concatenate([np.log(nk / n), mu, np.log(sd)]), ll
 
+    if kernels and _kernels is not None:
+        em = _kernels.gmm_em_step
+
+        def step(th: NDArray) -> tuple[NDArray, float]:
+            out = np.empty(3 * k)
+            return out, em(lr, th, k, out)
+
+        def e_step(th: NDArray) -> float:
+            return em(lr, th, k, np.empty(3 * k))
+
     mu0 = np.quantile(lr, (np.arange(k) + 0.5) / k)
     sd0 = max(float(np.std(lr)) / k, 1e-4)
     theta = np.concatenate([np.full(k, -np.log(k)), mu0, np.full(k, np.log(sd0))])
@@ -506,7 +539,7 @@ def _em_gmm(lr: NDArray, k: int, iters: int = 80) -> tuple[NDArray, NDArray, NDA
         lw = theta[:k] - np.logaddexp.reduce(theta[:k])
         start = np.concatenate([lw[1:] - lw[0], theta[k:]])
         with np.errstate(all="ignore"):  # a far trial step may overflow: it is rejected
-            polished, _, spent, ok = _gmm_newton(lr, start, k, iters - used)
+            polished, _, spent, ok = _gmm_newton(lr, start, k, iters - used, kernels)
         used += spent
         theta = np.concatenate([[0.0], polished[:k - 1], polished[k - 1:]])
         if not ok and used < iters:  # a component collapsing: EM's sd floor takes over

@@ -1,0 +1,106 @@
+"""The noise mixture's compiled kernels (kit/model/_mixture_kernels.c) compute what the numpy
+reference computes, and refuse buffers they cannot read instead of reading past them.
+
+The kernels are optional at install time (no compiler or Python.h: the numpy path runs), but
+this suite is run where they are built (``make venv``, the Containerfile), so their absence is
+a failure here, not a skip: a silently slower fit would otherwise go unnoticed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kit.model import noise
+
+
+def _kernels():  # type: ignore[no-untyped-def]
+    try:
+        from kit.model import _mixture_kernels
+    except ImportError as exc:  # pragma: no cover - the message is the point
+        pytest.fail(f"the C kernels are not built ({exc}): install python3-dev and gcc, then "
+                    "`pip install -e .` (make venv) builds kit/model/_mixture_kernels.c")
+    return _mixture_kernels
+
+
+def test_the_kernels_are_built_and_used() -> None:
+    assert noise._kernels is _kernels()
+
+
+def _sample(rng: np.random.Generator, n: int) -> np.ndarray:
+    x = np.where(rng.random(n) < 0.3, rng.normal(0.3, 0.15, n), rng.normal(0.0, 0.05, n))
+    x[: max(1, n // 50)] += rng.exponential(2.0, max(1, n // 50))  # a slow tail
+    return x
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 63, 1251])
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_newton_terms_match_the_numpy_reference(n: int, k: int) -> None:
+    rng = np.random.default_rng(100 * n + k)
+    x = _sample(rng, n)
+    for _ in range(5):
+        th = np.concatenate([rng.normal(0, 1, k - 1), rng.normal(0.1, 0.3, k),
+                             np.log(rng.uniform(0.02, 0.5, k))])
+        ll0, g0, h0 = noise._gmm_newton_terms_numpy(x, th, k)
+        ll1, g1, h1 = noise._gmm_newton_terms(x, th, k)
+        scale = max(1.0, float(np.abs(h0).max()))
+        assert ll1 == pytest.approx(ll0, rel=1e-11, abs=1e-9)
+        assert np.allclose(g1, g0, rtol=1e-9, atol=1e-9 * scale)
+        assert np.allclose(h1, h0, rtol=1e-9, atol=1e-9 * scale)
+        assert np.array_equal(h1, h1.T)
+
+
+def test_newton_terms_propagate_non_finite_values_as_numpy_does() -> None:
+    x = np.array([0.1, np.nan, 0.3])
+    th = np.array([0.0, 0.0, 0.2, np.log(0.1), np.log(0.1)])
+    with np.errstate(all="ignore"):
+        ll0 = noise._gmm_newton_terms_numpy(x, th, 2)[0]
+    assert np.isnan(ll0) and np.isnan(noise._gmm_newton_terms(x, th, 2)[0])
+    far = np.array([0.0, 1e300])  # every component's density underflows at 1e300
+    with np.errstate(all="ignore"):
+        ll0 = noise._gmm_newton_terms_numpy(far, th, 2)[0]
+        ll1 = noise._gmm_newton_terms(far, th, 2)[0]
+    assert (np.isnan(ll0) and np.isnan(ll1)) or ll0 == ll1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_em_with_kernels_ends_where_the_numpy_em_ends(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lr = _sample(rng, int(rng.integers(200, 3000)))
+    for k in (2, 3):
+        w0, mu0, sd0, ll0 = noise._em_gmm(lr, k, kernels=False)
+        w1, mu1, sd1, ll1 = noise._em_gmm(lr, k, kernels=True)
+        assert ll1 == pytest.approx(ll0, abs=1e-6)
+        assert np.allclose(w1, w0, atol=1e-6) and np.allclose(mu1, mu0, atol=1e-6)
+        assert np.allclose(sd1, sd0, rtol=1e-6)
+
+
+def test_em_step_floors_the_sd_and_fills_every_output() -> None:
+    k = 2
+    lr = np.array([0.0] * 30 + [1.0] * 30)  # two spikes: each component's sd hits the floor
+    out = np.full(3 * k, np.nan)
+    th = np.array([0.0, 0.0, 0.0, 1.0, np.log(0.1), np.log(0.1)])
+    ll = _kernels().gmm_em_step(lr, th, k, out)
+    assert np.isfinite(ll) and np.all(np.isfinite(out))
+    assert np.allclose(np.exp(out[2 * k:]), 1e-4) and np.allclose(out[k:2 * k], [0.0, 1.0])
+
+
+def test_kernels_refuse_buffers_they_cannot_read() -> None:
+    kern = _kernels()
+    x = np.linspace(0, 1, 10)
+    th = np.zeros(5)
+    g, h = np.empty(5), np.empty((5, 5))
+    with pytest.raises(ValueError, match="th"):
+        kern.gmm_newton_terms(x, np.zeros(4), 2, g, h)  # 3k-1 values, not 4
+    with pytest.raises(ValueError, match="h"):
+        kern.gmm_newton_terms(x, th, 2, g, np.empty((4, 4)))
+    with pytest.raises(ValueError, match="x"):
+        kern.gmm_newton_terms(x.astype(np.float32), th, 2, g, h)
+    with pytest.raises((ValueError, BufferError)):
+        kern.gmm_newton_terms(np.linspace(0, 1, 20)[::2], th, 2, g, h)  # not contiguous
+    with pytest.raises((ValueError, BufferError, TypeError)):
+        kern.gmm_newton_terms(x, th, 2, g, np.empty((5, 5)).tobytes())  # read-only output
+    with pytest.raises(ValueError, match="k must be"):
+        kern.gmm_em_step(x, np.zeros(27), 9, np.empty(27))
+    with pytest.raises(TypeError):
+        kern.gmm_em_step(x, th, 2)
