@@ -1,5 +1,6 @@
-"""The noise mixture's compiled kernels (kit/model/_mixture_kernels.c) compute what the numpy
-reference computes, and refuse buffers they cannot read instead of reading past them.
+"""The engine's compiled kernels (kit/model/_mixture_kernels.c: the noise mixture's EM step and
+Newton terms, the band EM's E-step) compute what the numpy reference computes, and refuse
+buffers they cannot read instead of reading past them.
 
 The kernels are optional at install time (no compiler or Python.h: the numpy path runs), but
 this suite is run where they are built (``make venv``, the Containerfile), so their absence is
@@ -24,7 +25,9 @@ def _kernels():  # type: ignore[no-untyped-def]
 
 
 def test_the_kernels_are_built_and_used() -> None:
-    assert noise._kernels is _kernels()
+    from kit.model import mixture
+
+    assert noise._kernels is _kernels() and mixture._kernels is _kernels()
 
 
 def _sample(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -104,3 +107,69 @@ def test_kernels_refuse_buffers_they_cannot_read() -> None:
         kern.gmm_em_step(x, np.zeros(27), 9, np.empty(27))
     with pytest.raises(TypeError):
         kern.gmm_em_step(x, th, 2)
+
+
+def _bands_data(seed: int, shuffled: bool) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = np.log(np.repeat(np.exp(rng.uniform(0, 9, 90)).round(), 40))
+    if shuffled:
+        x = rng.permutation(x)
+    slow = rng.random(len(x)) < 0.35 / (1 + np.exp(-(x - 4)))
+    y = -11 + 0.1 * x + np.where(slow, 0.2, 0.0) + rng.normal(0, 0.08, len(x))
+    return x, y
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_band_em_with_the_kernel_ends_where_the_numpy_em_ends(seed: int, shuffled: bool) -> None:
+    from kit.model.mixture import fit_bands
+
+    x, y = _bands_data(seed, shuffled)
+    a, b = fit_bands(x, y, kernels=False), fit_bands(x, y, kernels=True)
+    assert a is not None and b is not None
+    assert b.loglik == pytest.approx(a.loglik, abs=1e-6)
+    assert np.allclose(b.lines, a.lines, atol=1e-8) and np.allclose(b.sigmas, a.sigmas, rtol=1e-8)
+    assert np.allclose(b.weight, a.weight, atol=1e-7) and np.allclose(b.resp, a.resp, atol=1e-8)
+
+
+def test_band_kernel_refuses_indices_it_cannot_use() -> None:
+    kern = _kernels()
+    y = np.linspace(-1, 1, 6)
+    beta, gam = np.zeros(2), np.zeros(2)
+    out = [np.empty(6), np.empty(2), np.empty(2), np.empty(2)]
+    # d = 0 everywhere: r = 1/2, softplus(0) = ln 2, each size's r sums to 3/2
+    sp = kern.band_e_step(y, np.array([0, 0, 0, 1, 1, 1]), beta, gam, 0.0, *out)
+    assert sp == pytest.approx(6 * np.log(2))
+    assert np.allclose(out[0], 0.5) and np.allclose(out[1], [1.5, 1.5])
+    assert np.allclose(out[2], [0.5 * y[:3].sum(), 0.5 * y[3:].sum()])
+    with pytest.raises(IndexError, match="inv"):
+        kern.band_e_step(y, np.array([0, 0, 0, 1, 1, 2]), beta, gam, -0.5, *out)
+    with pytest.raises(IndexError, match="inv"):
+        kern.band_e_step(y, np.array([0, 0, -1, 1, 1, 1]), beta, gam, -0.5, *out)
+    with pytest.raises(ValueError, match="inv"):
+        kern.band_e_step(y, np.array([0, 0, 0, 1, 1, 1], dtype=np.int32), beta, gam, -0.5, *out)
+    with pytest.raises(ValueError, match="gam"):
+        kern.band_e_step(y, np.array([0, 0, 0, 1, 1, 1]), beta, np.zeros(3), -0.5, *out)
+
+
+def test_a_whole_fit_without_kernels_gives_the_same_model(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    from kit import synth
+    from kit.model import RegimeModel, mixture
+    from kit.model.memo import clear_all
+
+    s, t = synth.sample(synth.ethernet_like(), 6000, lo=1, hi=2**22, seed=3, grid=30)
+    clear_all()  # the engine's memos would hand the second fit the first one's mixtures
+    fast = RegimeModel().fit(s, t)
+    clear_all()
+    monkeypatch.setattr(noise, "_kernels", None)
+    monkeypatch.setattr(mixture, "_kernels", None)
+    slow = RegimeModel().fit(s, t)
+    clear_all()
+    assert len(fast.regimes_) == len(slow.regimes_)
+    sizes = np.unique(s)
+    assert np.allclose(fast.predict(sizes), slow.predict(sizes), rtol=1e-6)
+    q = np.array([0.05, 0.5, 0.95])
+    assert np.allclose(fast.predict_quantiles(sizes, q), slow.predict_quantiles(sizes, q),
+                       rtol=1e-5)
+    assert [r.noise.family for r in fast.regimes_] == [r.noise.family for r in slow.regimes_]

@@ -1,12 +1,14 @@
-/* Compiled kernels of the noise model's 1-D Gaussian mixture (kit/model/noise.py).
+/* Compiled kernels of the engine's two mixtures: the noise model's 1-D Gaussian mixture
+ * (kit/model/noise.py) and the E-step of a regime's two bands (kit/model/mixture.py).
  *
- * Why C: a noise mixture is fitted on 1,000-2,000 samples with 2-3 components, where each
- * numpy call does a few microseconds of work and the fit makes tens of them per EM step or
- * Newton evaluation; a 33 k fit spends about half its CPU there. One pass over the samples
- * here does what those calls do, with the same formulas (noise.py keeps the numpy versions
- * as the reference the tests check these against).
+ * Why C: both EMs run on 1,000-30,000 samples, where each numpy call does a few
+ * microseconds of work and the fit makes tens of them per EM step or Newton evaluation; a
+ * 33 k fit spent about half its CPU there. One pass over the samples here does what those
+ * calls do, with the same formulas (the modules keep the numpy versions as the reference
+ * the tests check these against, and as the fallback where this is not built).
  *
- * Arguments are buffers of C doubles (numpy float64 arrays, contiguous); no numpy headers.
+ * Arguments are buffers of C doubles (numpy float64 arrays, contiguous) and, for indices,
+ * of 64-bit integers; no numpy headers.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,6 +31,20 @@ static int get_doubles(PyObject *obj, Py_buffer *view, Py_ssize_t n, int writabl
     if (view->itemsize != (Py_ssize_t)sizeof(double) || view->format == NULL ||
         strcmp(view->format, "d") != 0 || (n >= 0 && view->len != n * (Py_ssize_t)sizeof(double))) {
         PyErr_Format(PyExc_ValueError, "%s: expected %zd contiguous float64 values", what, n);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* A read-only buffer of n 64-bit integers (numpy int64/intp), or a Python error. */
+static int get_indices(PyObject *obj, Py_buffer *view, Py_ssize_t n, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    if (view->itemsize != 8 || view->format == NULL ||
+        (strcmp(view->format, "l") != 0 && strcmp(view->format, "q") != 0) ||
+        view->len != n * 8) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd contiguous int64 values", what, n);
         PyBuffer_Release(view);
         return -1;
     }
@@ -297,17 +313,95 @@ static PyObject *gmm_em_step(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(ll);
 }
 
+/* band_e_step(yc, inv, beta, gam, quad, r, rs, ry, ryy) -> sum over samples of softplus(d).
+ * d = quad * yc^2 + beta[inv] * yc + gam[inv] (clipped below at -700) is the log-odds of the
+ * slow band for each sample; r gets expit(d), and rs, ry, ryy (one value per size) the sums
+ * of r, r * yc and r * yc^2 over each size's samples. mixture.fit_bands documents the rest. */
+static PyObject *band_e_step(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *oy, *oinv, *obeta, *ogam, *or, *ors, *ory, *oryy;
+    double quad;
+    if (!PyArg_ParseTuple(args, "OOOOdOOOO", &oy, &oinv, &obeta, &ogam, &quad, &or, &ors,
+                          &ory, &oryy))
+        return NULL;
+    Py_buffer by, binv, bbeta, bgam, br, brs, bry, bryy;
+    Py_buffer *held[8];
+    int nheld = 0;
+    PyObject *result = NULL;
+    if (get_doubles(oy, &by, -1, 0, "yc") < 0)
+        return NULL;
+    held[nheld++] = &by;
+    const Py_ssize_t n = by.len / (Py_ssize_t)sizeof(double);
+    if (get_indices(oinv, &binv, n, "inv") < 0)
+        goto done;
+    held[nheld++] = &binv;
+    if (get_doubles(obeta, &bbeta, -1, 0, "beta") < 0)
+        goto done;
+    held[nheld++] = &bbeta;
+    const Py_ssize_t g = bbeta.len / (Py_ssize_t)sizeof(double);
+    if (get_doubles(ogam, &bgam, g, 0, "gam") < 0)
+        goto done;
+    held[nheld++] = &bgam;
+    if (get_doubles(or, &br, n, 1, "r") < 0)
+        goto done;
+    held[nheld++] = &br;
+    if (get_doubles(ors, &brs, g, 1, "rs") < 0)
+        goto done;
+    held[nheld++] = &brs;
+    if (get_doubles(ory, &bry, g, 1, "ry") < 0)
+        goto done;
+    held[nheld++] = &bry;
+    if (get_doubles(oryy, &bryy, g, 1, "ryy") < 0)
+        goto done;
+    held[nheld++] = &bryy;
+    const double *y = by.buf, *beta = bbeta.buf, *gam = bgam.buf;
+    const long long *inv = binv.buf;
+    double *r = br.buf, *rs = brs.buf, *ry = bry.buf, *ryy = bryy.buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (inv[i] < 0 || inv[i] >= g) {
+            PyErr_Format(PyExc_IndexError, "inv[%zd] = %lld is not a size index (0..%zd)", i,
+                         inv[i], g - 1);
+            goto done;
+        }
+    double sp = 0.0;
+    Py_BEGIN_ALLOW_THREADS
+    memset(rs, 0, (size_t)g * sizeof(double));
+    memset(ry, 0, (size_t)g * sizeof(double));
+    memset(ryy, 0, (size_t)g * sizeof(double));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double yi = y[i], yy = yi * yi;
+        const Py_ssize_t s = (Py_ssize_t)inv[i];
+        double d = quad * yy + beta[s] * yi + gam[s];
+        if (d < -700.0) /* NaN stays NaN, as with np.maximum */
+            d = -700.0;
+        const double ri = 1.0 / (1.0 + exp(-d));
+        r[i] = ri;
+        sp += d - log(ri); /* softplus(d), as the numpy version computes it */
+        rs[s] += ri;
+        ry[s] += ri * yi;
+        ryy[s] += ri * yy;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyFloat_FromDouble(sp);
+done:
+    for (int i = 0; i < nheld; i++)
+        PyBuffer_Release(held[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"gmm_newton_terms", gmm_newton_terms, METH_VARARGS,
      "gmm_newton_terms(x, th, k, g, h) -> log-likelihood; fills gradient g and Hessian h."},
     {"gmm_em_step", gmm_em_step, METH_VARARGS,
      "gmm_em_step(x, th, k, out) -> log-likelihood at th; out gets EM's update."},
+    {"band_e_step", band_e_step, METH_VARARGS,
+     "band_e_step(yc, inv, beta, gam, quad, r, rs, ry, ryy) -> sum of softplus(d)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_mixture_kernels",
-    "Compiled kernels of the noise model's Gaussian mixture (see noise.py).", -1, methods,
+    "Compiled kernels of the engine's mixtures (see noise.py and mixture.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

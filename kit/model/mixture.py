@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit
 
+from kit.model.kernels import KERNELS as _kernels  # the band E-step's pass over samples
 from kit.model.memo import ContentMemo
 from kit.model.squarem import accelerate
 
@@ -101,7 +102,8 @@ def _group_line(xu: NDArray, w: NDArray, wy: NDArray) -> NDArray:
 _HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
 
 
-def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
+def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
+              ) -> BandFit | None:
     """EM for two bands; ``x`` = ln size, ``y`` = ln time. None when EM cannot start.
 
     Everything that depends on the size alone (the share, the band lines, the M-step's
@@ -111,6 +113,8 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
     accelerated (:mod:`kit.model.squarem`): ``iters`` bounds the EM evaluations. 60 was
     too few: on taurus's 54 band EMs, 4 stopped at that bound 1.8-41 log-likelihood units
     short of the maximum (which the band/no-band decision compares); none needs 150.
+    The per-sample pass of each E-step (responsibilities and their per-size sums) runs in
+    the compiled kernel where it is built (``kernels``), in numpy otherwise.
     """
     if len(x) < 50:
         return None
@@ -121,7 +125,7 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
         return None
     # y is centred (its sums of squares then keep their precision); intercepts shift back.
     y0 = float(np.mean(y))
-    yc = y - y0
+    yc = np.ascontiguousarray(y - y0, dtype=float)
     yc2 = yc * yc
     xu, inv, cnt_i = np.unique(x, return_inverse=True, return_counts=True)
     inv = inv.reshape(-1)
@@ -150,8 +154,12 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
     xm = float(np.mean(x))
     xu_c = xu - xm  # centred for a well-conditioned logistic fit
 
-    def e_step(th: NDArray) -> tuple[NDArray, float]:
-        """Responsibilities of the slow band and the log-likelihood at ``th``."""
+    kernel = _kernels.band_e_step if kernels and _kernels is not None else None
+    inv = np.ascontiguousarray(inv, dtype=np.int64)
+
+    def e_step(th: NDArray) -> tuple[NDArray, float, tuple[NDArray, NDArray, NDArray]]:
+        """Responsibilities of the slow band, the log-likelihood at ``th`` and the per-size
+        sums of r, r·y and r·y² (centred y)."""
         ls0, ls1 = float(th[4]), float(th[5])
         w1 = np.clip(expit(th[6] + th[7] * xu_c), 1e-12, 1 - 1e-12)
         mu0 = th[0] + th[1] * xu
@@ -163,6 +171,13 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
         # log-likelihood is sum(l0) (per-size sums) + sum(softplus(l1 - l0)).
         beta = mu1 * p1 - mu0 * p0
         gam = (a1 - a0) - 0.5 * (mu1 * mu1 * p1 - mu0 * mu0 * p0)
+        sum_l0 = float(np.dot(cnt, a0)) - 0.5 * p0 * float(
+            np.sum(syy - 2.0 * mu0 * sy + mu0 * mu0 * cnt))
+        if kernel is not None:
+            r, rs, ry, ryy = np.empty(len(yc)), np.empty(g), np.empty(g), np.empty(g)
+            sp = kernel(yc, inv, np.ascontiguousarray(beta), np.ascontiguousarray(gam),
+                        -0.5 * (p1 - p0), r, rs, ry, ryy)
+            return r, sum_l0 + sp, (rs, ry, ryy)
         d = (-0.5 * (p1 - p0)) * yc2
         d += spread(beta) * yc
         d += spread(gam)
@@ -170,15 +185,11 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
         # Below -700 both terms are ~0 (and expit would underflow to 0 near -745).
         np.maximum(d, -700.0, out=d)
         r = expit(d)
-        sum_l0 = float(np.dot(cnt, a0)) - 0.5 * p0 * float(
-            np.sum(syy - 2.0 * mu0 * sy + mu0 * mu0 * cnt))
-        return r, sum_l0 + float(d.sum()) - float(np.log(r).sum())
+        return (r, sum_l0 + float(d.sum()) - float(np.log(r).sum()),
+                (per_size(r), per_size(r * yc), per_size(r * yc2)))
 
     def step(th: NDArray) -> tuple[NDArray, float]:
-        r, ll = e_step(th)
-        rs = per_size(r)
-        ry = per_size(r * yc)
-        ryy = per_size(r * yc2)
+        _, ll, (rs, ry, ryy) = e_step(th)
         out = np.empty(8)
         for k, (w, wy, wyy) in enumerate(((cnt - rs, sy - ry, syy - ryy), (rs, ry, ryy))):
             line = _group_line(xu, w, wy)
@@ -198,7 +209,7 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150) -> BandFit | None:
     theta0 = np.array([base[0] - y0 + lo, base[1], base[0] - y0 + hi, base[1], ls, ls, 0.0, 0.0])
     theta, _ = accelerate(step, theta0, iters, 1e-6 * len(x))
     # The likelihood without the prior: BIC compares it with the single curve's.
-    r, ll = e_step(theta)  # the density of y is that of yc: centring shifts, it does not scale
+    r, ll, _ = e_step(theta)  # the density of y is that of yc: centring shifts, not scales
     lines = theta[:4].reshape(2, 2).copy()
     lines[:, 0] += y0
     sig = np.maximum(np.exp(theta[4:6]), 1e-3)

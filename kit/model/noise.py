@@ -18,7 +18,6 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -26,14 +25,9 @@ from numpy.typing import NDArray
 from scipy import stats
 from scipy.special import _ufuncs, expit, logit, ndtr, ndtri
 
+from kit.model.kernels import KERNELS as _kernels  # the mixture's EM step and Newton terms
 from kit.model.memo import ContentMemo
 from kit.model.squarem import accelerate
-
-_kernels: ModuleType | None
-try:  # the Gaussian mixture's EM step and Newton terms in C (setup.py builds them)
-    from kit.model import _mixture_kernels as _kernels
-except ImportError:  # not built (no compiler or Python.h): the numpy versions below
-    _kernels = None
 
 NOISE_FAMILIES: tuple[str, ...] = ("lognormal", "gamma", "weibull", "invgauss", "fisk", "gmm")
 
