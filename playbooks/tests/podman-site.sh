@@ -56,7 +56,7 @@ VENV=${PT2PT_VENV:-$REPO/.venv}
 "$VENV/bin/ansible-doc" -t connection containers.podman.podman >/dev/null 2>&1 ||
   die "the containers.podman collection is missing: ansible-galaxy collection install containers.podman (or set ANSIBLE_COLLECTIONS_PATH)"
 
-IMAGE=${PT2PT_PODMAN_IMAGE:-localhost/pt2pt-site-node:bookworm}
+IMAGE=${PT2PT_PODMAN_IMAGE:-localhost/pt2pt-site-node:bookworm-2}  # -2: python3-dev added
 NO_CHECKSUM=${PT2PT_SPACK_NO_CHECKSUM:-1}   # a mirror with archives rebuilt from git tags
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pt2pt-podman-site.XXXXXX")
 TAG=$(basename "$WORK" | tr -dc 'a-zA-Z0-9' | tail -c 6)
@@ -86,7 +86,7 @@ trap cleanup EXIT
 # 1. The node image: Debian 12 with what site.yml's `packages` tasks name (already there, so
 # those tasks run and change nothing offline), python3-apt for the apt module, Open MPI and
 # the build tools Spack takes as externals.
-PKGS=python3,python3-venv,python3-apt,python3-packaging,build-essential,gfortran,git,curl,unzip,xz-utils,bzip2,patch,file
+PKGS=python3,python3-venv,python3-dev,python3-apt,python3-packaging,build-essential,gfortran,git,curl,unzip,xz-utils,bzip2,patch,file
 PKGS=$PKGS,ca-certificates,openmpi-bin,libopenmpi-dev,bison,flex,autoconf,automake,libtool,m4
 if ! P image exists "$IMAGE"; then
   command -v debootstrap >/dev/null || die "debootstrap not found: apt-get install debootstrap"
