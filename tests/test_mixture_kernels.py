@@ -173,3 +173,34 @@ def test_a_whole_fit_without_kernels_gives_the_same_model(monkeypatch: pytest.Mo
     assert np.allclose(fast.predict_quantiles(sizes, q), slow.predict_quantiles(sizes, q),
                        rtol=1e-5)
     assert [r.noise.family for r in fast.regimes_] == [r.noise.family for r in slow.regimes_]
+
+
+def test_band_m_step_kernel_matches_numpy_and_declines_what_it_cannot_solve() -> None:
+    from kit.model.mixture import SLOPE_PRECISION, _group_line, logistic_step
+
+    kern = _kernels()
+    rng = np.random.default_rng(5)
+    xu = np.sort(rng.uniform(0, 9, 40))
+    xc = xu - xu.mean()
+    cnt = rng.integers(20, 60, 40).astype(float)
+    rs = cnt * rng.uniform(0, 1, 40)
+    sy, ry = cnt * rng.normal(0, 0.1, 40), rs * rng.normal(0.2, 0.1, 40)
+    syy, ryy = sy * sy / cnt + cnt * 0.01, ry * ry / rs + rs * 0.02
+    out = np.empty(8)
+    assert kern.band_m_step(xu, xc, cnt, sy, syy, rs, ry, ryy, 0.1, 0.2, SLOPE_PRECISION, out)
+    for k, (w, wy, wyy) in enumerate(((cnt - rs, sy - ry, syy - ryy), (rs, ry, ryy))):
+        line = _group_line(xu, w, wy)
+        mu = line[0] + line[1] * xu
+        ss = float(np.sum(wyy - 2.0 * mu * wy + mu * mu * w))
+        assert np.allclose(out[2 * k:2 * k + 2], line, rtol=1e-10, atol=1e-12)
+        sd = np.sqrt(max(ss, 0.0) / max(w.sum(), 1e-12))
+        assert out[4 + k] == pytest.approx(np.log(max(sd, 1e-3)), rel=1e-10)
+    c = logistic_step(xc, rs, np.array([0.1, 0.2]), n=cnt, slope_precision=SLOPE_PRECISION)
+    assert np.allclose(out[6:], c, rtol=1e-10, atol=1e-12)
+    bad = rs.copy()
+    bad[3] = np.nan  # the logistic system is then not positive definite: numpy takes over
+    assert not kern.band_m_step(xu, xc, cnt, sy, syy, bad, ry, ryy, 0.1, 0.2, 1e-6, out)
+    with pytest.raises(ValueError, match="ryy"):
+        kern.band_m_step(xu, xc, cnt, sy, syy, rs, ry, ryy[:-1], 0.1, 0.2, 1e-6, out)
+    with pytest.raises(ValueError, match="out"):
+        kern.band_m_step(xu, xc, cnt, sy, syy, rs, ry, ryy, 0.1, 0.2, 1e-6, np.empty(7))

@@ -1,5 +1,5 @@
 /* Compiled kernels of the engine's two mixtures: the noise model's 1-D Gaussian mixture
- * (kit/model/noise.py) and the E-step of a regime's two bands (kit/model/mixture.py).
+ * (kit/model/noise.py) and the E- and M-step of a regime's two bands (kit/model/mixture.py).
  *
  * Why C: both EMs run on 1,000-30,000 samples, where each numpy call does a few
  * microseconds of work and the fit makes tens of them per EM step or Newton evaluation; a
@@ -389,6 +389,122 @@ done:
     return result;
 }
 
+/* Weighted line of y on x from per-size sums (w weights, wy weighted y): mixture._group_line. */
+static void group_line(const double *xu, const double *w, const double *wy, Py_ssize_t g,
+                       double *a, double *b) {
+    double sw = 0.0, swy = 0.0, swx = 0.0;
+    for (Py_ssize_t i = 0; i < g; i++) {
+        sw += w[i];
+        swy += wy[i];
+        swx += w[i] * xu[i];
+    }
+    if (sw <= 0 || g < 2) {
+        *a = swy / (sw > 1e-300 ? sw : 1e-300);
+        *b = 0.0;
+        return;
+    }
+    const double mx = swx / sw, my = swy / sw;
+    double vxx = 0.0, vxy = 0.0;
+    for (Py_ssize_t i = 0; i < g; i++) {
+        const double dx = xu[i] - mx;
+        vxx += w[i] * dx * dx;
+        vxy += dx * (wy[i] - w[i] * my);
+    }
+    *b = vxx > 1e-12 ? vxy / vxx : 0.0;
+    *a = my - *b * mx;
+}
+
+/* band_m_step(xu, xu_c, cnt, sy, syy, rs, ry, ryy, c0, c1, slope_precision, out) -> ok.
+ * The band EM's M-step from per-size sums, as mixture.fit_bands' step: each band's weighted
+ * line and ln sigma, then three Newton steps of the share's logistic regression from
+ * (c0, c1). False (out unusable) where a Newton step's 2x2 system is not positive definite:
+ * the numpy version then says what is wrong. */
+static PyObject *band_m_step(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[8], *oout;
+    double c[2], prec;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOdddO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &c[0], &c[1], &prec, &oout))
+        return NULL;
+    static const char *names[8] = {"xu", "xu_c", "cnt", "sy", "syy", "rs", "ry", "ryy"};
+    Py_buffer bv[8], bout;
+    int nheld = 0;
+    PyObject *result = NULL;
+    double *work = NULL;
+    if (get_doubles(o[0], &bv[0], -1, 0, names[0]) < 0)
+        return NULL;
+    nheld = 1;
+    const Py_ssize_t g = bv[0].len / (Py_ssize_t)sizeof(double);
+    for (int i = 1; i < 8; i++) {
+        if (get_doubles(o[i], &bv[i], g, 0, names[i]) < 0)
+            goto done;
+        nheld = i + 1;
+    }
+    if (get_doubles(oout, &bout, 8, 1, "out") < 0)
+        goto done;
+    const double *xu = bv[0].buf, *xc = bv[1].buf, *cnt = bv[2].buf, *sy = bv[3].buf,
+                 *syy = bv[4].buf, *rs = bv[5].buf, *ry = bv[6].buf, *ryy = bv[7].buf;
+    double *out = bout.buf;
+    work = malloc((size_t)(g > 0 ? g : 1) * 3 * sizeof(double));
+    if (work == NULL) {
+        PyBuffer_Release(&bout);
+        result = PyErr_NoMemory();
+        goto done;
+    }
+    double *w = work, *wy = work + g, *wyy = work + 2 * g;
+    int ok = 1;
+    for (int k = 0; k < 2; k++) {
+        for (Py_ssize_t i = 0; i < g; i++) {
+            w[i] = k ? rs[i] : cnt[i] - rs[i];
+            wy[i] = k ? ry[i] : sy[i] - ry[i];
+            wyy[i] = k ? ryy[i] : syy[i] - ryy[i];
+        }
+        double a, b, ss = 0.0, sw = 0.0;
+        group_line(xu, w, wy, g, &a, &b);
+        for (Py_ssize_t i = 0; i < g; i++) {
+            const double mu = a + b * xu[i];
+            ss += wyy[i] - 2.0 * mu * wy[i] + mu * mu * w[i];
+            sw += w[i];
+        }
+        const double sd = sqrt((ss > 0.0 ? ss : 0.0) / (sw > 1e-12 ? sw : 1e-12));
+        out[2 * k] = a;
+        out[2 * k + 1] = b;
+        out[4 + k] = log(sd > 1e-3 ? sd : 1e-3);
+    }
+    for (int step = 0; step < 3; step++) { /* mixture.logistic_step with n = cnt */
+        double g0 = 0.0, g1 = 0.0, h00 = 0.0, h01 = 0.0, h11 = 0.0;
+        for (Py_ssize_t i = 0; i < g; i++) {
+            const double p = 1.0 / (1.0 + exp(-(c[0] + c[1] * xc[i])));
+            const double e = cnt[i] * p - rs[i], v = cnt[i] * p * (1.0 - p);
+            g0 += e;
+            g1 += xc[i] * e;
+            h00 += v;
+            h01 += v * xc[i];
+            h11 += v * xc[i] * xc[i];
+        }
+        g0 += 1e-6 * c[0];
+        g1 += prec * c[1];
+        h00 += 1e-6;
+        h11 += prec;
+        const double det = h00 * h11 - h01 * h01;
+        if (!(isfinite(det) && det > 0)) {
+            ok = 0;
+            break;
+        }
+        c[0] -= (h11 * g0 - h01 * g1) / det;
+        c[1] -= (h00 * g1 - h01 * g0) / det;
+    }
+    out[6] = c[0];
+    out[7] = c[1];
+    PyBuffer_Release(&bout);
+    result = PyBool_FromLong(ok);
+done:
+    free(work);
+    for (int i = 0; i < nheld; i++)
+        PyBuffer_Release(&bv[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"gmm_newton_terms", gmm_newton_terms, METH_VARARGS,
      "gmm_newton_terms(x, th, k, g, h) -> log-likelihood; fills gradient g and Hessian h."},
@@ -396,6 +512,8 @@ static PyMethodDef methods[] = {
      "gmm_em_step(x, th, k, out) -> log-likelihood at th; out gets EM's update."},
     {"band_e_step", band_e_step, METH_VARARGS,
      "band_e_step(yc, inv, beta, gam, quad, r, rs, ry, ryy) -> sum of softplus(d)."},
+    {"band_m_step", band_m_step, METH_VARARGS,
+     "band_m_step(xu, xu_c, cnt, sy, syy, rs, ry, ryy, c0, c1, prec, out) -> ok."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -113,8 +113,9 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
     accelerated (:mod:`kit.model.squarem`): ``iters`` bounds the EM evaluations. 60 was
     too few: on taurus's 54 band EMs, 4 stopped at that bound 1.8-41 log-likelihood units
     short of the maximum (which the band/no-band decision compares); none needs 150.
-    The per-sample pass of each E-step (responsibilities and their per-size sums) runs in
-    the compiled kernel where it is built (``kernels``), in numpy otherwise.
+    The per-sample pass of each E-step (responsibilities and their per-size sums) and the
+    M-step from the per-size sums run in the compiled kernels where they are built
+    (``kernels``), in numpy otherwise.
     """
     if len(x) < 50:
         return None
@@ -188,9 +189,17 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
         return (r, sum_l0 + float(d.sum()) - float(np.log(r).sum()),
                 (per_size(r), per_size(r * yc), per_size(r * yc2)))
 
+    m_kernel = _kernels.band_m_step if kernels and _kernels is not None else None
+    xu, xu_c, cnt, sy, syy = (np.ascontiguousarray(v, dtype=float)
+                              for v in (xu, xu_c, cnt, sy, syy))
+
     def step(th: NDArray) -> tuple[NDArray, float]:
         _, ll, (rs, ry, ryy) = e_step(th)
         out = np.empty(8)
+        prior = 0.5 * SLOPE_PRECISION * float(th[7]) ** 2
+        if m_kernel is not None and m_kernel(xu, xu_c, cnt, sy, syy, rs, ry, ryy, float(th[6]),
+                                             float(th[7]), SLOPE_PRECISION, out):
+            return out, ll - prior
         for k, (w, wy, wyy) in enumerate(((cnt - rs, sy - ry, syy - ryy), (rs, ry, ryy))):
             line = _group_line(xu, w, wy)
             out[2 * k:2 * k + 2] = line
@@ -201,7 +210,7 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
                                     1e-3))
         out[6:8] = logistic_step(xu_c, rs, th[6:8], n=cnt, slope_precision=SLOPE_PRECISION)
         # EM climbs the posterior: the slope's prior joins the likelihood it monitors.
-        return out, ll - 0.5 * SLOPE_PRECISION * float(th[7]) ** 2
+        return out, ll - prior
 
     # Parameters: both lines (centred y), ln sigma of each band (an extrapolated step
     # cannot make a sigma negative) and the share's logistic coefficients (centred x).
