@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml setup.py kit/model/_mixture_kernels.c
 	@if ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
 	  if [ "$(IS_ROOT)" = yes ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv python3-pip; \
 	  else echo "make: python3-venv is missing: run 'sudo apt-get install python3-venv' and retry" >&2; exit 2; fi; fi
-	@# Python.h and gcc build the noise mixture's C kernels (setup.py); without them fits run in numpy.
+	@# Python.h and gcc build the model's C kernels (setup.py); without them fits run in numpy.
 	@if ! $(PYTHON) -c 'import os, sysconfig; os.stat(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null \
 	    || ! command -v gcc >/dev/null; then \
 	  if [ "$(IS_ROOT)" = yes ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-dev gcc; \

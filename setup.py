@@ -1,4 +1,4 @@
-"""Build of the noise mixture's compiled kernels; everything else is in pyproject.toml.
+"""Build of the model's compiled kernels (both mixtures' EMs); everything else is in pyproject.toml.
 
 Optional: where the C extension does not build (no compiler, no Python.h from
 python3-dev), the install goes on and the kit runs the same fit in numpy.

@@ -22,33 +22,43 @@
 #define BLOCK 8
 #define HALF_LOG_2PI 0.91893853320467274178
 
-/* A read-only or writable buffer of n doubles, or a Python error. */
-static int get_doubles(PyObject *obj, Py_buffer *view, Py_ssize_t n, int writable,
-                       const char *what) {
+/* The buffers a kernel reads and writes, released together on every way out. */
+typedef struct {
+    Py_buffer view[12];
+    int n;
+} Held;
+
+/* The data of obj as n contiguous 8-byte values (float64, or int64 with ints; n < 0: any
+ * number, stored in *len), or NULL with a Python error; the buffer joins held. */
+static void *hold(Held *held, PyObject *obj, Py_ssize_t n, int writable, int ints,
+                  const char *what, Py_ssize_t *len) {
+    Py_buffer *view = &held->view[held->n];
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, view, flags) < 0)
-        return -1;
-    if (view->itemsize != (Py_ssize_t)sizeof(double) || view->format == NULL ||
-        strcmp(view->format, "d") != 0 || (n >= 0 && view->len != n * (Py_ssize_t)sizeof(double))) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %zd contiguous float64 values", what, n);
+        return NULL;
+    const char *f = view->format;
+    int fmt_ok = view->itemsize == 8 && f != NULL &&
+                 (ints ? strcmp(f, "l") == 0 || strcmp(f, "q") == 0 : strcmp(f, "d") == 0);
+    if (!fmt_ok || (n >= 0 && view->len != n * 8)) {
+        if (n >= 0)
+            PyErr_Format(PyExc_ValueError, "%s: expected %zd contiguous %s values", what, n,
+                         ints ? "int64" : "float64");
+        else
+            PyErr_Format(PyExc_ValueError, "%s: expected contiguous %s values", what,
+                         ints ? "int64" : "float64");
         PyBuffer_Release(view);
-        return -1;
+        return NULL;
     }
-    return 0;
+    held->n++;
+    if (len != NULL)
+        *len = view->len / 8;
+    return view->buf;
 }
 
-/* A read-only buffer of n 64-bit integers (numpy int64/intp), or a Python error. */
-static int get_indices(PyObject *obj, Py_buffer *view, Py_ssize_t n, const char *what) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-        return -1;
-    if (view->itemsize != 8 || view->format == NULL ||
-        (strcmp(view->format, "l") != 0 && strcmp(view->format, "q") != 0) ||
-        view->len != n * 8) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %zd contiguous int64 values", what, n);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
+static void release(Held *held) {
+    for (int i = 0; i < held->n; i++)
+        PyBuffer_Release(&held->view[i]);
+    held->n = 0;
 }
 
 /* ln-weights of softmax(a[0..k-1]). */
@@ -76,27 +86,16 @@ static PyObject *gmm_newton_terms(PyObject *self, PyObject *args) {
         return NULL;
     }
     const int P = 3 * k - 1;
-    Py_buffer bx, bth, bg, bh;
-    if (get_doubles(ox, &bx, -1, 0, "x") < 0)
-        return NULL;
-    if (get_doubles(oth, &bth, P, 0, "th") < 0) {
-        PyBuffer_Release(&bx);
-        return NULL;
-    }
-    if (get_doubles(og, &bg, P, 1, "g") < 0) {
-        PyBuffer_Release(&bx);
-        PyBuffer_Release(&bth);
+    Held held = {.n = 0};
+    Py_ssize_t n = 0;
+    const double *x = hold(&held, ox, -1, 0, 0, "x", &n);
+    const double *th = x ? hold(&held, oth, P, 0, 0, "th", NULL) : NULL;
+    double *g = th ? hold(&held, og, P, 1, 0, "g", NULL) : NULL;
+    double *h = g ? hold(&held, oh, (Py_ssize_t)P * P, 1, 0, "h", NULL) : NULL;
+    if (h == NULL) {
+        release(&held);
         return NULL;
     }
-    if (get_doubles(oh, &bh, (Py_ssize_t)P * P, 1, "h") < 0) {
-        PyBuffer_Release(&bx);
-        PyBuffer_Release(&bth);
-        PyBuffer_Release(&bg);
-        return NULL;
-    }
-    const double *x = bx.buf, *th = bth.buf;
-    double *g = bg.buf, *h = bh.buf;
-    const Py_ssize_t n = bx.len / (Py_ssize_t)sizeof(double);
 
     double a[MAX_K], lw[MAX_K], w[MAX_K], mu[MAX_K], isd[MAX_K], c[MAX_K];
     a[0] = 0.0;
@@ -121,10 +120,7 @@ static PyObject *gmm_newton_terms(PyObject *self, PyObject *args) {
     double (*HL)[BLOCK] = calloc((size_t)P * (size_t)P, sizeof(double[BLOCK]));
     double GL[MAX_P][BLOCK] = {{0}};
     if (HL == NULL) {
-        PyBuffer_Release(&bx);
-        PyBuffer_Release(&bth);
-        PyBuffer_Release(&bg);
-        PyBuffer_Release(&bh);
+        release(&held);
         return PyErr_NoMemory();
     }
     double ll = 0.0;
@@ -221,10 +217,7 @@ static PyObject *gmm_newton_terms(PyObject *self, PyObject *args) {
         h[il * P + im] += cross;
         h[il * P + il] += m4[j] - 4.0 * m2[j] + m0[j];
     }
-    PyBuffer_Release(&bx);
-    PyBuffer_Release(&bth);
-    PyBuffer_Release(&bg);
-    PyBuffer_Release(&bh);
+    release(&held);
     free(HL);
     return PyFloat_FromDouble(ll);
 }
@@ -241,26 +234,18 @@ static PyObject *gmm_em_step(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_ValueError, "k must be 1..%d", MAX_K);
         return NULL;
     }
-    Py_buffer bx, bth, bout;
-    if (get_doubles(ox, &bx, -1, 0, "x") < 0)
-        return NULL;
-    if (get_doubles(oth, &bth, 3 * k, 0, "th") < 0) {
-        PyBuffer_Release(&bx);
-        return NULL;
-    }
-    if (get_doubles(oout, &bout, 3 * k, 1, "out") < 0) {
-        PyBuffer_Release(&bx);
-        PyBuffer_Release(&bth);
+    Held held = {.n = 0};
+    Py_ssize_t n = 0;
+    const double *x = hold(&held, ox, -1, 0, 0, "x", &n);
+    const double *th = x ? hold(&held, oth, 3 * k, 0, 0, "th", NULL) : NULL;
+    double *out = th ? hold(&held, oout, 3 * k, 1, 0, "out", NULL) : NULL;
+    if (out == NULL) {
+        release(&held);
         return NULL;
     }
-    const double *x = bx.buf, *th = bth.buf;
-    double *out = bout.buf;
-    const Py_ssize_t n = bx.len / (Py_ssize_t)sizeof(double);
     double *resp = malloc((size_t)(n > 0 ? n : 1) * (size_t)k * sizeof(double));
     if (resp == NULL) {
-        PyBuffer_Release(&bx);
-        PyBuffer_Release(&bth);
-        PyBuffer_Release(&bout);
+        release(&held);
         return PyErr_NoMemory();
     }
     double lw[MAX_K], mu[MAX_K], isd[MAX_K], c[MAX_K];
@@ -307,9 +292,7 @@ static PyObject *gmm_em_step(PyObject *self, PyObject *args) {
         out[2 * k + j] = log(sd > 1e-4 ? sd : 1e-4);
     }
     free(resp);
-    PyBuffer_Release(&bx);
-    PyBuffer_Release(&bth);
-    PyBuffer_Release(&bout);
+    release(&held);
     return PyFloat_FromDouble(ll);
 }
 
@@ -324,39 +307,19 @@ static PyObject *band_e_step(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOdOOOO", &oy, &oinv, &obeta, &ogam, &quad, &or, &ors,
                           &ory, &oryy))
         return NULL;
-    Py_buffer by, binv, bbeta, bgam, br, brs, bry, bryy;
-    Py_buffer *held[8];
-    int nheld = 0;
+    Held held = {.n = 0};
     PyObject *result = NULL;
-    if (get_doubles(oy, &by, -1, 0, "yc") < 0)
-        return NULL;
-    held[nheld++] = &by;
-    const Py_ssize_t n = by.len / (Py_ssize_t)sizeof(double);
-    if (get_indices(oinv, &binv, n, "inv") < 0)
+    Py_ssize_t n = 0, g = 0;
+    const double *y = hold(&held, oy, -1, 0, 0, "yc", &n);
+    const long long *inv = y ? hold(&held, oinv, n, 0, 1, "inv", NULL) : NULL;
+    const double *beta = inv ? hold(&held, obeta, -1, 0, 0, "beta", &g) : NULL;
+    const double *gam = beta ? hold(&held, ogam, g, 0, 0, "gam", NULL) : NULL;
+    double *r = gam ? hold(&held, or, n, 1, 0, "r", NULL) : NULL;
+    double *rs = r ? hold(&held, ors, g, 1, 0, "rs", NULL) : NULL;
+    double *ry = rs ? hold(&held, ory, g, 1, 0, "ry", NULL) : NULL;
+    double *ryy = ry ? hold(&held, oryy, g, 1, 0, "ryy", NULL) : NULL;
+    if (ryy == NULL)
         goto done;
-    held[nheld++] = &binv;
-    if (get_doubles(obeta, &bbeta, -1, 0, "beta") < 0)
-        goto done;
-    held[nheld++] = &bbeta;
-    const Py_ssize_t g = bbeta.len / (Py_ssize_t)sizeof(double);
-    if (get_doubles(ogam, &bgam, g, 0, "gam") < 0)
-        goto done;
-    held[nheld++] = &bgam;
-    if (get_doubles(or, &br, n, 1, "r") < 0)
-        goto done;
-    held[nheld++] = &br;
-    if (get_doubles(ors, &brs, g, 1, "rs") < 0)
-        goto done;
-    held[nheld++] = &brs;
-    if (get_doubles(ory, &bry, g, 1, "ry") < 0)
-        goto done;
-    held[nheld++] = &bry;
-    if (get_doubles(oryy, &bryy, g, 1, "ryy") < 0)
-        goto done;
-    held[nheld++] = &bryy;
-    const double *y = by.buf, *beta = bbeta.buf, *gam = bgam.buf;
-    const long long *inv = binv.buf;
-    double *r = br.buf, *rs = brs.buf, *ry = bry.buf, *ryy = bryy.buf;
     for (Py_ssize_t i = 0; i < n; i++)
         if (inv[i] < 0 || inv[i] >= g) {
             PyErr_Format(PyExc_IndexError, "inv[%zd] = %lld is not a size index (0..%zd)", i,
@@ -384,8 +347,7 @@ static PyObject *band_e_step(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     result = PyFloat_FromDouble(sp);
 done:
-    for (int i = 0; i < nheld; i++)
-        PyBuffer_Release(held[i]);
+    release(&held);
     return result;
 }
 
@@ -427,27 +389,21 @@ static PyObject *band_m_step(PyObject *self, PyObject *args) {
                           &o[7], &c[0], &c[1], &prec, &oout))
         return NULL;
     static const char *names[8] = {"xu", "xu_c", "cnt", "sy", "syy", "rs", "ry", "ryy"};
-    Py_buffer bv[8], bout;
-    int nheld = 0;
+    Held held = {.n = 0};
     PyObject *result = NULL;
     double *work = NULL;
-    if (get_doubles(o[0], &bv[0], -1, 0, names[0]) < 0)
-        return NULL;
-    nheld = 1;
-    const Py_ssize_t g = bv[0].len / (Py_ssize_t)sizeof(double);
-    for (int i = 1; i < 8; i++) {
-        if (get_doubles(o[i], &bv[i], g, 0, names[i]) < 0)
+    const double *v[8];
+    Py_ssize_t g = 0;
+    for (int i = 0; i < 8; i++)  /* xu sets the number of sizes the others must have */
+        if ((v[i] = hold(&held, o[i], i ? g : -1, 0, 0, names[i], i ? NULL : &g)) == NULL)
             goto done;
-        nheld = i + 1;
-    }
-    if (get_doubles(oout, &bout, 8, 1, "out") < 0)
+    const double *xu = v[0], *xc = v[1], *cnt = v[2], *sy = v[3], *syy = v[4], *rs = v[5],
+                 *ry = v[6], *ryy = v[7];
+    double *out = hold(&held, oout, 8, 1, 0, "out", NULL);
+    if (out == NULL)
         goto done;
-    const double *xu = bv[0].buf, *xc = bv[1].buf, *cnt = bv[2].buf, *sy = bv[3].buf,
-                 *syy = bv[4].buf, *rs = bv[5].buf, *ry = bv[6].buf, *ryy = bv[7].buf;
-    double *out = bout.buf;
     work = malloc((size_t)(g > 0 ? g : 1) * 3 * sizeof(double));
     if (work == NULL) {
-        PyBuffer_Release(&bout);
         result = PyErr_NoMemory();
         goto done;
     }
@@ -496,12 +452,10 @@ static PyObject *band_m_step(PyObject *self, PyObject *args) {
     }
     out[6] = c[0];
     out[7] = c[1];
-    PyBuffer_Release(&bout);
     result = PyBool_FromLong(ok);
 done:
     free(work);
-    for (int i = 0; i < nheld; i++)
-        PyBuffer_Release(&bv[i]);
+    release(&held);
     return result;
 }
 

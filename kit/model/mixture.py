@@ -119,6 +119,8 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
     """
     if len(x) < 50:
         return None
+    # float64 and contiguous: every array derived below is then one the kernels take as is
+    x, y = np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(y, dtype=float)
     base = _group_line(x, np.ones_like(x), y)
     e = y - (base[0] + base[1] * x)
     lo, hi = np.quantile(e, [0.25, 0.85])
@@ -126,7 +128,7 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
         return None
     # y is centred (its sums of squares then keep their precision); intercepts shift back.
     y0 = float(np.mean(y))
-    yc = np.ascontiguousarray(y - y0, dtype=float)
+    yc = y - y0
     yc2 = yc * yc
     xu, inv, cnt_i = np.unique(x, return_inverse=True, return_counts=True)
     inv = inv.reshape(-1)
@@ -176,8 +178,7 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
             np.sum(syy - 2.0 * mu0 * sy + mu0 * mu0 * cnt))
         if kernel is not None:
             r, rs, ry, ryy = np.empty(len(yc)), np.empty(g), np.empty(g), np.empty(g)
-            sp = kernel(yc, inv, np.ascontiguousarray(beta), np.ascontiguousarray(gam),
-                        -0.5 * (p1 - p0), r, rs, ry, ryy)
+            sp = kernel(yc, inv, beta, gam, -0.5 * (p1 - p0), r, rs, ry, ryy)
             return r, sum_l0 + sp, (rs, ry, ryy)
         d = (-0.5 * (p1 - p0)) * yc2
         d += spread(beta) * yc
@@ -190,8 +191,6 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
                 (per_size(r), per_size(r * yc), per_size(r * yc2)))
 
     m_kernel = _kernels.band_m_step if kernels and _kernels is not None else None
-    xu, xu_c, cnt, sy, syy = (np.ascontiguousarray(v, dtype=float)
-                              for v in (xu, xu_c, cnt, sy, syy))
 
     def step(th: NDArray) -> tuple[NDArray, float]:
         _, ll, (rs, ry, ryy) = e_step(th)

@@ -27,7 +27,7 @@ from scipy.special import _ufuncs, expit, logit, ndtr, ndtri
 
 from kit.model.kernels import KERNELS as _kernels  # the mixture's EM step and Newton terms
 from kit.model.memo import ContentMemo
-from kit.model.squarem import accelerate
+from kit.model.squarem import Step, accelerate
 
 NOISE_FAMILIES: tuple[str, ...] = ("lognormal", "gamma", "weibull", "invgauss", "fisk", "gmm")
 
@@ -464,25 +464,15 @@ def _gmm_newton(x: NDArray, th: NDArray, k: int, max_evals: int, kernels: bool =
     return th, ll, evals, True
 
 
-def _em_gmm(lr: NDArray, k: int, iters: int = 80, kernels: bool = True
-            ) -> tuple[NDArray, NDArray, NDArray, float]:
-    """1-D Gaussian mixture by maximum likelihood, started from quantiles (deterministic).
+def _gmm_em_numpy(lr: NDArray, k: int) -> tuple[Step, Callable[[NDArray], float]]:
+    """The mixture's EM step and log-likelihood in numpy (th = ln weights up to a constant,
+    means, ln sds): the reference :func:`_gmm_em_kernel` is held to.
 
-    EM (accelerated, :mod:`kit.model.squarem`) brings the parameters into the basin of a
-    maximum; Newton's method with the exact Hessian then converges there in a few steps.
-    EM alone creeps where components overlap: stopped when a step gained less than
-    1e-5·n, 26 of one taurus fit's 50 mixtures were more than 1 log-likelihood unit short
-    of the maximum (worst 53; a component's weight 0.47 where the maximum has 0.09), which
-    decides between noise families. ``iters`` bounds EM and Newton evaluations together;
-    if a Newton step runs into the sd floor (a component collapsing onto a few samples),
-    EM, whose M-step clips at the floor, continues from Newton's last point.
-
-    EM arrays are laid out (component, sample): the per-sample max and sum over 2-3
-    components are then row-wise ufuncs and the per-component sums contiguous. Two (k, n)
-    work arrays are updated in place: at n ~ 1,000 each step is dominated by per-call
-    overhead; the compiled kernels (``kernels``, where built) do each in one pass.
+    Arrays are laid out (component, sample): the per-sample max and sum over 2-3 components
+    are then row-wise ufuncs and the per-component sums contiguous. Two (k, n) work arrays
+    are updated in place: at n ~ 1,000 each step is dominated by per-call overhead, which
+    the kernel avoids by doing each step in one pass.
     """
-    lr = np.ascontiguousarray(lr, dtype=float)
     n = len(lr)
     x = lr[None, :]
     lp = np.empty((k, n))
@@ -515,16 +505,42 @@ def _em_gmm(lr: NDArray, k: int, iters: int = 80, kernels: bool = True
         sd = np.maximum(np.sqrt(tmp.sum(axis=1) / nk), 1e-4)
         return np.concatenate([np.log(nk / n), mu, np.log(sd)]), ll
 
-    if kernels and _kernels is not None:
-        em = _kernels.gmm_em_step
+    return step, e_step
 
-        def step(th: NDArray) -> tuple[NDArray, float]:
-            out = np.empty(3 * k)
-            return out, em(lr, th, k, out)
 
-        def e_step(th: NDArray) -> float:
-            return em(lr, th, k, np.empty(3 * k))
+def _gmm_em_kernel(lr: NDArray, k: int) -> tuple[Step, Callable[[NDArray], float]]:
+    """:func:`_gmm_em_numpy`'s EM step and log-likelihood in the compiled kernel."""
+    assert _kernels is not None
+    em = _kernels.gmm_em_step
 
+    def step(th: NDArray) -> tuple[NDArray, float]:
+        out = np.empty(3 * k)
+        return out, em(lr, th, k, out)
+
+    def e_step(th: NDArray) -> float:
+        return em(lr, th, k, np.empty(3 * k))
+
+    return step, e_step
+
+
+def _em_gmm(lr: NDArray, k: int, iters: int = 80, kernels: bool = True
+            ) -> tuple[NDArray, NDArray, NDArray, float]:
+    """1-D Gaussian mixture by maximum likelihood, started from quantiles (deterministic).
+
+    EM (accelerated, :mod:`kit.model.squarem`) brings the parameters into the basin of a
+    maximum; Newton's method with the exact Hessian then converges there in a few steps.
+    EM alone creeps where components overlap: stopped when a step gained less than
+    1e-5·n, 26 of one taurus fit's 50 mixtures were more than 1 log-likelihood unit short
+    of the maximum (worst 53; a component's weight 0.47 where the maximum has 0.09), which
+    decides between noise families. ``iters`` bounds EM and Newton evaluations together;
+    if a Newton step runs into the sd floor (a component collapsing onto a few samples),
+    EM, whose M-step clips at the floor, continues from Newton's last point. ``kernels``:
+    the compiled EM step and Newton terms where they are built, numpy otherwise.
+    """
+    lr = np.ascontiguousarray(lr, dtype=float)
+    n = len(lr)
+    make = _gmm_em_kernel if kernels and _kernels is not None else _gmm_em_numpy
+    step, e_step = make(lr, k)
     mu0 = np.quantile(lr, (np.arange(k) + 0.5) / k)
     sd0 = max(float(np.std(lr)) / k, 1e-4)
     theta = np.concatenate([np.full(k, -np.log(k)), mu0, np.full(k, np.log(sd0))])
