@@ -1,6 +1,6 @@
-"""The engine's compiled kernels (kit/model/_mixture_kernels.c: the noise mixture's EM step and
-Newton terms, the band EM's E-step) compute what the numpy reference computes, and refuse
-buffers they cannot read instead of reading past them.
+"""The engine's compiled kernels (kit/model/_mixture_kernels.c: the noise mixture's EM step,
+Newton terms and log-density, the band EM's E- and M-step) compute what the numpy reference
+computes, and refuse buffers they cannot read instead of reading past them.
 
 The kernels are optional at install time (no compiler or Python.h: the numpy path runs), but
 this suite is run where they are built (``make venv``, the Containerfile), so their absence is
@@ -107,6 +107,55 @@ def test_kernels_refuse_buffers_they_cannot_read() -> None:
         kern.gmm_em_step(x, np.zeros(27), 9, np.empty(27))
     with pytest.raises(TypeError):
         kern.gmm_em_step(x, th, 2)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_mixture_log_density_matches_the_numpy_reference_edges_included(k: int) -> None:
+    rng = np.random.default_rng(k)
+    w, mu, sd = rng.dirichlet(np.ones(k)), rng.normal(size=k), rng.uniform(0.01, 1.0, k)
+    gmm = noise.Noise("gmm", {"weights": list(w), "means": list(mu), "sds": list(sd)})
+    r = np.concatenate([np.exp(rng.normal(size=999)),
+                        [0.0, np.inf, np.nan, -1.0, 1e-300, 1e300]])
+    with np.errstate(all="ignore"):
+        want = noise._gmm_logpdf_numpy(np.log(r), mu, sd,
+                                       np.log(w) - np.log(sd) - noise._HALF_LOG_2PI)
+    got = gmm.logpdf(r)
+    assert np.array_equal(np.isfinite(got), np.isfinite(want))
+    assert np.array_equal(got[~np.isfinite(want)], want[~np.isfinite(want)], equal_nan=True)
+    assert np.allclose(got, want, rtol=1e-13, atol=0, equal_nan=True)
+    # shapes as numpy's: a scalar for a scalar, the input's shape otherwise
+    assert np.ndim(gmm.logpdf(2.0)) == 0 and gmm.logpdf(np.ones((3, 2))).shape == (3, 2)
+    assert gmm.logpdf(r[:12].reshape(3, 4)[:, ::2]).shape == (3, 2)  # a strided view
+
+
+def test_log_density_kernel_refuses_what_it_cannot_read() -> None:
+    kern = _kernels()
+    lr, out = np.zeros(10), np.empty(10)
+    with pytest.raises(ValueError, match="sd"):
+        kern.gmm_logpdf(lr, np.zeros(2), np.ones(3), np.zeros(2), out)
+    with pytest.raises(ValueError, match="out"):
+        kern.gmm_logpdf(lr, np.zeros(2), np.ones(2), np.zeros(2), np.empty(9))
+    with pytest.raises(ValueError, match="components"):
+        kern.gmm_logpdf(lr, np.zeros(9), np.ones(9), np.zeros(9), out)
+    with pytest.raises((ValueError, BufferError, TypeError)):
+        kern.gmm_logpdf(lr, np.zeros(2), np.ones(2), np.zeros(2), out.tobytes())
+
+
+@pytest.mark.parametrize(("family", "params"), [
+    ("lognormal", {"s": 0.1, "scale": 2.0}), ("lognormal", {"s": 3.0, "scale": 1e-5}),
+    ("gamma", {"a": 0.5, "scale": 1.0}), ("gamma", {"a": 50.0, "scale": 3.0}),
+    ("weibull", {"c": 0.7, "scale": 1.0}), ("weibull", {"c": 12.0, "scale": 5.0}),
+    ("fisk", {"c": 1.5, "scale": 1.0}), ("fisk", {"c": 30.0, "scale": 2.0}),
+    ("gamma", {"a": -1.0, "scale": 1.0}), ("lognormal", {"s": 0.5, "scale": -1.0}),
+])
+def test_family_quantiles_without_freezing_are_scipys(family: str, params: dict) -> None:
+    q = np.concatenate([[0.0, 1.0, 0.5, 0.95, 0.99, 1e-12, 1 - 1e-12, -0.1, 1.1, np.nan],
+                        np.random.default_rng(0).uniform(size=50)])
+    got = noise.Noise(family, dict(params))._scipy_ppf(q)
+    want = noise.Noise(family, dict(params))._frozen().ppf(q)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(noise.Noise(family, dict(params))._scipy_ppf(q.reshape(6, 10)),
+                          want.reshape(6, 10), equal_nan=True)
 
 
 def _bands_data(seed: int, shuffled: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -296,6 +296,62 @@ static PyObject *gmm_em_step(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(ll);
 }
 
+/* gmm_logpdf(lr, mu, sd, c, out): out[i] = ln of the mixture's density of r at
+ * lr[i] = ln r[i] (its density in ln r, minus ln r), c[j] = ln w[j] - ln sd[j] - ln sqrt(2 pi).
+ * The numpy version in noise.Noise.logpdf has the same edge values: where no component
+ * has a finite log-density (r = 0 or inf) the largest one, minus ln r. */
+static PyObject *gmm_logpdf(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *olr, *omu, *osd, *oc, *oout;
+    if (!PyArg_ParseTuple(args, "OOOOO", &olr, &omu, &osd, &oc, &oout))
+        return NULL;
+    Held held = {.n = 0};
+    Py_ssize_t n = 0, k = 0;
+    const double *lr = hold(&held, olr, -1, 0, 0, "lr", &n);
+    const double *mu = lr ? hold(&held, omu, -1, 0, 0, "mu", &k) : NULL;
+    const double *sd = mu ? hold(&held, osd, k, 0, 0, "sd", NULL) : NULL;
+    const double *c = sd ? hold(&held, oc, k, 0, 0, "c", NULL) : NULL;
+    double *out = c ? hold(&held, oout, n, 1, 0, "out", NULL) : NULL;
+    if (out == NULL) {
+        release(&held);
+        return NULL;
+    }
+    if (k < 1 || k > MAX_K) {
+        release(&held);
+        PyErr_Format(PyExc_ValueError, "mu: 1..%d components expected", MAX_K);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double x = lr[i];
+        double comp[MAX_K], top = -INFINITY;
+        int nan = isnan(x);
+        for (Py_ssize_t j = 0; j < k; j++) {
+            const double z = (x - mu[j]) / sd[j];
+            comp[j] = -0.5 * (z * z) + c[j];
+            if (isnan(comp[j]))
+                nan = 1;
+            else if (comp[j] > top)
+                top = comp[j];
+        }
+        if (nan) {
+            out[i] = NAN;
+            continue;
+        }
+        if (isfinite(top)) {
+            double s = 0.0;
+            for (Py_ssize_t j = 0; j < k; j++)
+                s += exp(comp[j] - top);
+            out[i] = top + log(s) - x;
+        } else {
+            out[i] = top - x;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&held);
+    Py_RETURN_NONE;
+}
+
 /* band_e_step(yc, inv, beta, gam, quad, r, rs, ry, ryy) -> sum over samples of softplus(d).
  * d = quad * yc^2 + beta[inv] * yc + gam[inv] (clipped below at -700) is the log-odds of the
  * slow band for each sample; r gets expit(d), and rs, ry, ryy (one value per size) the sums
@@ -464,6 +520,8 @@ static PyMethodDef methods[] = {
      "gmm_newton_terms(x, th, k, g, h) -> log-likelihood; fills gradient g and Hessian h."},
     {"gmm_em_step", gmm_em_step, METH_VARARGS,
      "gmm_em_step(x, th, k, out) -> log-likelihood at th; out gets EM's update."},
+    {"gmm_logpdf", gmm_logpdf, METH_VARARGS,
+     "gmm_logpdf(lr, mu, sd, c, out): the mixture's log-density of r at lr = ln r."},
     {"band_e_step", band_e_step, METH_VARARGS,
      "band_e_step(yc, inv, beta, gam, quad, r, rs, ry, ryy) -> sum of softplus(d)."},
     {"band_m_step", band_m_step, METH_VARARGS,
