@@ -2,7 +2,8 @@
 
 Below mu ~0.003 (noise with a CV under 5.5 %) Boost finds no invgauss quantile and scipy
 falls back to one brentq per value; the kit solves those with Newton on ln r. Where Boost
-works the kit's ppf is scipy's, bit for bit.
+works the kit's ppf is scipy's, bit for bit. So are the other families' ppf, CDF and
+log-density, which the kit computes without scipy's freezing and argument parsing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,47 @@ from scipy import stats
 from kit.model.noise import Noise
 
 LEVELS = np.r_[1e-12, 1e-6, np.linspace(0.001, 0.999, 199), 1 - 1e-6, 1 - 1e-12]
+
+
+FAMILY_PARAMS = [
+    ("lognormal", {"s": 0.1, "scale": 2.0}), ("lognormal", {"s": 3.0, "scale": 1e-5}),
+    ("lognormal", {"s": 1e-6, "scale": 1.0}),
+    ("gamma", {"a": 0.5, "scale": 1.0}), ("gamma", {"a": 50.0, "scale": 3.0}),
+    ("weibull", {"c": 0.7, "scale": 1.0}), ("weibull", {"c": 12.0, "scale": 5.0}),
+    ("fisk", {"c": 1.5, "scale": 1.0}), ("fisk", {"c": 30.0, "scale": 2.0}),
+    ("invgauss", {"mu": 0.05, "scale": 3.0}),
+    ("gamma", {"a": -1.0, "scale": 1.0}), ("lognormal", {"s": 0.5, "scale": -1.0}),
+]
+SCIPY = {"lognormal": (stats.lognorm, "s"), "gamma": (stats.gamma, "a"),
+         "weibull": (stats.weibull_min, "c"), "fisk": (stats.fisk, "c"),
+         "invgauss": (stats.invgauss, "mu")}
+
+
+@pytest.mark.parametrize(("family", "params"), FAMILY_PARAMS)
+def test_family_densities_and_cdfs_are_scipys_bit_for_bit(family: str, params: dict) -> None:
+    rng = np.random.default_rng(0)
+    r = np.concatenate([np.exp(3 * rng.normal(size=2000)),
+                        [0.0, np.inf, np.nan, -1.0, 1e-300, 1e300]])
+    dist, shape = SCIPY[family]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        want_pdf = dist.logpdf(r, params[shape], 0.0, params["scale"])
+        want_cdf = dist.cdf(r, params[shape], 0.0, params["scale"])
+        noise = Noise(family, dict(params))
+        assert np.array_equal(noise.logpdf(r), want_pdf, equal_nan=True)
+        assert np.array_equal(noise.cdf(r), want_cdf, equal_nan=True)
+
+
+@pytest.mark.parametrize(("family", "params"),
+                         [fp for fp in FAMILY_PARAMS if fp[0] != "invgauss"])
+def test_family_quantiles_without_freezing_are_scipys(family: str, params: dict) -> None:
+    q = np.concatenate([[0.0, 1.0, 0.5, 0.95, 0.99, 1e-12, 1 - 1e-12, -0.1, 1.1, np.nan],
+                        np.random.default_rng(0).uniform(size=50)])
+    got = Noise(family, dict(params))._scipy_ppf(q)
+    want = Noise(family, dict(params))._frozen().ppf(q)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(Noise(family, dict(params))._scipy_ppf(q.reshape(6, 10)),
+                          want.reshape(6, 10), equal_nan=True)
 
 
 @pytest.mark.parametrize("mu", [1e-5, 1e-4, 1e-3, 0.0025])

@@ -1,5 +1,6 @@
 /* Compiled kernels of the engine's two mixtures: the noise model's 1-D Gaussian mixture
- * (kit/model/noise.py) and the E- and M-step of a regime's two bands (kit/model/mixture.py).
+ * (kit/model/noise.py: its EM step, its Newton polish with the loop around it, its
+ * log-density) and the E- and M-step of a regime's two bands (kit/model/mixture.py).
  *
  * Why C: both EMs run on 1,000-30,000 samples, where each numpy call does a few
  * microseconds of work and the fit makes tens of them per EM step or Newton evaluation; a
@@ -73,30 +74,13 @@ static void log_weights(const double *a, int k, double *lw) {
         lw[j] = a[j] - lse;
 }
 
-/* gmm_newton_terms(x, th, k, g, h) -> log-likelihood; fills g (3k-1) and h ((3k-1)^2).
- * noise._gmm_newton_terms_numpy documents the parametrisation and the Hessian. */
-static PyObject *gmm_newton_terms(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *ox, *oth, *og, *oh;
-    int k;
-    if (!PyArg_ParseTuple(args, "OOiOO", &ox, &oth, &k, &og, &oh))
-        return NULL;
-    if (k < 1 || k > MAX_K) {
-        PyErr_Format(PyExc_ValueError, "k must be 1..%d", MAX_K);
-        return NULL;
-    }
+/* The log-likelihood at th of the 1-D Gaussian mixture (k components, th in the Newton
+ * parametrisation of noise._gmm_newton_terms_numpy, which documents it and the Hessian);
+ * fills g (3k-1) and h ((3k-1)^2). HL: (3k-1)^2 lanes of work space. No Python calls: the
+ * callers hold or release the GIL around it. */
+static double newton_terms(const double *x, Py_ssize_t n, const double *th, int k, double *g,
+                           double *h, double (*HL)[BLOCK]) {
     const int P = 3 * k - 1;
-    Held held = {.n = 0};
-    Py_ssize_t n = 0;
-    const double *x = hold(&held, ox, -1, 0, 0, "x", &n);
-    const double *th = x ? hold(&held, oth, P, 0, 0, "th", NULL) : NULL;
-    double *g = th ? hold(&held, og, P, 1, 0, "g", NULL) : NULL;
-    double *h = g ? hold(&held, oh, (Py_ssize_t)P * P, 1, 0, "h", NULL) : NULL;
-    if (h == NULL) {
-        release(&held);
-        return NULL;
-    }
-
     double a[MAX_K], lw[MAX_K], w[MAX_K], mu[MAX_K], isd[MAX_K], c[MAX_K];
     a[0] = 0.0;
     for (int j = 1; j < k; j++)
@@ -117,14 +101,9 @@ static PyObject *gmm_newton_terms(PyObject *self, PyObject *args) {
      * the rest of the pass. */
     double G[MAX_P] = {0}, H[MAX_P * MAX_P] = {0}, B[MAX_P][BLOCK];
     static const double zero_lanes[BLOCK] = {0};
-    double (*HL)[BLOCK] = calloc((size_t)P * (size_t)P, sizeof(double[BLOCK]));
     double GL[MAX_P][BLOCK] = {{0}};
-    if (HL == NULL) {
-        release(&held);
-        return PyErr_NoMemory();
-    }
+    memset(HL, 0, sizeof(double[BLOCK]) * (size_t)P * (size_t)P);
     double ll = 0.0;
-    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i0 = 0; i0 < n; i0 += BLOCK) {
         const int m = (int)(n - i0 < BLOCK ? n - i0 : BLOCK);
         for (int t = 0; t < m; t++) {
@@ -182,7 +161,6 @@ static PyObject *gmm_newton_terms(PyObject *self, PyObject *args) {
             for (int q = p; q < P; q++)
                 H[p * P + q] += HL[p * P + q][t];
         }
-    Py_END_ALLOW_THREADS
     for (int p = 0; p < P; p++) {
         g[p] = G[p];
         for (int q = p; q < P; q++)
@@ -217,9 +195,209 @@ static PyObject *gmm_newton_terms(PyObject *self, PyObject *args) {
         h[il * P + im] += cross;
         h[il * P + il] += m4[j] - 4.0 * m2[j] + m0[j];
     }
+    return ll;
+}
+
+/* gmm_newton_terms(x, th, k, g, h) -> log-likelihood; fills g (3k-1) and h ((3k-1)^2). */
+static PyObject *gmm_newton_terms(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ox, *oth, *og, *oh;
+    int k;
+    if (!PyArg_ParseTuple(args, "OOiOO", &ox, &oth, &k, &og, &oh))
+        return NULL;
+    if (k < 1 || k > MAX_K) {
+        PyErr_Format(PyExc_ValueError, "k must be 1..%d", MAX_K);
+        return NULL;
+    }
+    const int P = 3 * k - 1;
+    Held held = {.n = 0};
+    Py_ssize_t n = 0;
+    const double *x = hold(&held, ox, -1, 0, 0, "x", &n);
+    const double *th = x ? hold(&held, oth, P, 0, 0, "th", NULL) : NULL;
+    double *g = th ? hold(&held, og, P, 1, 0, "g", NULL) : NULL;
+    double *h = g ? hold(&held, oh, (Py_ssize_t)P * P, 1, 0, "h", NULL) : NULL;
+    if (h == NULL) {
+        release(&held);
+        return NULL;
+    }
+    double (*HL)[BLOCK] = malloc(sizeof(double[BLOCK]) * (size_t)P * (size_t)P);
+    if (HL == NULL) {
+        release(&held);
+        return PyErr_NoMemory();
+    }
+    double ll;
+    Py_BEGIN_ALLOW_THREADS
+    ll = newton_terms(x, n, th, k, g, h, HL);
+    Py_END_ALLOW_THREADS
     release(&held);
     free(HL);
     return PyFloat_FromDouble(ll);
+}
+
+/* Eigenvalues lam and eigenvectors (columns of v, row-major P x P) of the symmetric a, which
+ * is overwritten: cyclic Jacobi rotations until the off-diagonal part is below round-off of
+ * the whole (at most 23 x 23 here, where Jacobi is as accurate as LAPACK and needs no
+ * call out of C). 0 when a is not finite. */
+static int sym_eig(int P, double *a, double *lam, double *v) {
+    double fro = 0.0;
+    for (int i = 0; i < P * P; i++) {
+        if (!isfinite(a[i]))
+            return 0;
+        fro += a[i] * a[i];
+        v[i] = 0.0;
+    }
+    for (int i = 0; i < P; i++)
+        v[i * P + i] = 1.0;
+    for (int sweep = 0; sweep < 64; sweep++) {
+        double off = 0.0;
+        for (int p = 0; p < P; p++)
+            for (int q = p + 1; q < P; q++)
+                off += a[p * P + q] * a[p * P + q];
+        if (off <= 1e-32 * fro || off == 0.0)
+            break;
+        for (int p = 0; p < P; p++)
+            for (int q = p + 1; q < P; q++) {
+                const double apq = a[p * P + q];
+                if (apq == 0.0)
+                    continue;
+                const double theta = (a[q * P + q] - a[p * P + p]) / (2.0 * apq);
+                double t = 1.0 / (fabs(theta) + sqrt(theta * theta + 1.0));
+                if (!isfinite(theta * theta))
+                    t = 0.5 / fabs(theta);
+                if (theta < 0.0)
+                    t = -t;
+                const double c = 1.0 / sqrt(t * t + 1.0), sn = t * c;
+                for (int r = 0; r < P; r++) {  /* columns p and q */
+                    const double arp = a[r * P + p], arq = a[r * P + q];
+                    a[r * P + p] = c * arp - sn * arq;
+                    a[r * P + q] = sn * arp + c * arq;
+                }
+                for (int r = 0; r < P; r++) {  /* rows p and q */
+                    const double apr = a[p * P + r], aqr = a[q * P + r];
+                    a[p * P + r] = c * apr - sn * aqr;
+                    a[q * P + r] = sn * apr + c * aqr;
+                }
+                for (int r = 0; r < P; r++) {
+                    const double vrp = v[r * P + p], vrq = v[r * P + q];
+                    v[r * P + p] = c * vrp - sn * vrq;
+                    v[r * P + q] = sn * vrp + c * vrq;
+                }
+            }
+    }
+    for (int i = 0; i < P; i++)
+        lam[i] = a[i * P + i];
+    return 1;
+}
+
+/* gmm_newton(x, th, k, max_evals, ln_sd_min) -> (ll, evals, ok); th (3k-1) is updated in
+ * place. noise._gmm_newton_numpy is the same damped Newton ascent in numpy and documents it;
+ * this is its loop without a Python call per evaluation (the loop's eigh and bookkeeping
+ * cost as much as the terms at n ~ 1,250). */
+static PyObject *gmm_newton(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ox, *oth;
+    int k, max_evals;
+    double ln_sd_min;
+    if (!PyArg_ParseTuple(args, "OOiid", &ox, &oth, &k, &max_evals, &ln_sd_min))
+        return NULL;
+    if (k < 1 || k > MAX_K) {
+        PyErr_Format(PyExc_ValueError, "k must be 1..%d", MAX_K);
+        return NULL;
+    }
+    const int P = 3 * k - 1;
+    Held held = {.n = 0};
+    Py_ssize_t n = 0;
+    const double *x = hold(&held, ox, -1, 0, 0, "x", &n);
+    double *th = x ? hold(&held, oth, P, 1, 0, "th", NULL) : NULL;
+    if (th == NULL) {
+        release(&held);
+        return NULL;
+    }
+    /* work: HL lanes, then g, h, g2, h2, a, v */
+    const size_t PP = (size_t)P * (size_t)P;
+    double *work = malloc(sizeof(double) * (PP * BLOCK + 2 * (size_t)P + 4 * PP));
+    if (work == NULL) {
+        release(&held);
+        return PyErr_NoMemory();
+    }
+    double (*HL)[BLOCK] = (double (*)[BLOCK])work;
+    double *g = work + PP * BLOCK, *h = g + P, *g2 = h + PP, *h2 = g2 + P, *a = h2 + PP,
+           *v = a + PP;
+    double lam[MAX_P], vg[MAX_P], d[MAX_P], cand[MAX_P];
+    int evals = 1, ok = 1;
+    double ll;
+    Py_BEGIN_ALLOW_THREADS
+    ll = newton_terms(x, n, th, k, g, h, HL);
+    while (evals < max_evals) {
+        for (size_t i = 0; i < PP; i++)
+            a[i] = -h[i];
+        if (!sym_eig(P, a, lam, v)) {
+            ok = 0;
+            break;
+        }
+        double top = 0.0;
+        for (int i = 0; i < P; i++)
+            if (fabs(lam[i]) > top) top = fabs(lam[i]);
+        const double floor_ = 1e-8 * (top > 1e-300 ? top : 1e-300);
+        for (int i = 0; i < P; i++) {
+            double s = 0.0;
+            for (int r = 0; r < P; r++)
+                s += v[r * P + i] * g[r];
+            const double mag = fabs(lam[i]) > floor_ ? fabs(lam[i]) : floor_;
+            vg[i] = s / mag;
+        }
+        double gain = 0.0, dmax = 0.0;
+        for (int r = 0; r < P; r++) {
+            double s = 0.0;
+            for (int i = 0; i < P; i++)
+                s += v[r * P + i] * vg[i];
+            d[r] = s;
+            gain += g[r] * s;
+            if (fabs(s) > dmax) dmax = fabs(s);
+        }
+        if (gain < 1e-7)  /* twice the predicted gain: converged */
+            break;
+        const double cap = 1.0 / dmax < 1.0 ? 1.0 / dmax : 1.0;
+        for (int r = 0; r < P; r++)
+            d[r] *= cap;
+        double t = 1.0, ll2 = -INFINITY;
+        int took = 0, stop = 0;
+        while (evals < max_evals && t > 1e-3) {
+            double lsd_min = INFINITY;
+            int nan_sd = 0;  /* numpy's min is NaN then, and the comparison false */
+            for (int r = 0; r < P; r++)
+                cand[r] = th[r] + t * d[r];
+            for (int r = 2 * k - 1; r < P; r++) {
+                if (isnan(cand[r]))
+                    nan_sd = 1;
+                else if (cand[r] < lsd_min)
+                    lsd_min = cand[r];
+            }
+            if (!nan_sd && lsd_min >= ln_sd_min) {
+                ll2 = newton_terms(x, n, cand, k, g2, h2, HL);
+                evals++;
+                if (isfinite(ll2) && ll2 >= ll) {
+                    took = 1;
+                    break;
+                }
+            } else if (t < 0.5) {  /* into the sd floor: EM's floor takes over */
+                ok = 0;
+                stop = 1;
+                break;
+            }
+            t /= 2;
+        }
+        if (stop || !took)  /* no step gains: at the optimum to round-off */
+            break;
+        memcpy(th, cand, sizeof(double) * (size_t)P);
+        memcpy(g, g2, sizeof(double) * (size_t)P);
+        memcpy(h, h2, sizeof(double) * PP);
+        ll = ll2;
+    }
+    Py_END_ALLOW_THREADS
+    free(work);
+    release(&held);
+    return Py_BuildValue("(dii)", ll, evals, ok);
 }
 
 /* gmm_em_step(x, th, k, out) -> log-likelihood at th; out (3k) gets EM's update of th.
@@ -518,6 +696,8 @@ done:
 static PyMethodDef methods[] = {
     {"gmm_newton_terms", gmm_newton_terms, METH_VARARGS,
      "gmm_newton_terms(x, th, k, g, h) -> log-likelihood; fills gradient g and Hessian h."},
+    {"gmm_newton", gmm_newton, METH_VARARGS,
+     "gmm_newton(x, th, k, max_evals, ln_sd_min) -> (ll, evals, ok); th updated in place."},
     {"gmm_em_step", gmm_em_step, METH_VARARGS,
      "gmm_em_step(x, th, k, out) -> log-likelihood at th; out gets EM's update."},
     {"gmm_logpdf", gmm_logpdf, METH_VARARGS,
