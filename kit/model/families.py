@@ -16,6 +16,8 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from kit.model.order_stats import median
+
 FAMILIES: tuple[str, ...] = ("constant", "linear", "power")
 N_PARAMS: dict[str, int] = {"constant": 1, "linear": 2, "power": 2}
 
@@ -65,7 +67,7 @@ def ln_evaluate(family: str, params: dict[str, float], size: NDArray,
 
 
 def _huber_scale(resid: Array) -> float:
-    mad = float(np.median(np.abs(resid - np.median(resid)))) * 1.4826
+    mad = median(np.abs(resid - median(resid))) * 1.4826
     return max(mad, 1e-3)
 
 
@@ -350,8 +352,8 @@ def fit_family(family: str, s: Array, m: Array, w: Array,
         coef, *_ = np.linalg.lstsq(A, sw, rcond=None)
         a0 = max(float(coef[0]), 1e-12)
         b0 = max(float(coef[1]), 0.0)
-        scale_a = float(np.median(m))
-        scale_b = scale_a / float(np.median(s))
+        scale_a = median(m)
+        scale_b = scale_a / median(s)
 
         f_scale = _huber_scale(np.log(a0 + b0 * s) - y)
         a1, b1 = (start["a"], start["b"]) if start else (a0, b0)

@@ -22,6 +22,7 @@ from scipy.special import expit
 
 from kit.model.kernels import KERNELS as _kernels  # the band E-step's pass over samples
 from kit.model.memo import ContentMemo
+from kit.model.order_stats import median, quantile
 from kit.model.squarem import accelerate
 
 MAX_EM_SAMPLES = 8000
@@ -123,7 +124,7 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
     x, y = np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(y, dtype=float)
     base = _group_line(x, np.ones_like(x), y)
     e = y - (base[0] + base[1] * x)
-    lo, hi = np.quantile(e, [0.25, 0.85])
+    lo, hi = quantile(e, [0.25, 0.85])
     if hi - lo < 1e-9:
         return None
     # y is centred (its sums of squares then keep their precision); intercepts shift back.
@@ -288,7 +289,7 @@ def detect_bands(x: NDArray, y: NDArray, rng: np.random.Generator,
     ll1, k1 = baseline(x, y)
     bic1 = -2 * ll1 / deff + k1 * np.log(n)
     bic2 = -2 * fit.loglik / deff + 8 * np.log(n)
-    xm = float(np.median(x))
+    xm = median(x)
     mu = fit.lines[:, 0] + fit.lines[:, 1] * xm
     sep = float(mu[1] - mu[0])
     ashman = np.sqrt(2) * sep / float(np.sqrt(np.sum(fit.sigmas**2)))

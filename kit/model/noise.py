@@ -27,6 +27,7 @@ from scipy.special import _ufuncs, expit, logit, ndtr, ndtri
 
 from kit.model.kernels import KERNELS as _kernels  # the mixture's EM, Newton terms, log-density
 from kit.model.memo import ContentMemo
+from kit.model.order_stats import median, quantile
 from kit.model.squarem import Step, accelerate
 
 NOISE_FAMILIES: tuple[str, ...] = ("lognormal", "gamma", "weibull", "invgauss", "fisk", "gmm")
@@ -593,7 +594,7 @@ def _em_gmm(lr: NDArray, k: int, iters: int = 80, kernels: bool = True
     n = len(lr)
     make = _gmm_em_kernel if kernels and _kernels is not None else _gmm_em_numpy
     step, e_step = make(lr, k)
-    mu0 = np.quantile(lr, (np.arange(k) + 0.5) / k)
+    mu0 = quantile(lr, (np.arange(k) + 0.5) / k)
     sd0 = max(float(np.std(lr)) / k, 1e-4)
     theta = np.concatenate([np.full(k, -np.log(k)), mu0, np.full(k, np.log(sd0))])
     theta, used = accelerate(step, theta, min(_EM_BEFORE_NEWTON, iters), 1e-5 * n)
@@ -769,8 +770,7 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
     q = np.asarray(noise.ppf(_REPORT_LEVELS), dtype=float).reshape(-1)
     # Anchored to the median of every ratio: a subsample's would be 0.25 % off at 2,500
     # (sigma 0.1), and the per-size layer passes that error on to the within-size noise.
-    factor = _anchor_median(noise, _median_in_place(r_all) if r_all is not r
-                            else float(np.median(r)), float(q[0]))
+    factor = _anchor_median(noise, median(r_all, overwrite_input=r_all is not r), float(q[0]))
     noise.quantiles = partial(_quantile_report, r_all, q * factor)
     return noise
 
@@ -793,8 +793,8 @@ def _choose(fits: dict[str, tuple[float, dict[str, Any]]], r: NDArray) -> str:
     by_aic = sorted(fits, key=lambda f: fits[f][0])
     if len(r) < MIN_TAIL_SAMPLES or len(by_aic) == 1:
         return by_aic[0]
-    emp = np.quantile(r, [0.95, 0.99])
-    med = float(np.median(r))
+    emp = quantile(r, [0.95, 0.99])
+    med = median(r)
     errors: dict[str, float] = {}
     for fam in by_aic:
         cand = Noise(fam, dict(fits[fam][1]))
@@ -841,22 +841,10 @@ def _anchor_median(noise: Noise, target: float, median: float | None = None) -> 
 _REPORT_LEVELS = np.array([0.5, 0.95, 0.99])
 
 
-def _median_in_place(r: NDArray) -> float:
-    """np.median of ``r``, reordering ``r`` instead of copying it (a million ratios per
-    call, tens of calls per fit)."""
-    n = len(r)
-    k = n // 2
-    if n % 2:
-        r.partition(k)
-        return float(r[k])
-    r.partition([k - 1, k])
-    return float((r[k - 1] + r[k]) / 2)
-
-
 def _quantile_report(r: NDArray, fitted: NDArray) -> dict[str, dict[str, float]]:
     """Fitted vs empirical p50/p95/p99 of the ratio: the tail check a reader wants first.
     ``fitted``: the noise's quantiles at those levels. Takes no noise: a pending report
     (see :class:`_ReportOnRead`) must not keep its noise alive in a reference cycle."""
-    emp = np.quantile(r, _REPORT_LEVELS) if len(r) else np.full(3, np.nan)
+    emp = quantile(r, _REPORT_LEVELS) if len(r) else np.full(3, np.nan)
     return {name: {"fitted": float(f), "empirical": float(e)}
             for name, f, e in zip(("p50", "p95", "p99"), fitted, emp, strict=True)}

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from scipy.stats import chi2
 
 from kit.model.families import FAMILIES, segment_costs
+from kit.model.order_stats import median
 from kit.model.outliers import group_quantiles
 from kit.model.runs import run_ids, run_starts
 
@@ -98,7 +99,7 @@ def summarise_bins(first: NDArray, med_size: NDArray, q: NDArray, counts: NDArra
     # typical spread: estimated from few samples it is noisy, and noisy weights invent
     # breakpoints; above the floor, genuinely wide (two-band) bins count less.
     spread = (q[:, 2] - q[:, 0]) / 1.349
-    floor = max(float(np.median(spread)), 1e-3)
+    floor = max(median(spread), 1e-3)
     # A spread measured on a handful of samples is itself noisy: pull it toward the
     # typical spread as if that were seen SPREAD_PRIOR times (empirical Bayes for variances).
     spread = np.sqrt((counts * spread**2 + SPREAD_PRIOR * floor**2) / (counts + SPREAD_PRIOR))
@@ -114,7 +115,7 @@ def summarise_bins(first: NDArray, med_size: NDArray, q: NDArray, counts: NDArra
     # a new regime, where they are quiet it is.
     weight = 1.0 / (tau2_local + v)
     return Bins(first, med_size, np.exp(q[:, 1]), weight, counts, tau2,
-                float(np.median(np.maximum(spread, floor) ** 2)), per_size, v)
+                median(np.maximum(spread, floor) ** 2), per_size, v)
 
 
 #: Pseudo-samples of the typical spread added to each bin's own spread.
@@ -148,7 +149,7 @@ def between_size_variance(x: NDArray, y: NDArray, v: NDArray,
     # var(d) = tau2 + v + var(ref); var(ref) ~ (pi/2)(tau2 + v) / (2 * SMOOTH_HALF).
     infl = 1.0 + (np.pi / 2) / (2 * SMOOTH_HALF)
     ok = np.isfinite(d)
-    d = d - float(np.median(d[ok]))
+    d = d - median(d[ok])
     glob = robust_tau2(d[ok], v[ok], infl)
     return glob, (local_tau2(d, v, infl) if local else np.full(B, glob))
 
