@@ -213,6 +213,39 @@ def test_band_em_with_the_kernel_ends_where_the_numpy_em_ends(seed: int, shuffle
     assert np.allclose(b.weight, a.weight, atol=1e-7) and np.allclose(b.resp, a.resp, atol=1e-8)
 
 
+def test_band_size_terms_match_the_numpy_lines() -> None:
+    from scipy.special import expit
+
+    rng = np.random.default_rng(7)
+    g = 40
+    xu = np.sort(rng.uniform(0, 15, g))
+    xu_c = xu - xu.mean()
+    cnt = rng.integers(1, 60, g).astype(float)
+    sy, syy = rng.normal(0, 1, g) * cnt, rng.uniform(0.5, 2, g) * cnt
+    for th in (np.array([0.1, 0.5, 0.9, 0.45, -2.0, -1.5, 0.3, -0.2]),
+               np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 80.0, 3.0]),  # shares at the clip
+               np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, np.nan, 0.0])):
+        beta, gam = np.empty(g), np.empty(g)
+        sum_l0, quad = _kernels().band_size_terms(th, xu, xu_c, cnt, sy, syy, beta, gam)
+        w1 = np.clip(expit(th[6] + th[7] * xu_c), 1e-12, 1 - 1e-12)
+        mu0, mu1 = th[0] + th[1] * xu, th[2] + th[3] * xu
+        p0, p1 = np.exp(-2.0 * th[4]), np.exp(-2.0 * th[5])
+        a0 = np.log1p(-w1) - th[4] - noise._HALF_LOG_2PI
+        a1 = np.log(w1) - th[5] - noise._HALF_LOG_2PI
+        want_l0 = float(np.dot(cnt, a0)) - 0.5 * p0 * float(
+            np.sum(syy - 2.0 * mu0 * sy + mu0 * mu0 * cnt))
+        assert np.allclose(beta, mu1 * p1 - mu0 * p0, rtol=1e-12, equal_nan=True)
+        assert np.allclose(gam, (a1 - a0) - 0.5 * (mu1 * mu1 * p1 - mu0 * mu0 * p0),
+                           rtol=1e-12, atol=1e-12, equal_nan=True)
+        assert quad == -0.5 * (p1 - p0)
+        assert (np.isnan(sum_l0) and np.isnan(want_l0)) or sum_l0 == pytest.approx(want_l0,
+                                                                                   rel=1e-12)
+    with pytest.raises(ValueError, match="th"):
+        _kernels().band_size_terms(np.zeros(7), xu, xu_c, cnt, sy, syy, beta, gam)
+    with pytest.raises(ValueError, match="gam"):
+        _kernels().band_size_terms(np.zeros(8), xu, xu_c, cnt, sy, syy, beta, np.empty(g - 1))
+
+
 def test_band_kernel_refuses_indices_it_cannot_use() -> None:
     kern = _kernels()
     y = np.linspace(-1, 1, 6)

@@ -530,6 +530,49 @@ static PyObject *gmm_logpdf(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* band_size_terms(th, xu, xu_c, cnt, sy, syy, beta, gam) -> (sum_l0, quad): what the band
+ * E-step needs from each distinct size at th (both lines, both sigmas, the share's
+ * logistic): beta and gam (one value per size) and quad, the log-odds' coefficients, and
+ * the fast band's log-likelihood summed from the per-size sums cnt, sy, syy. The numpy lines
+ * at the top of mixture.fit_bands' e_step are the reference. */
+static PyObject *band_size_terms(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *oth, *oxu, *oxc, *ocnt, *osy, *osyy, *obeta, *ogam;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &oth, &oxu, &oxc, &ocnt, &osy, &osyy, &obeta,
+                          &ogam))
+        return NULL;
+    Held held = {.n = 0};
+    Py_ssize_t g = 0;
+    const double *th = hold(&held, oth, 8, 0, 0, "th", NULL);
+    const double *xu = th ? hold(&held, oxu, -1, 0, 0, "xu", &g) : NULL;
+    const double *xc = xu ? hold(&held, oxc, g, 0, 0, "xu_c", NULL) : NULL;
+    const double *cnt = xc ? hold(&held, ocnt, g, 0, 0, "cnt", NULL) : NULL;
+    const double *sy = cnt ? hold(&held, osy, g, 0, 0, "sy", NULL) : NULL;
+    const double *syy = sy ? hold(&held, osyy, g, 0, 0, "syy", NULL) : NULL;
+    double *beta = syy ? hold(&held, obeta, g, 1, 0, "beta", NULL) : NULL;
+    double *gam = beta ? hold(&held, ogam, g, 1, 0, "gam", NULL) : NULL;
+    if (gam == NULL) {
+        release(&held);
+        return NULL;
+    }
+    const double ls0 = th[4], ls1 = th[5];
+    const double p0 = exp(-2.0 * ls0), p1 = exp(-2.0 * ls1);
+    double dot_a0 = 0.0, quad_sum = 0.0;
+    for (Py_ssize_t j = 0; j < g; j++) {
+        double w1 = 1.0 / (1.0 + exp(-(th[6] + th[7] * xc[j])));  /* scipy's expit */
+        if (w1 < 1e-12) w1 = 1e-12;  /* np.clip; NaN stays NaN */
+        if (w1 > 1 - 1e-12) w1 = 1 - 1e-12;
+        const double mu0 = th[0] + th[1] * xu[j], mu1 = th[2] + th[3] * xu[j];
+        const double a0 = log1p(-w1) - ls0 - HALF_LOG_2PI, a1 = log(w1) - ls1 - HALF_LOG_2PI;
+        beta[j] = mu1 * p1 - mu0 * p0;
+        gam[j] = (a1 - a0) - 0.5 * (mu1 * mu1 * p1 - mu0 * mu0 * p0);
+        dot_a0 += cnt[j] * a0;
+        quad_sum += syy[j] - 2.0 * mu0 * sy[j] + mu0 * mu0 * cnt[j];
+    }
+    release(&held);
+    return Py_BuildValue("(dd)", dot_a0 - 0.5 * p0 * quad_sum, -0.5 * (p1 - p0));
+}
+
 /* band_e_step(yc, inv, beta, gam, quad, r, rs, ry, ryy) -> sum over samples of softplus(d).
  * d = quad * yc^2 + beta[inv] * yc + gam[inv] (clipped below at -700) is the log-odds of the
  * slow band for each sample; r gets expit(d), and rs, ry, ryy (one value per size) the sums
@@ -702,6 +745,8 @@ static PyMethodDef methods[] = {
      "gmm_em_step(x, th, k, out) -> log-likelihood at th; out gets EM's update."},
     {"gmm_logpdf", gmm_logpdf, METH_VARARGS,
      "gmm_logpdf(lr, mu, sd, c, out): the mixture's log-density of r at lr = ln r."},
+    {"band_size_terms", band_size_terms, METH_VARARGS,
+     "band_size_terms(th, xu, xu_c, cnt, sy, syy, beta, gam) -> (sum_l0, quad)."},
     {"band_e_step", band_e_step, METH_VARARGS,
      "band_e_step(yc, inv, beta, gam, quad, r, rs, ry, ryy) -> sum of softplus(d)."},
     {"band_m_step", band_m_step, METH_VARARGS,

@@ -159,11 +159,19 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
     xu_c = xu - xm  # centred for a well-conditioned logistic fit
 
     kernel = _kernels.band_e_step if kernels and _kernels is not None else None
+    size_terms = _kernels.band_size_terms if kernels and _kernels is not None else None
     inv = np.ascontiguousarray(inv, dtype=np.int64)
 
     def e_step(th: NDArray) -> tuple[NDArray, float, tuple[NDArray, NDArray, NDArray]]:
         """Responsibilities of the slow band, the log-likelihood at ``th`` and the per-size
         sums of r, r·y and r·y² (centred y)."""
+        if kernel is not None and size_terms is not None:  # the lines below and the pass, in C
+            beta, gam = np.empty(g), np.empty(g)
+            sum_l0, quad = size_terms(np.ascontiguousarray(th, dtype=float), xu, xu_c, cnt,
+                                      sy, syy, beta, gam)
+            r, rs, ry, ryy = np.empty(len(yc)), np.empty(g), np.empty(g), np.empty(g)
+            sp = kernel(yc, inv, beta, gam, quad, r, rs, ry, ryy)
+            return r, sum_l0 + sp, (rs, ry, ryy)
         ls0, ls1 = float(th[4]), float(th[5])
         w1 = np.clip(expit(th[6] + th[7] * xu_c), 1e-12, 1 - 1e-12)
         mu0 = th[0] + th[1] * xu
@@ -177,10 +185,6 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
         gam = (a1 - a0) - 0.5 * (mu1 * mu1 * p1 - mu0 * mu0 * p0)
         sum_l0 = float(np.dot(cnt, a0)) - 0.5 * p0 * float(
             np.sum(syy - 2.0 * mu0 * sy + mu0 * mu0 * cnt))
-        if kernel is not None:
-            r, rs, ry, ryy = np.empty(len(yc)), np.empty(g), np.empty(g), np.empty(g)
-            sp = kernel(yc, inv, beta, gam, -0.5 * (p1 - p0), r, rs, ry, ryy)
-            return r, sum_l0 + sp, (rs, ry, ryy)
         d = (-0.5 * (p1 - p0)) * yc2
         d += spread(beta) * yc
         d += spread(gam)
