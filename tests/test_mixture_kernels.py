@@ -177,6 +177,23 @@ def test_mixture_log_density_matches_the_numpy_reference_edges_included(k: int) 
     assert gmm.logpdf(r[:12].reshape(3, 4)[:, ::2]).shape == (3, 2)  # a strided view
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_mixture_quantiles_match_the_numpy_reference(k: int) -> None:
+    rng = np.random.default_rng(10 + k)
+    for _ in range(30):
+        w, mu, sd = rng.dirichlet(np.ones(k)), 2 * rng.normal(size=k), rng.uniform(0.005, 1, k)
+        q = np.concatenate([rng.uniform(size=20), [0.0, 1.0, 0.5, 1e-12, 1 - 1e-12, np.nan]])
+        gmm = noise.Noise("gmm", {"weights": list(w), "means": list(mu), "sds": list(sd)})
+        got = gmm._ppf(q)
+        with np.errstate(all="ignore"):
+            want = noise._gmm_ppf_numpy(q, w, mu, sd)
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        assert np.allclose(got, want, rtol=1e-13, atol=0, equal_nan=True)
+    assert np.ndim(gmm._ppf(np.array(0.5))) == 0 and gmm._ppf(np.full((2, 3), 0.3)).shape == (2, 3)
+    with pytest.raises(ValueError, match="w"):
+        _kernels().gmm_ppf(q, mu, sd, np.ones(k + 1), np.empty(len(q)))
+
+
 def test_log_density_kernel_refuses_what_it_cannot_read() -> None:
     kern = _kernels()
     lr, out = np.zeros(10), np.empty(10)

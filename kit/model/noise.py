@@ -286,22 +286,13 @@ class Noise:
     def _ppf(self, q: NDArray) -> NDArray:
         if self.family == "gmm":
             w, mu, sd = self._gmm()
-            lo = np.full(q.shape, float(np.min(mu - 12 * sd)))
-            hi = np.full(q.shape, float(np.max(mu + 12 * sd)))
-            for _ in range(16):  # bisection on ln r to ~1e-4 of a component's sd ...
-                mid = (lo + hi) / 2
-                below = np.sum(w * ndtr((mid[..., None] - mu) / sd), axis=-1) < q
-                lo = np.where(below, mid, lo)
-                hi = np.where(below, hi, mid)
-            m = (lo + hi) / 2
-            for _ in range(4):  # ... then Newton inside the bracket, to float precision
-                z = (m[..., None] - mu) / sd
-                f = np.sum(w * ndtr(z), axis=-1) - q
-                dens = np.sum(w * np.exp(-0.5 * z * z) / (sd * np.sqrt(2 * np.pi)), axis=-1)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    step = np.where(dens > 0, f / dens, 0.0)
-                m = np.clip(m - step, lo, hi)
-            return np.exp(m)
+            if _kernels is not None:  # the same bisection and Newton steps in C
+                out = np.empty(q.shape)
+                _kernels.gmm_ppf(np.ascontiguousarray(q).reshape(-1), np.ascontiguousarray(mu),
+                                 np.ascontiguousarray(sd), np.ascontiguousarray(w),
+                                 out.reshape(-1))
+                return out if out.ndim else out[()]
+            return _gmm_ppf_numpy(q, w, mu, sd)
         if self.family == "invgauss":
             return self._invgauss_ppf(q)
         return self._scipy_ppf(q)
@@ -402,6 +393,27 @@ def _gmm_logpdf_numpy(lr: NDArray, mu: NDArray, sd: NDArray, c: NDArray) -> NDAr
     with np.errstate(invalid="ignore"):
         out = top + np.log(np.sum(np.exp(comp - top[..., None]), axis=-1))
         return np.asarray(np.where(np.isfinite(top), out, top) - lr)
+
+
+def _gmm_ppf_numpy(q: NDArray, w: NDArray, mu: NDArray, sd: NDArray) -> NDArray:
+    """Quantiles of r at levels ``q`` when ln r is the mixture (w, mu, sd): the reference the
+    compiled ``gmm_ppf`` is held to, and its fallback."""
+    lo = np.full(q.shape, float(np.min(mu - 12 * sd)))
+    hi = np.full(q.shape, float(np.max(mu + 12 * sd)))
+    for _ in range(16):  # bisection on ln r to ~1e-4 of a component's sd ...
+        mid = (lo + hi) / 2
+        below = np.sum(w * ndtr((mid[..., None] - mu) / sd), axis=-1) < q
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    m = (lo + hi) / 2
+    for _ in range(4):  # ... then Newton inside the bracket, to float precision
+        z = (m[..., None] - mu) / sd
+        f = np.sum(w * ndtr(z), axis=-1) - q
+        dens = np.sum(w * np.exp(-0.5 * z * z) / (sd * np.sqrt(2 * np.pi)), axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.where(dens > 0, f / dens, 0.0)
+        m = np.clip(m - step, lo, hi)
+    return np.exp(m)
 
 
 #: EM evaluations before Newton takes over.
