@@ -199,6 +199,19 @@ static double newton_terms(const double *x, Py_ssize_t n, const double *th, int 
     return ll;
 }
 
+/* The samples x and the 3k-1 parameters th of a Newton kernel, held (th writable when the
+ * kernel updates it); 0 with a Python error. */
+static int hold_newton_args(Held *held, PyObject *ox, PyObject *oth, int k, int th_writable,
+                            const double **x, Py_ssize_t *n, double **th) {
+    if (k < 1 || k > MAX_K) {
+        PyErr_Format(PyExc_ValueError, "k must be 1..%d", MAX_K);
+        return 0;
+    }
+    *x = hold(held, ox, -1, 0, 0, "x", n);
+    *th = *x ? hold(held, oth, 3 * k - 1, th_writable, 0, "th", NULL) : NULL;
+    return *th != NULL;
+}
+
 /* gmm_newton_terms(x, th, k, g, h) -> log-likelihood; fills g (3k-1) and h ((3k-1)^2). */
 static PyObject *gmm_newton_terms(PyObject *self, PyObject *args) {
     (void)self;
@@ -206,16 +219,12 @@ static PyObject *gmm_newton_terms(PyObject *self, PyObject *args) {
     int k;
     if (!PyArg_ParseTuple(args, "OOiOO", &ox, &oth, &k, &og, &oh))
         return NULL;
-    if (k < 1 || k > MAX_K) {
-        PyErr_Format(PyExc_ValueError, "k must be 1..%d", MAX_K);
-        return NULL;
-    }
-    const int P = 3 * k - 1;
     Held held = {.n = 0};
     Py_ssize_t n = 0;
-    const double *x = hold(&held, ox, -1, 0, 0, "x", &n);
-    const double *th = x ? hold(&held, oth, P, 0, 0, "th", NULL) : NULL;
-    double *g = th ? hold(&held, og, P, 1, 0, "g", NULL) : NULL;
+    const double *x = NULL;
+    double *th = NULL;
+    const int P = 3 * k - 1, ok = hold_newton_args(&held, ox, oth, k, 0, &x, &n, &th);
+    double *g = ok ? hold(&held, og, P, 1, 0, "g", NULL) : NULL;
     double *h = g ? hold(&held, oh, (Py_ssize_t)P * P, 1, 0, "h", NULL) : NULL;
     if (h == NULL) {
         release(&held);
@@ -291,9 +300,9 @@ static int sym_eig(int P, double *a, double *lam, double *v) {
 }
 
 /* gmm_newton(x, th, k, max_evals, ln_sd_min) -> (ll, evals, ok); th (3k-1) is updated in
- * place. noise._gmm_newton_numpy is the same damped Newton ascent in numpy and documents it;
- * this is its loop without a Python call per evaluation (the loop's eigh and bookkeeping
- * cost as much as the terms at n ~ 1,250). */
+ * place. noise._gmm_newton (kernels=False) is the same damped Newton ascent in numpy and
+ * documents it; this is its loop without a Python call per evaluation (the loop's eigh and
+ * bookkeeping cost as much as the terms at n ~ 1,250). */
 static PyObject *gmm_newton(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *ox, *oth;
@@ -301,16 +310,12 @@ static PyObject *gmm_newton(PyObject *self, PyObject *args) {
     double ln_sd_min;
     if (!PyArg_ParseTuple(args, "OOiid", &ox, &oth, &k, &max_evals, &ln_sd_min))
         return NULL;
-    if (k < 1 || k > MAX_K) {
-        PyErr_Format(PyExc_ValueError, "k must be 1..%d", MAX_K);
-        return NULL;
-    }
     const int P = 3 * k - 1;
     Held held = {.n = 0};
     Py_ssize_t n = 0;
-    const double *x = hold(&held, ox, -1, 0, 0, "x", &n);
-    double *th = x ? hold(&held, oth, P, 1, 0, "th", NULL) : NULL;
-    if (th == NULL) {
+    const double *x = NULL;
+    double *th = NULL;
+    if (!hold_newton_args(&held, ox, oth, k, 1, &x, &n, &th)) {
         release(&held);
         return NULL;
     }
@@ -475,31 +480,49 @@ static PyObject *gmm_em_step(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(ll);
 }
 
+/* The arguments (x, mu, sd, per-component values, out) of a kernel that evaluates a
+ * 1-D Gaussian mixture of 1..MAX_K components at each of x's n values, held; 0 with a
+ * Python error. */
+typedef struct {
+    const double *x, *mu, *sd, *per;
+    double *out;
+    Py_ssize_t n, k;
+} MixtureArgs;
+
+static int hold_mixture_args(Held *held, PyObject *args, const char *xname,
+                             const char *per_name, MixtureArgs *a) {
+    PyObject *ox, *omu, *osd, *oper, *oout;
+    if (!PyArg_ParseTuple(args, "OOOOO", &ox, &omu, &osd, &oper, &oout))
+        return 0;
+    a->x = hold(held, ox, -1, 0, 0, xname, &a->n);
+    a->mu = a->x ? hold(held, omu, -1, 0, 0, "mu", &a->k) : NULL;
+    a->sd = a->mu ? hold(held, osd, a->k, 0, 0, "sd", NULL) : NULL;
+    a->per = a->sd ? hold(held, oper, a->k, 0, 0, per_name, NULL) : NULL;
+    a->out = a->per ? hold(held, oout, a->n, 1, 0, "out", NULL) : NULL;
+    if (a->out == NULL)
+        return 0;
+    if (a->k < 1 || a->k > MAX_K) {
+        PyErr_Format(PyExc_ValueError, "mu: 1..%d components expected", MAX_K);
+        return 0;
+    }
+    return 1;
+}
+
 /* gmm_logpdf(lr, mu, sd, c, out): out[i] = ln of the mixture's density of r at
  * lr[i] = ln r[i] (its density in ln r, minus ln r), c[j] = ln w[j] - ln sd[j] - ln sqrt(2 pi).
  * The numpy version in noise.Noise.logpdf has the same edge values: where no component
  * has a finite log-density (r = 0 or inf) the largest one, minus ln r. */
 static PyObject *gmm_logpdf(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *olr, *omu, *osd, *oc, *oout;
-    if (!PyArg_ParseTuple(args, "OOOOO", &olr, &omu, &osd, &oc, &oout))
-        return NULL;
     Held held = {.n = 0};
-    Py_ssize_t n = 0, k = 0;
-    const double *lr = hold(&held, olr, -1, 0, 0, "lr", &n);
-    const double *mu = lr ? hold(&held, omu, -1, 0, 0, "mu", &k) : NULL;
-    const double *sd = mu ? hold(&held, osd, k, 0, 0, "sd", NULL) : NULL;
-    const double *c = sd ? hold(&held, oc, k, 0, 0, "c", NULL) : NULL;
-    double *out = c ? hold(&held, oout, n, 1, 0, "out", NULL) : NULL;
-    if (out == NULL) {
+    MixtureArgs a;
+    if (!hold_mixture_args(&held, args, "lr", "c", &a)) {
         release(&held);
         return NULL;
     }
-    if (k < 1 || k > MAX_K) {
-        release(&held);
-        PyErr_Format(PyExc_ValueError, "mu: 1..%d components expected", MAX_K);
-        return NULL;
-    }
+    const double *lr = a.x, *mu = a.mu, *sd = a.sd, *c = a.per;
+    double *out = a.out;
+    const Py_ssize_t n = a.n, k = a.k;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         const double x = lr[i];
@@ -546,25 +569,15 @@ static double ndtr(double a) {
  * numpy version, without a numpy call per step (each of a fit's noises asks for a few). */
 static PyObject *gmm_ppf(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *oq, *omu, *osd, *ow, *oout;
-    if (!PyArg_ParseTuple(args, "OOOOO", &oq, &omu, &osd, &ow, &oout))
-        return NULL;
     Held held = {.n = 0};
-    Py_ssize_t n = 0, k = 0;
-    const double *q = hold(&held, oq, -1, 0, 0, "q", &n);
-    const double *mu = q ? hold(&held, omu, -1, 0, 0, "mu", &k) : NULL;
-    const double *sd = mu ? hold(&held, osd, k, 0, 0, "sd", NULL) : NULL;
-    const double *w = sd ? hold(&held, ow, k, 0, 0, "w", NULL) : NULL;
-    double *out = w ? hold(&held, oout, n, 1, 0, "out", NULL) : NULL;
-    if (out == NULL) {
+    MixtureArgs a;
+    if (!hold_mixture_args(&held, args, "q", "w", &a)) {
         release(&held);
         return NULL;
     }
-    if (k < 1) {
-        release(&held);
-        PyErr_SetString(PyExc_ValueError, "mu: at least one component expected");
-        return NULL;
-    }
+    const double *q = a.x, *mu = a.mu, *sd = a.sd, *w = a.per;
+    double *out = a.out;
+    const Py_ssize_t n = a.n, k = a.k;
     double lo0 = INFINITY, hi0 = -INFINITY;
     for (Py_ssize_t j = 0; j < k; j++) {  /* np.min / np.max: NaN wins */
         const double a = mu[j] - 12 * sd[j], b = mu[j] + 12 * sd[j];

@@ -286,7 +286,7 @@ class Noise:
     def _ppf(self, q: NDArray) -> NDArray:
         if self.family == "gmm":
             w, mu, sd = self._gmm()
-            if _kernels is not None:  # the same bisection and Newton steps in C
+            if _kernels is not None and 1 <= len(mu) <= 8:  # the same steps in C
                 out = np.empty(q.shape)
                 _kernels.gmm_ppf(np.ascontiguousarray(q).reshape(-1), np.ascontiguousarray(mu),
                                  np.ascontiguousarray(sd), np.ascontiguousarray(w),
