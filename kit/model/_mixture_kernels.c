@@ -199,14 +199,20 @@ static double newton_terms(const double *x, Py_ssize_t n, const double *th, int 
     return ll;
 }
 
+/* 1 when the mixture's k is one the kernels take, else 0 with a Python error. */
+static int valid_k(int k) {
+    if (k >= 1 && k <= MAX_K)
+        return 1;
+    PyErr_Format(PyExc_ValueError, "k must be 1..%d", MAX_K);
+    return 0;
+}
+
 /* The samples x and the 3k-1 parameters th of a Newton kernel, held (th writable when the
  * kernel updates it); 0 with a Python error. */
 static int hold_newton_args(Held *held, PyObject *ox, PyObject *oth, int k, int th_writable,
                             const double **x, Py_ssize_t *n, double **th) {
-    if (k < 1 || k > MAX_K) {
-        PyErr_Format(PyExc_ValueError, "k must be 1..%d", MAX_K);
+    if (!valid_k(k))
         return 0;
-    }
     *x = hold(held, ox, -1, 0, 0, "x", n);
     *th = *x ? hold(held, oth, 3 * k - 1, th_writable, 0, "th", NULL) : NULL;
     return *th != NULL;
@@ -367,7 +373,7 @@ static PyObject *gmm_newton(PyObject *self, PyObject *args) {
         for (int r = 0; r < P; r++)
             d[r] *= cap;
         double t = 1.0, ll2 = -INFINITY;
-        int took = 0, stop = 0;
+        int took = 0;
         while (evals < max_evals && t > 1e-3) {
             double lsd_min = INFINITY;
             int nan_sd = 0;  /* numpy's min is NaN then, and the comparison false */
@@ -388,12 +394,11 @@ static PyObject *gmm_newton(PyObject *self, PyObject *args) {
                 }
             } else if (t < 0.5) {  /* into the sd floor: EM's floor takes over */
                 ok = 0;
-                stop = 1;
                 break;
             }
             t /= 2;
         }
-        if (stop || !took)  /* no step gains: at the optimum to round-off */
+        if (!took)  /* the sd floor, or no step gains: at the optimum to round-off */
             break;
         memcpy(th, cand, sizeof(double) * (size_t)P);
         memcpy(g, g2, sizeof(double) * (size_t)P);
@@ -412,12 +417,8 @@ static PyObject *gmm_em_step(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *ox, *oth, *oout;
     int k;
-    if (!PyArg_ParseTuple(args, "OOiO", &ox, &oth, &k, &oout))
+    if (!PyArg_ParseTuple(args, "OOiO", &ox, &oth, &k, &oout) || !valid_k(k))
         return NULL;
-    if (k < 1 || k > MAX_K) {
-        PyErr_Format(PyExc_ValueError, "k must be 1..%d", MAX_K);
-        return NULL;
-    }
     Held held = {.n = 0};
     Py_ssize_t n = 0;
     const double *x = hold(&held, ox, -1, 0, 0, "x", &n);

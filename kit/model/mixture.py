@@ -158,19 +158,18 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
     xm = float(np.mean(x))
     xu_c = xu - xm  # centred for a well-conditioned logistic fit
 
-    kernel = _kernels.band_e_step if kernels and _kernels is not None else None
-    size_terms = _kernels.band_size_terms if kernels and _kernels is not None else None
+    kern = _kernels if kernels else None  # the compiled E- and M-step, where built
     inv = np.ascontiguousarray(inv, dtype=np.int64)
 
     def e_step(th: NDArray) -> tuple[NDArray, float, tuple[NDArray, NDArray, NDArray]]:
         """Responsibilities of the slow band, the log-likelihood at ``th`` and the per-size
         sums of r, r·y and r·y² (centred y)."""
-        if kernel is not None and size_terms is not None:  # the lines below and the pass, in C
+        if kern is not None:  # the lines below and the pass over samples, in C
             beta, gam = np.empty(g), np.empty(g)
-            sum_l0, quad = size_terms(np.ascontiguousarray(th, dtype=float), xu, xu_c, cnt,
-                                      sy, syy, beta, gam)
+            sum_l0, quad = kern.band_size_terms(np.ascontiguousarray(th, dtype=float), xu, xu_c,
+                                                cnt, sy, syy, beta, gam)
             r, rs, ry, ryy = np.empty(len(yc)), np.empty(g), np.empty(g), np.empty(g)
-            sp = kernel(yc, inv, beta, gam, quad, r, rs, ry, ryy)
+            sp = kern.band_e_step(yc, inv, beta, gam, quad, r, rs, ry, ryy)
             return r, sum_l0 + sp, (rs, ry, ryy)
         ls0, ls1 = float(th[4]), float(th[5])
         w1 = np.clip(expit(th[6] + th[7] * xu_c), 1e-12, 1 - 1e-12)
@@ -195,14 +194,13 @@ def fit_bands(x: NDArray, y: NDArray, iters: int = 150, kernels: bool = True
         return (r, sum_l0 + float(d.sum()) - float(np.log(r).sum()),
                 (per_size(r), per_size(r * yc), per_size(r * yc2)))
 
-    m_kernel = _kernels.band_m_step if kernels and _kernels is not None else None
-
     def step(th: NDArray) -> tuple[NDArray, float]:
         _, ll, (rs, ry, ryy) = e_step(th)
         out = np.empty(8)
         prior = 0.5 * SLOPE_PRECISION * float(th[7]) ** 2
-        if m_kernel is not None and m_kernel(xu, xu_c, cnt, sy, syy, rs, ry, ryy, float(th[6]),
-                                             float(th[7]), SLOPE_PRECISION, out):
+        if kern is not None and kern.band_m_step(xu, xu_c, cnt, sy, syy, rs, ry, ryy,
+                                                 float(th[6]), float(th[7]), SLOPE_PRECISION,
+                                                 out):
             return out, ll - prior
         for k, (w, wy, wyy) in enumerate(((cnt - rs, sy - ry, syy - ryy), (rs, ry, ryy))):
             line = _group_line(xu, w, wy)

@@ -47,6 +47,9 @@ def _lognorm_logpdf(x: NDArray, s: float) -> NDArray:
     return np.asarray(-np.log(x)**2 / (2 * s**2) - np.log(s * x * np.sqrt(2 * np.pi)))
 
 
+#: Most components the compiled mixture kernels take (MAX_K in _mixture_kernels.c).
+_KERNEL_MAX_COMPONENTS = 8
+
 #: Log-densities computed here instead of by the scipy family's ``_logpdf`` (same values).
 _LOGPDF: dict[str, Callable[..., NDArray]] = {"lognormal": _lognorm_logpdf}
 
@@ -225,7 +228,7 @@ class Noise:
             with np.errstate(divide="ignore", invalid="ignore"):
                 lr = np.log(r)
                 c = np.log(w) - np.log(sd) - _HALF_LOG_2PI
-            if _kernels is None or not 1 <= len(mu) <= 8:
+            if _kernels is None or not 1 <= len(mu) <= _KERNEL_MAX_COMPONENTS:
                 return _gmm_logpdf_numpy(lr, mu, sd, c)
             out = np.empty(lr.shape)
             _kernels.gmm_logpdf(np.ascontiguousarray(lr).reshape(-1), np.ascontiguousarray(mu),
@@ -286,7 +289,7 @@ class Noise:
     def _ppf(self, q: NDArray) -> NDArray:
         if self.family == "gmm":
             w, mu, sd = self._gmm()
-            if _kernels is not None and 1 <= len(mu) <= 8:  # the same steps in C
+            if _kernels is not None and 1 <= len(mu) <= _KERNEL_MAX_COMPONENTS:  # same, in C
                 out = np.empty(q.shape)
                 _kernels.gmm_ppf(np.ascontiguousarray(q).reshape(-1), np.ascontiguousarray(mu),
                                  np.ascontiguousarray(sd), np.ascontiguousarray(w),
@@ -425,7 +428,9 @@ def _gmm_newton_terms(x: NDArray, th: NDArray, k: int
                       ) -> tuple[float, NDArray, NDArray]:
     """Log-likelihood, gradient and Hessian of a 1-D Gaussian mixture at ``th``: the
     compiled kernel where it is built, else :func:`_gmm_newton_terms_numpy` (the
-    reference, with the formulas; tests hold the kernel to it)."""
+    reference, with the formulas). The fit itself calls neither: the compiled Newton loop
+    evaluates these terms inside C. This is how the tests reach the kernel's terms, to
+    hold them to the reference and to finite differences."""
     if _kernels is None:
         return _gmm_newton_terms_numpy(x, th, k)
     p = 3 * k - 1
@@ -494,14 +499,14 @@ def _gmm_newton(x: NDArray, th: NDArray, k: int, max_evals: int, kernels: bool =
     the Hessian's eigenvalues are replaced by their magnitudes (floored): every step is
     then an ascent direction, and the backtracking keeps only steps that gain. ``ok`` is
     False when a step runs into the sd floor (a collapsing component: EM's floor handles
-    that).
+    that). ``kernels``: the same loop in C where it is built (eigenvectors by Jacobi
+    rotations instead of LAPACK's), this numpy loop otherwise.
     """
-    if kernels and _kernels is not None:  # the same loop in C (eigh by Jacobi rotations)
-        th = np.array(th, dtype=float)
+    if kernels and _kernels is not None:
+        th = np.array(th, dtype=float)  # updated in place by the kernel: not the caller's
         ll, evals, ok = _kernels.gmm_newton(x, th, k, max_evals, _LN_SD_MIN)
         return th, ll, evals, bool(ok)
-    terms = _gmm_newton_terms_numpy
-    ll, g, h = terms(x, th, k)
+    ll, g, h = _gmm_newton_terms_numpy(x, th, k)
     evals = 1
     while evals < max_evals:
         lam, vec = np.linalg.eigh(-h)
@@ -516,7 +521,7 @@ def _gmm_newton(x: NDArray, th: NDArray, k: int, max_evals: int, kernels: bool =
         while evals < max_evals and t > 1e-3:
             cand = th + t * d
             if float(cand[2 * k - 1:].min()) >= _LN_SD_MIN:
-                ll2, g2, h2 = terms(x, cand, k)
+                ll2, g2, h2 = _gmm_newton_terms_numpy(x, cand, k)
                 evals += 1
                 if np.isfinite(ll2) and ll2 >= ll:
                     break
@@ -600,7 +605,7 @@ def _em_gmm(lr: NDArray, k: int, iters: int = 80, kernels: bool = True
     decides between noise families. ``iters`` bounds EM and Newton evaluations together;
     if a Newton step runs into the sd floor (a component collapsing onto a few samples),
     EM, whose M-step clips at the floor, continues from Newton's last point. ``kernels``:
-    the compiled EM step and Newton terms where they are built, numpy otherwise.
+    the compiled EM step and Newton loop where they are built, numpy otherwise.
     """
     lr = np.ascontiguousarray(lr, dtype=float)
     n = len(lr)
