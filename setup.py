@@ -6,6 +6,10 @@ python3-dev), the install goes on and the kit runs the same fit in numpy.
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension(
-    "kit.model._mixture_kernels", ["kit/model/_mixture_kernels.c"],
-    extra_compile_args=["-std=c99", "-Wall", "-Wextra"], optional=True)])
+_C99 = ["-std=c99", "-Wall", "-Wextra"]
+setup(ext_modules=[
+    Extension("kit.model._mixture_kernels", ["kit/model/_mixture_kernels.c"],
+              extra_compile_args=_C99, optional=True),
+    Extension("kit.tools._probe_rows", ["kit/tools/_probe_rows.c"],
+              extra_compile_args=_C99, optional=True),
+])

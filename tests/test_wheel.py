@@ -54,6 +54,7 @@ def test_wheel_carries_jobs_and_playbooks(wheel: Path) -> None:
         assert f"kit/_data/{rel}" in names, rel
     # The noise mixture's C kernels, compiled for this interpreter (setup.py).
     assert any(n.startswith("kit/model/_mixture_kernels.") and n.endswith(".so") for n in names)
+    assert any(n.startswith("kit/tools/_probe_rows.") and n.endswith(".so") for n in names)
     # The same files as the checkout's top-level folders, byte for byte.
     with zipfile.ZipFile(wheel) as zf:
         assert zf.read("kit/_data/jobs/transports.yaml") == (REPO / "jobs/transports.yaml"

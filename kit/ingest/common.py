@@ -38,6 +38,11 @@ MAX_TIME_S = 86_400.0
 US = 1e-6
 
 
+#: One part file's rows: a frame, or a function that makes it on the writer's thread (the
+#: probe's slices are parsed there, beside the next slice's hashing).
+Frame = pl.DataFrame | pl.LazyFrame | Callable[[], pl.DataFrame | pl.LazyFrame]
+
+
 @dataclass
 class ParsedRun:
     """One run as read from its files; the orchestrator turns it into dataset rows."""
@@ -46,7 +51,8 @@ class ParsedRun:
     sources: list[Path]
     #: The rows, or (large inputs) an iterator of frames, each written as its own part file.
     #: A lazy frame is parsed while it is written; ``explain`` then names what is wrong.
-    rows: pl.DataFrame | Iterator[pl.DataFrame | pl.LazyFrame]
+    #: A callable frame is made on the writer's thread.
+    rows: pl.DataFrame | Iterator[Frame]
     tool_version: str | None = None
     mpi_version: str | None = None
     hosts: list[str] = field(default_factory=list)

@@ -38,7 +38,7 @@ from kit import dataset as ds
 from kit import tools
 from kit.errors import IngestError, UserError
 from kit.ingest import sniff
-from kit.ingest.common import ParsedRun, fail, safe_name, transport_from_name
+from kit.ingest.common import Frame, ParsedRun, fail, safe_name, transport_from_name
 from kit.placement import resolve as resolve_placement
 from kit.schema import OPTIONAL_SAMPLE_DEFAULTS, PLACEMENTS, RUNS_SCHEMA
 
@@ -516,17 +516,11 @@ def write_part(run: ParsedRun, beside: Path) -> tuple[int, list[Path]]:
         try:
             for index, frame in enumerate(frames):
                 _stop_if_signalled()
-                have = frame.collect_schema()
-                # columns a parser may leave out (OPTIONAL_SAMPLE_DEFAULTS) are filled by
-                # the reader; every other part column must be there
-                cols = [c for c in ds.PART_COLUMNS
-                        if c in have or c not in OPTIONAL_SAMPLE_DEFAULTS]
-                out = frame.select(cols).cast(pl.Schema({c: ds.PART_DTYPES[c] for c in cols}))
                 tmp = beside.with_name(f"{beside.name}.{index}.{os.getpid()}{ds.TMP_SUFFIX}")
                 written.append(tmp)
                 if len(in_flight) >= _IN_FLIGHT:
                     n_rows += in_flight.popleft().result()
-                in_flight.append(pool.submit(_write_frame, run, out, tmp))
+                in_flight.append(pool.submit(_write_frame, run, frame, tmp))
             while in_flight:
                 n_rows += in_flight.popleft().result()
             if n_rows == 0:
@@ -552,9 +546,19 @@ _IN_FLIGHT = 2
 _PART_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 1}
 
 
-def _write_frame(run: ParsedRun, out: pl.DataFrame | pl.LazyFrame, tmp: Path) -> int:
+def _part_frame(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
+    """``frame`` with the part file's columns and types."""
+    have = frame.collect_schema()
+    # columns a parser may leave out (OPTIONAL_SAMPLE_DEFAULTS) are filled by the reader;
+    # every other part column must be there
+    cols = [c for c in ds.PART_COLUMNS if c in have or c not in OPTIONAL_SAMPLE_DEFAULTS]
+    return frame.select(cols).cast(pl.Schema({c: ds.PART_DTYPES[c] for c in cols}))
+
+
+def _write_frame(run: ParsedRun, frame: Frame, tmp: Path) -> int:
     """One part file; its row count. An eager frame must have no null anywhere; a lazy one
     no null ``op`` (its parser's mark for an invalid value, see ``ParsedRun.explain``)."""
+    out = _part_frame(frame() if callable(frame) else frame)
     if isinstance(out, pl.DataFrame):
         if out.null_count().sum_horizontal().item():
             raise _internal_nulls(run)

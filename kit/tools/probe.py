@@ -1,13 +1,15 @@
 """The kit's own probe: ``PREFIX.samples.csv`` + ``PREFIX.meta.json`` (docs/architecture.md).
 
 Probe runs can hold tens of millions of samples, so the CSV is mapped and cut into slices of
-whole lines (32 MiB, about 0.8 M rows); each slice is handed to the orchestrator as a lazy
-frame that Polars' streaming engine parses, tidies and writes as one Parquet part file.
-Memory stays bounded whatever the run's length (Polars' streaming CSV source given the whole
-file keeps all of it resident, see BENCHMARKS.md). Invalid values do not raise inside
-Polars; they turn ``op`` null (the orchestrator checks each written part), and only then
-:func:`locate_error` re-reads the CSV line by line to name the first bad line. The fast path
-therefore reads the file once.
+whole lines (16 MiB, about 0.4 M rows), hashed as they are taken; each slice is handed to the
+orchestrator as a function that makes its frame on the writer's thread, one Parquet part file
+each. Memory stays bounded whatever the run's length (Polars' streaming CSV source given the
+whole file keeps all of it resident, see BENCHMARKS.md). A slice of the probe's own layout is
+parsed and tidied by the compiled ``_probe_rows`` (:func:`_fast_frame`); any other (an odd
+float, a bad value, a contention run) becomes a lazy frame that Polars' streaming engine
+parses, tidies and writes. Invalid values do not raise inside Polars; they turn ``op`` null
+(the orchestrator checks each written part), and only then :func:`locate_error` re-reads the
+CSV line by line to name the first bad line. The file is therefore read once.
 
 Mapping (one CSV row -> one dataset row, plus one for isend/irecv):
 
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import hashlib
 import math
 import mmap
@@ -45,6 +48,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -52,13 +56,27 @@ import polars as pl
 from kit.campaign.checks import Checker, parse_size
 from kit.campaign.yamlmarks import PathKey
 from kit.errors import IngestError
-from kit.ingest.common import MAX_SIZE, MAX_TIME_S, ROW_COLUMNS, Companion, ParsedRun, fail
+from kit.ingest.common import (
+    MAX_SIZE,
+    MAX_TIME_S,
+    ROW_COLUMNS,
+    Companion,
+    Frame,
+    ParsedRun,
+    fail,
+)
 from kit.ingest.jobrecord import apply_job_record
 from kit.ingest.records import PROBE_META_SCHEMA, problem, read_record
 from kit.paths import probe_binary
 from kit.placement import META_CPUS, META_SOCKETS
 from kit.tools import binaries
 from kit.tools.base import Executable, JobParts, Sniff, Tool
+
+_ROWS: ModuleType | None
+try:  # built by setup.py; without it every slice goes through Polars' CSV reader
+    import kit.tools._probe_rows as _ROWS
+except ImportError:
+    _ROWS = None
 
 if TYPE_CHECKING:
     from kit.campaign.schema import ToolSpec
@@ -79,6 +97,8 @@ _CSV_SCHEMA = {"seq": pl.UInt32, "op": pl.Enum(OPS), "size": pl.UInt64, "count":
                "time": pl.Float64, "call": pl.Float64, "warmup": pl.UInt8}
 _CSV_SCHEMA_EXT = {**_CSV_SCHEMA, "pair": pl.UInt16, "round": pl.UInt32}
 _MAX_PAIRS = 65535
+#: The dataset ops of the compiled parser's op codes, in its enum's order.
+_FAST_OPS = (*OPS, "isend_call", "irecv_call")
 
 
 def _fmt(extended: bool) -> tuple[str, list[str], dict[str, Any]]:
@@ -157,7 +177,8 @@ def _pairs(meta_file: Path, meta: dict[str, Any] | None) -> int:
 
 
 def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = False,
-            pairs: int = 1, expected: int | None = None) -> Iterator[pl.LazyFrame]:
+            pairs: int = 1, expected: int | None = None
+            ) -> Iterator[Frame]:
     """Tidy lazy frames, one per slice of BLOCK_BYTES of whole lines; marks the run incomplete
     on a torn last line, or when fewer sample lines than the meta file's ``samples_written``
     (``expected``) are there: a copy cut at a line boundary has no torn line to give it away.
@@ -171,7 +192,6 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
     """
     lines = 0
     rest = b""
-    schema = _fmt(extended)[2]
     # The whole file is hashed as it is taken (the run id), while Polars parses and writes
     # the slice before on the orchestrator's threads.
     digest = hashlib.sha256()
@@ -200,9 +220,8 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
                         released = done
                     if expected is not None and with_calls:
                         lines += _count_lines(data)
-                    yield _tidy(pl.scan_csv(data, schema=schema, has_header=False,
-                                            truncate_ragged_lines=False, raise_if_empty=False),
-                                with_calls=with_calls, extended=extended, pairs=pairs)
+                    yield functools.partial(_slice_frame, data, with_calls=with_calls,
+                                            extended=extended, pairs=pairs)
                 rest = mm[end_of_lines:]
             else:
                 rest = fh.read()  # a file of one line has no newline after its header
@@ -219,6 +238,50 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
         _check_written(run, path, lines, expected)
     else:  # a row per line: the orchestrator's row count is the line count
         run.check_rows = lambda rows: _check_written(run, path, rows, expected)
+
+
+def _slice_frame(data: bytes, *, with_calls: bool, extended: bool, pairs: int
+                 ) -> pl.DataFrame | pl.LazyFrame:
+    """A slice's tidy rows (made on the orchestrator's writer thread): the compiled parser's
+    frame, else a lazy frame that Polars' streaming engine parses as it writes it."""
+    fast = None if extended else _fast_frame(data, with_calls)
+    if fast is not None:
+        return fast
+    return _tidy(pl.scan_csv(data, schema=_fmt(extended)[2], has_header=False,
+                             truncate_ragged_lines=False, raise_if_empty=False),
+                 with_calls=with_calls, extended=extended, pairs=pairs)
+
+
+def _fast_frame(data: bytes, with_calls: bool) -> pl.DataFrame | None:
+    """A classic slice's tidy rows by the compiled parser (``_probe_rows.c``), or None: not
+    built, or a line outside the subset it takes, which the Polars path then parses (with
+    its nulls and messages for a bad line).
+
+    Why: Polars' general CSV reader was two thirds of the CPU of a CSV -> Parquet conversion;
+    the probe writes one layout, which the kernel parses at a fraction of that and into the
+    same values (its floats by Clinger's exact fast path, as a correctly rounded parser
+    gives them; the tests hold both paths to the same frames).
+    """
+    if _ROWS is None:
+        return None
+    import numpy as np  # only here: an ingest without probe rows does not need it
+
+    cap = _ROWS.lines(data) * (2 if with_calls else 1)
+    cols = {"op": np.empty(cap, np.uint8), "time": np.empty(cap), "size": np.empty(cap, np.uint64),
+            "seq": np.empty(cap, np.uint32), "n": np.empty(cap, np.uint32),
+            "warmup": np.empty(cap, np.uint8)}
+    rows = _ROWS.parse(data, with_calls, MAX_SIZE, MAX_TIME_S, *cols.values())
+    if rows < 0:
+        return None
+    # op and stat as the Categoricals the part file stores: a gather of the op names by
+    # code, and one value repeated (casting 0.4 M strings took 8-14 ms a column)
+    ops = pl.Series("op", _FAST_OPS, dtype=pl.Categorical())
+    stat = pl.Series("stat", ["raw"], dtype=pl.Categorical())
+    return pl.DataFrame([
+        ops.gather(pl.Series(cols["op"][:rows])), pl.Series("time", cols["time"][:rows]),
+        pl.Series("size", cols["size"][:rows]), pl.Series("seq", cols["seq"][:rows]),
+        stat.new_from_index(0, rows), pl.Series("n", cols["n"][:rows]),
+        pl.Series("warmup", cols["warmup"][:rows].view(np.bool_))])
 
 
 def _check_written(run: ParsedRun, path: Path, lines: int, expected: int) -> None:

@@ -1,0 +1,6 @@
+# Stub of the C extension built from _probe_rows.c (writable buffers for the rows).
+from typing import Any
+
+def lines(data: Any, /) -> int: ...
+def parse(data: Any, with_calls: bool, max_size: int, max_time: float, op: Any, time: Any,
+          size: Any, seq: Any, n: Any, warmup: Any, /) -> int: ...
