@@ -29,6 +29,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from kit.ingest.common import make_frame
 from kit.probe.plan import build_plan, plan_hash
 from kit.tools import probe as probe_tool
 from tests.conftest import mpi_env
@@ -562,8 +563,8 @@ def check_killed_output(samples: Path, block: int, tmp_path: Path) -> None:
         return
     assert len(torn) < len(text) // len(rows) * 2, "the torn tail is more than part of one row"
     parsed = probe_tool.parse(samples)
-    # a generator of lazy frames: warnings come as it is read
-    height = sum(f.select(pl.len()).collect().item() for f in parsed.rows)
+    # a generator of frames (made by make_frame, as the writers do): warnings come as it is read
+    height = sum(make_frame(f).lazy().select(pl.len()).collect().item() for f in parsed.rows)
     assert height in (len(rows), sum(r["warmup"] == "0" for r in rows))
     assert parsed.complete is False and "truncated last line" in (parsed.incomplete_reason or "")
 

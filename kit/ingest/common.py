@@ -43,6 +43,12 @@ US = 1e-6
 Frame = pl.DataFrame | pl.LazyFrame | Callable[[], pl.DataFrame | pl.LazyFrame]
 
 
+def make_frame(frame: Frame) -> pl.DataFrame | pl.LazyFrame:
+    """The frame an item of ``ParsedRun.rows`` stands for (a callable one is made here, on
+    the caller's thread)."""
+    return frame() if callable(frame) else frame
+
+
 @dataclass
 class ParsedRun:
     """One run as read from its files; the orchestrator turns it into dataset rows."""

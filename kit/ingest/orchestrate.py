@@ -38,7 +38,14 @@ from kit import dataset as ds
 from kit import tools
 from kit.errors import IngestError, UserError
 from kit.ingest import sniff
-from kit.ingest.common import Frame, ParsedRun, fail, safe_name, transport_from_name
+from kit.ingest.common import (
+    Frame,
+    ParsedRun,
+    fail,
+    make_frame,
+    safe_name,
+    transport_from_name,
+)
 from kit.placement import resolve as resolve_placement
 from kit.schema import OPTIONAL_SAMPLE_DEFAULTS, PLACEMENTS, RUNS_SCHEMA
 
@@ -558,7 +565,7 @@ def _part_frame(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFra
 def _write_frame(run: ParsedRun, frame: Frame, tmp: Path) -> int:
     """One part file; its row count. An eager frame must have no null anywhere; a lazy one
     no null ``op`` (its parser's mark for an invalid value, see ``ParsedRun.explain``)."""
-    out = _part_frame(frame() if callable(frame) else frame)
+    out = _part_frame(make_frame(frame))
     if isinstance(out, pl.DataFrame):
         if out.null_count().sum_horizontal().item():
             raise _internal_nulls(run)
