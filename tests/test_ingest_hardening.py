@@ -252,19 +252,22 @@ def test_a_signal_lost_in_native_code_still_stops_the_ingest(
     ingest([osu_dir / "osu_latency_tcp_7.4.txt"], dataset)
     before = _snapshot(dataset)
     big = _random_probe_csv(tmp_path / "big.samples.csv", 2_000)
-    real = probe._tidy
+    real = probe._frames
 
-    def parse_swallowing_the_signal(*args: object, **kwargs: object) -> pl.LazyFrame:
-        try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(5)  # the handler runs (and raises) here
-        except Interrupted:
-            pass  # what native code does with it: "Exception ignored"
-        if then == "fails":
-            raise TypeError("'<unprintable str object>' is not a Polars data type")
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    # The probe's slicer runs on the main thread (its slices are parsed on the writers',
+    # where no signal handler runs): the signal lands while it is in a callback.
+    def slices_swallowing_the_signal(*args: object, **kwargs: object) -> Iterator[object]:
+        for item in real(*args, **kwargs):  # type: ignore[arg-type]
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler runs (and raises) here
+            except Interrupted:
+                pass  # what native code does with it: "Exception ignored"
+            if then == "fails":
+                raise TypeError("'<unprintable str object>' is not a Polars data type")
+            yield item
 
-    monkeypatch.setattr(probe, "_tidy", parse_swallowing_the_signal)
+    monkeypatch.setattr(probe, "_frames", slices_swallowing_the_signal)
     with pytest.raises(Interrupted) as stop, stop_on_signals():
         ingest([osu_dir / "osu_bw_tcp_7.4.txt", big], dataset)
     assert stop.value.signum == signal.SIGINT and not stop.value.committed
