@@ -9,9 +9,9 @@
  * It accepts a strict subset of what the Polars path accepts, and gives the same values:
  * integers of plain digits in their column's range, floats of plain decimal digits with an
  * optional fraction and exponent whose value is exact by Clinger's fast path (at most 19
- * significant digits, mantissa below 2^53, power of ten 10^-22..10^22: one correctly rounded
- * IEEE operation, which is what a correctly rounded parser such as Polars' returns), and only
- * rows every check of probe._tidy passes. Anything else (a sign, "nan", "\r\n", a missing or
+ * significant digits, a mantissa of at most 2^53, a power of ten in 10^-22..10^22: one
+ * correctly rounded IEEE operation, which is what a correctly rounded parser such as Polars'
+ * returns), and only rows every check of probe._tidy passes. Anything else (a sign, "nan", "\r\n", a missing or
  * extra field, an unknown op, a value out of range, more digits) returns -1 and the caller
  * uses the Polars path for that slice, whose nulls and messages name the bad line.
  */
@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The dataset's op codes, in probe.FAST_OPS' order. */
+/* The dataset's op codes, in the order of probe._FAST_OPS. */
 enum { OP_PINGPONG, OP_SEND, OP_RECV, OP_ISEND, OP_IRECV, OP_STREAM, OP_ISEND_CALL,
        OP_IRECV_CALL };
 
