@@ -47,37 +47,37 @@ static int parse_uint(const char **pp, const char *end, char stop, uint64_t max,
     return 1;
 }
 
+/* Decimal digits appended to the mantissa m (sig: its significant digits so far); how many,
+ * or -1 past 19 significant digits (m would no longer be exact). */
+static int take_digits(const char **pp, const char *end, uint64_t *m, int *sig) {
+    const char *p = *pp;
+    int digits = 0;
+    while (p < end && *p >= '0' && *p <= '9') {
+        if (*m || *p != '0')
+            (*sig)++;
+        if (*sig > 19)
+            return -1;
+        *m = *m * 10 + (uint64_t)(*p - '0');
+        digits++;
+        p++;
+    }
+    *pp = p;
+    return digits;
+}
+
 /* digits[.digits][(e|E)[+|-]digits] up to `stop`, exact by Clinger's fast path; 0 otherwise. */
 static int parse_float(const char **pp, const char *end, char stop, double *out) {
     const char *p = *pp;
     uint64_t m = 0;
-    int sig = 0, exp10 = 0, digits = 0;
-    while (p < end && *p >= '0' && *p <= '9') {
-        if (m || *p != '0')
-            sig++;
-        m = m * 10 + (uint64_t)(*p - '0');
-        if (sig > 19)
-            return 0;
-        digits++;
-        p++;
-    }
-    if (digits == 0)
+    int sig = 0, exp10 = 0;
+    if (take_digits(&p, end, &m, &sig) <= 0)
         return 0;
     if (p < end && *p == '.') {
         p++;
-        int frac = 0;
-        while (p < end && *p >= '0' && *p <= '9') {
-            if (m || *p != '0')
-                sig++;
-            m = m * 10 + (uint64_t)(*p - '0');
-            if (sig > 19)
-                return 0;
-            exp10--;
-            frac++;
-            p++;
-        }
-        if (frac == 0)
+        const int frac = take_digits(&p, end, &m, &sig);
+        if (frac <= 0)
             return 0;
+        exp10 = -frac;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
