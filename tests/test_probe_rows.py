@@ -1,12 +1,12 @@
 """The probe CSV's compiled parser (kit/tools/_probe_rows.c) gives the Polars path's rows.
 
-It takes a strict subset of what the Polars path takes: every slice it takes must come out
-exactly as ``probe._tidy`` over Polars' CSV reader makes it (same ops, same floats to the
-bit), and every slice it declines must be one the Polars path then handles (the fallback
-keeps the nulls and the line-naming messages). The probe's own output format must be in
-the subset, or the speed it exists for silently goes. Like the mixture kernels, it is
-optional at install time but built wherever this suite runs (``make venv``, the
-Containerfile): its absence is a failure, not a skip.
+It takes a strict subset of what the Polars path takes: every slice it takes (classic or
+contention mode) must come out exactly as ``probe._tidy`` over Polars' CSV reader makes it
+(same ops, same floats to the bit), and every slice it declines must be one the Polars path
+then handles (the fallback keeps the nulls and the line-naming messages). The probe's own
+output format must be in the subset, or the speed it exists for silently goes. Like the
+mixture kernels, it is optional at install time but built wherever this suite runs
+(``make venv``, the Containerfile): its absence is a failure, not a skip.
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ def _built() -> None:
                     "`pip install -e .` (make venv)")
 
 
-def polars_path(data: bytes, with_calls: bool) -> pl.DataFrame:
-    lf = pl.scan_csv(data, schema=probe._CSV_SCHEMA, has_header=False,
-                     truncate_ragged_lines=False, raise_if_empty=False)
-    return probe._tidy(lf, with_calls=with_calls).collect()
+def polars_path(data: bytes, with_calls: bool, extended: bool = False,
+                pairs: int = 1) -> pl.DataFrame:
+    schema = probe._CSV_SCHEMA_EXT if extended else probe._CSV_SCHEMA
+    lf = pl.scan_csv(data, schema=schema, has_header=False, truncate_ragged_lines=False,
+                     raise_if_empty=False)
+    return probe._tidy(lf, with_calls=with_calls, extended=extended, pairs=pairs).collect()
 
 
 def same_rows(fast: pl.DataFrame, slow: pl.DataFrame) -> None:
@@ -72,6 +74,32 @@ def test_the_probes_own_format_takes_the_fast_path(with_calls: bool) -> None:
     same_rows(fast, polars_path(data, with_calls))
     if with_calls:  # the isend/irecv rows made their *_call rows
         assert fast.height > 3000 and "isend_call" in fast["op"].to_list()
+
+
+@pytest.mark.parametrize("with_calls", [False, True])
+def test_contention_runs_take_the_fast_path(with_calls: bool) -> None:
+    """pair and round after warmup: the round becomes seq, the run's pair count a column."""
+    rng = random.Random(11)
+    ops = probe.OPS if with_calls else ("pingpong", "send", "recv", "stream")
+    lines = probe_lines(rng, 2000, ops).decode().splitlines()
+    data = "".join(f"{line},{i % 4},{i // 4}\n" for i, line in enumerate(lines)).encode()
+    fast = probe._fast_frame(data, with_calls, True, 4)
+    assert fast is not None
+    same_rows(fast, polars_path(data, with_calls, True, 4))
+    assert fast["seq"].max() == 499 and fast["pairs"].unique().to_list() == [4]
+
+
+@pytest.mark.parametrize(("tail", "taken"), [
+    (",0,0", True), (",65534,4294967295", True),
+    (",65535,0", False),  # a pair number the dataset keeps for "none"
+    (",0,4294967296", False), (",0", False), (",0,0,0", False), (",-1,0", False), ("", False),
+])
+def test_contention_edges(tail: str, taken: bool) -> None:
+    data = f"0,pingpong,8,1,1.000000000e-06,,0,1,0\n1,send,8,1,1e-06,,0{tail}\n".encode()
+    fast = probe._fast_frame(data, True, True, 2)
+    assert (fast is not None) == taken
+    if fast is not None:
+        same_rows(fast, polars_path(data, True, True, 2))
 
 
 def test_polars_own_float_format_takes_the_fast_path() -> None:
@@ -205,13 +233,22 @@ def test_ingest_writes_the_same_parts_either_way(tmp_path: Path,
     assert fast.height == 4000 + sum(1 for line in body if b",isend," in line or b",irecv," in line)
 
 
-@pytest.mark.parametrize("args", [
-    (b"1,send,1,1,1,,0\n", True, MAX_SIZE, MAX_TIME_S, bytearray(1), bytearray(8),
-     bytearray(8), bytearray(4), bytearray(4), bytearray(1)),  # room for one row, two needed
-    (b"1,send,1,1,1,,0\n", False, MAX_SIZE, MAX_TIME_S, b"\0", bytearray(8), bytearray(8),
-     bytearray(4), bytearray(4), bytearray(1)),  # a read-only output
+def _out(rows: int, read_only: int | None = None) -> tuple[object, ...]:
+    out: list[object] = [bytearray(rows * k) for k in (1, 8, 8, 4, 4, 1, 2)]
+    if read_only is not None:
+        out[read_only] = bytes(len(out[read_only]))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+@pytest.mark.parametrize(("with_calls", "extended", "out"), [
+    (True, False, _out(1)),  # room for one row, two needed
+    (False, True, (*_out(1)[:6], bytearray(0))),  # no room for the pair column
+    (False, False, _out(1, read_only=2)),  # a read-only output
+    (False, False, _out(1)[:6]),  # a buffer short
 ])
-def test_buffers_too_small_or_read_only_are_refused(args: tuple) -> None:  # type: ignore[type-arg]
+def test_buffers_too_small_or_read_only_are_refused(with_calls: bool, extended: bool,
+                                                    out: tuple[object, ...]) -> None:
     assert probe._ROWS is not None
+    line = b"1,send,1,1,1,,0,0,0\n" if extended else b"1,send,1,1,1,,0\n"
     with pytest.raises((ValueError, BufferError, TypeError)):
-        probe._ROWS.parse(*args)
+        probe._ROWS.parse(line, with_calls, extended, MAX_SIZE, MAX_TIME_S, out)

@@ -2,9 +2,10 @@
  *
  * Polars' CSV reader spends two thirds of a CSV -> Parquet conversion parsing (BENCHMARKS.md,
  * "Ingest"), most of it on generality a probe file never needs: quoting, type inference,
- * arbitrary float syntax. This module parses the one layout the probe writes
- * ("seq,op,size,count,time,call,warmup", plain digits, times as d.ddddddddde-XX) and applies
- * the tidy mapping of probe._tidy, one pass, outside the GIL.
+ * arbitrary float syntax. This module parses the layout the probe writes
+ * ("seq,op,size,count,time,call,warmup", and ",pair,round" after it in contention mode; plain
+ * digits, times as d.ddddddddde-XX) and applies the tidy mapping of probe._tidy, one pass,
+ * outside the GIL.
  *
  * It accepts a strict subset of what the Polars path accepts, and gives the same values:
  * integers of plain digits in their column's range, floats of plain decimal digits with an
@@ -151,100 +152,110 @@ static int take(PyObject *obj, Buf *b, int writable, Py_ssize_t itemsize, Py_ssi
     return 1;
 }
 
-/* The rows of `data` into the output buffers b[1..6]; their count, -1 for the Polars path,
- * -2 with a Python error set. */
-static Py_ssize_t parse_rows(const Py_buffer *data, int with_calls, uint64_t max_size,
-                             double max_time, PyObject *oop, PyObject *otime, PyObject *osize,
-                             PyObject *oseq, PyObject *on, PyObject *owarm, Buf *b) {
-    const char *p = data->buf, *end = p + data->len;
-    Py_ssize_t lines = 0;
-    for (const char *q = p; (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++)
-        lines++;
-    const Py_ssize_t cap = with_calls ? 2 * lines : lines;
-    if (!take(oop, &b[1], 1, 1, cap, "op") || !take(otime, &b[2], 1, 8, cap, "time")
-        || !take(osize, &b[3], 1, 8, cap, "size") || !take(oseq, &b[4], 1, 4, cap, "seq")
-        || !take(on, &b[5], 1, 4, cap, "n") || !take(owarm, &b[6], 1, 1, cap, "warmup"))
-        return -2;
-    uint8_t *op = b[1].view.buf, *warm = b[6].view.buf;
-    double *time = b[2].view.buf;
-    uint64_t *size = b[3].view.buf;
-    uint32_t *seq = b[4].view.buf, *n = b[5].view.buf;
+/* The output columns, their item sizes and names. */
+enum { OUT_OP, OUT_TIME, OUT_SIZE, OUT_SEQ, OUT_N, OUT_WARM, OUT_PAIR, NOUT };
+static const Py_ssize_t OUT_ITEM[NOUT] = {1, 8, 8, 4, 4, 1, 2};
+static const char *const OUT_NAME[NOUT] = {"op", "time", "size", "seq", "n", "warmup", "pair"};
+
+/* The rows of `data` into the output buffers out[]; their count, or -1 for the Polars path. */
+static Py_ssize_t parse_rows(const char *p, const char *end, int with_calls, int extended,
+                             uint64_t max_size, double max_time, Buf *out) {
+    uint8_t *op = out[OUT_OP].view.buf, *warm = out[OUT_WARM].view.buf;
+    double *time = out[OUT_TIME].view.buf;
+    uint64_t *size = out[OUT_SIZE].view.buf;
+    uint32_t *seq = out[OUT_SEQ].view.buf, *n = out[OUT_N].view.buf;
+    uint16_t *pair = out[OUT_PAIR].view.buf;
     Py_ssize_t r = 0;
-    int ok = 1;
-    Py_BEGIN_ALLOW_THREADS
     while (p < end) {
-        uint64_t v_seq, v_size, v_count, v_warm;
+        uint64_t v_seq, v_size, v_count, v_warm, v_pair = 0, v_round;
         double t, call = 0.0;
         int has_call = 0, o;
         if (!parse_uint(&p, end, ',', UINT32_MAX, &v_seq) || (o = parse_op(&p, end)) < 0
             || !parse_uint(&p, end, ',', max_size, &v_size)
             || !parse_uint(&p, end, ',', UINT32_MAX, &v_count) || v_count < 1
-            || !parse_float(&p, end, ',', &t) || t > max_time) {
-            ok = 0;
-            break;
-        }
-        if (p < end && *p == ',') {
+            || !parse_float(&p, end, ',', &t) || t > max_time)
+            return -1;
+        if (p < end && *p == ',')
             p++;  /* no call time */
-        } else if (!parse_float(&p, end, ',', &call) || call > max_time) {
-            ok = 0;
-            break;
-        } else {
+        else if (!parse_float(&p, end, ',', &call) || call > max_time)
+            return -1;
+        else
             has_call = 1;
-        }
         const int async = o == OP_ISEND || o == OP_IRECV;
         /* without with_calls an isend/irecv row would lose its call value: the Polars path
          * flags it */
-        if (!parse_uint(&p, end, '\n', 1, &v_warm) || (async && !with_calls)) {
-            ok = 0;
-            break;
+        if (async && !with_calls)
+            return -1;
+        if (extended) {  /* ...,warmup,pair,round: the round is the dataset's seq */
+            if (!parse_uint(&p, end, ',', 1, &v_warm)
+                || !parse_uint(&p, end, ',', UINT16_MAX - 1, &v_pair)
+                || !parse_uint(&p, end, '\n', UINT32_MAX, &v_round))
+                return -1;
+            v_seq = v_round;
+        } else if (!parse_uint(&p, end, '\n', 1, &v_warm)) {
+            return -1;
         }
-        op[r] = (uint8_t)o;
-        time[r] = o == OP_PINGPONG ? t / 2 : o == OP_STREAM ? t / (double)v_count : t;
-        size[r] = v_size;
-        seq[r] = (uint32_t)v_seq;
-        n[r] = (uint32_t)v_count;
-        warm[r] = (uint8_t)v_warm;
-        r++;
-        if (async && has_call) {
-            op[r] = (uint8_t)(o == OP_ISEND ? OP_ISEND_CALL : OP_IRECV_CALL);
-            time[r] = call;
+        for (int k = 0; k < (async && has_call ? 2 : 1); k++, r++) {
+            op[r] = (uint8_t)(k == 0 ? o : o == OP_ISEND ? OP_ISEND_CALL : OP_IRECV_CALL);
+            time[r] = k == 1 ? call
+                      : o == OP_PINGPONG ? t / 2 : o == OP_STREAM ? t / (double)v_count : t;
             size[r] = v_size;
             seq[r] = (uint32_t)v_seq;
             n[r] = (uint32_t)v_count;
             warm[r] = (uint8_t)v_warm;
-            r++;
+            if (extended)
+                pair[r] = (uint16_t)v_pair;
         }
     }
-    Py_END_ALLOW_THREADS
-    return ok ? r : -1;
+    return r;
 }
 
-/* parse(data, with_calls, max_size, max_time, op, time, size, seq, n, warmup) -> rows or -1.
+/* parse(data, with_calls, extended, max_size, max_time, out) -> rows, or -1 for the Polars path.
  *
- * data: whole lines of a classic probe CSV (no header). The output buffers (uint8, float64,
- * uint64, uint32, uint32, uint8) need room for one row per line, two with with_calls. Rows
- * as probe._tidy makes them: pingpong time / 2, stream time / count, an isend/irecv row with a
- * call time followed by its *_call row when with_calls. */
+ * data: whole lines of a probe CSV without its header, classic or (extended) contention mode.
+ * out: writable buffers for op (uint8 codes), time (float64), size (uint64), seq (uint32),
+ * n (uint32), warmup (uint8) and pair (uint16, extended only), with room for one row per
+ * line, two with with_calls. Rows as probe._tidy makes them: pingpong time / 2, stream
+ * time / count, an isend/irecv row with a call time followed by its *_call row when
+ * with_calls; in contention mode seq is the round. */
 static PyObject *parse(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *odata, *oop, *otime, *osize, *oseq, *on, *owarm;
-    int with_calls;
+    PyObject *odata, *oout;
+    int with_calls, extended;
     unsigned long long max_size;
     double max_time;
-    if (!PyArg_ParseTuple(args, "OpKdOOOOOO", &odata, &with_calls, &max_size, &max_time, &oop,
-                          &otime, &osize, &oseq, &on, &owarm))
+    if (!PyArg_ParseTuple(args, "OppKdO!", &odata, &with_calls, &extended, &max_size,
+                          &max_time, &PyTuple_Type, &oout))
         return NULL;
-    enum { DATA, OP, TIME, SIZE, SEQ, N, WARM, NBUF };
-    Buf b[NBUF];
-    for (int i = 0; i < NBUF; i++)
-        b[i].held = 0;
+    if (PyTuple_GET_SIZE(oout) != NOUT) {
+        PyErr_Format(PyExc_ValueError, "out: %d buffers expected", NOUT);
+        return NULL;
+    }
+    Buf data = {.held = 0}, out[NOUT];
+    for (int i = 0; i < NOUT; i++)
+        out[i].held = 0;
     Py_ssize_t rows = -1;
-    if (take(odata, &b[DATA], 0, 1, 0, "data"))
-        rows = parse_rows(&b[DATA].view, with_calls, max_size, max_time, oop, otime, osize,
-                          oseq, on, owarm, b);
-    for (int i = 0; i < NBUF; i++)
-        if (b[i].held)
-            PyBuffer_Release(&b[i].view);
+    if (take(odata, &data, 0, 1, 0, "data")) {
+        const char *p = data.view.buf, *end = p + data.view.len;
+        Py_ssize_t lines = 0;
+        for (const char *q = p; (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++)
+            lines++;
+        const Py_ssize_t cap = with_calls ? 2 * lines : lines;
+        int ok = 1;
+        for (int i = 0; i < NOUT && ok; i++)
+            ok = take(PyTuple_GET_ITEM(oout, i), &out[i], 1, OUT_ITEM[i],
+                      i == OUT_PAIR && !extended ? 0 : cap, OUT_NAME[i]);
+        if (ok) {
+            Py_BEGIN_ALLOW_THREADS
+            rows = parse_rows(p, end, with_calls, extended, max_size, max_time, out);
+            Py_END_ALLOW_THREADS
+        }
+    }
+    if (data.held)
+        PyBuffer_Release(&data.view);
+    for (int i = 0; i < NOUT; i++)
+        if (out[i].held)
+            PyBuffer_Release(&out[i].view);
     if (PyErr_Occurred())
         return NULL;
     return PyLong_FromSsize_t(rows);
@@ -267,7 +278,7 @@ static PyObject *lines(PyObject *self, PyObject *arg) {
 }
 
 static PyMethodDef methods[] = {
-    {"parse", parse, METH_VARARGS, "Parse a slice of a classic probe CSV into row buffers."},
+    {"parse", parse, METH_VARARGS, "Parse a slice of a probe CSV into row buffers."},
     {"lines", lines, METH_O, "Count the newlines in a buffer."},
     {NULL, NULL, 0, NULL},
 };

@@ -6,7 +6,7 @@ orchestrator as a function that makes its frame on the writer's thread, one Parq
 each. Memory stays bounded whatever the run's length (Polars' streaming CSV source given the
 whole file keeps all of it resident, see BENCHMARKS.md). A slice of the probe's own layout is
 parsed and tidied by the compiled ``_probe_rows`` (:func:`_fast_frame`); any other (an odd
-float, a bad value, a contention run) becomes a lazy frame that Polars' streaming engine
+float, a bad value) becomes a lazy frame that Polars' streaming engine
 parses, tidies and writes. Invalid values do not raise inside Polars; they turn ``op`` null
 (the orchestrator checks each written part), and only then :func:`locate_error` re-reads the
 CSV line by line to name the first bad line. The file is therefore read once.
@@ -244,7 +244,7 @@ def _slice_frame(data: bytes, *, with_calls: bool, extended: bool, pairs: int
                  ) -> pl.DataFrame | pl.LazyFrame:
     """A slice's tidy rows (made on the orchestrator's writer thread): the compiled parser's
     frame, else a lazy frame that Polars' streaming engine parses as it writes it."""
-    fast = None if extended else _fast_frame(data, with_calls)
+    fast = _fast_frame(data, with_calls, extended, pairs)
     if fast is not None:
         return fast
     return _tidy(pl.scan_csv(data, schema=_fmt(extended)[2], has_header=False,
@@ -252,10 +252,11 @@ def _slice_frame(data: bytes, *, with_calls: bool, extended: bool, pairs: int
                  with_calls=with_calls, extended=extended, pairs=pairs)
 
 
-def _fast_frame(data: bytes, with_calls: bool) -> pl.DataFrame | None:
-    """A classic slice's tidy rows by the compiled parser (``_probe_rows.c``), or None: not
-    built, or a line outside the subset it takes, which the Polars path then parses (with
-    its nulls and messages for a bad line).
+def _fast_frame(data: bytes, with_calls: bool, extended: bool = False, pairs: int = 1
+                ) -> pl.DataFrame | None:
+    """A slice's tidy rows by the compiled parser (``_probe_rows.c``), or None: not built, or
+    a line outside the subset it takes, which the Polars path then parses (with its nulls and
+    messages for a bad line).
 
     Why: Polars' general CSV reader was two thirds of the CPU of a CSV -> Parquet conversion;
     the probe writes one layout, which the kernel parses at a fraction of that and into the
@@ -269,19 +270,23 @@ def _fast_frame(data: bytes, with_calls: bool) -> pl.DataFrame | None:
     cap = _ROWS.lines(data) * (2 if with_calls else 1)
     cols = {"op": np.empty(cap, np.uint8), "time": np.empty(cap), "size": np.empty(cap, np.uint64),
             "seq": np.empty(cap, np.uint32), "n": np.empty(cap, np.uint32),
-            "warmup": np.empty(cap, np.uint8)}
-    rows = _ROWS.parse(data, with_calls, MAX_SIZE, MAX_TIME_S, *cols.values())
+            "warmup": np.empty(cap, np.uint8),
+            "pair": np.empty(cap if extended else 0, np.uint16)}
+    rows = _ROWS.parse(data, with_calls, extended, MAX_SIZE, MAX_TIME_S, tuple(cols.values()))
     if rows < 0:
         return None
     # op and stat as the Categoricals the part file stores: a gather of the op names by
     # code, and one value repeated (casting 0.4 M strings took 8-14 ms a column)
     ops = pl.Series("op", _FAST_OPS, dtype=pl.Categorical())
     stat = pl.Series("stat", ["raw"], dtype=pl.Categorical())
-    return pl.DataFrame([
-        ops.gather(pl.Series(cols["op"][:rows])), pl.Series("time", cols["time"][:rows]),
-        pl.Series("size", cols["size"][:rows]), pl.Series("seq", cols["seq"][:rows]),
-        stat.new_from_index(0, rows), pl.Series("n", cols["n"][:rows]),
-        pl.Series("warmup", cols["warmup"][:rows].view(np.bool_))])
+    out = [ops.gather(pl.Series(cols["op"][:rows])), pl.Series("time", cols["time"][:rows]),
+           pl.Series("size", cols["size"][:rows]), pl.Series("seq", cols["seq"][:rows]),
+           stat.new_from_index(0, rows), pl.Series("n", cols["n"][:rows]),
+           pl.Series("warmup", cols["warmup"][:rows].view(np.bool_))]
+    if extended:
+        out += [pl.Series("pairs", [pairs], dtype=pl.UInt16).new_from_index(0, rows),
+                pl.Series("pair", cols["pair"][:rows])]
+    return pl.DataFrame(out)
 
 
 def _check_written(run: ParsedRun, path: Path, lines: int, expected: int) -> None:
