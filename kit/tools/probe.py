@@ -6,8 +6,8 @@ orchestrator as a function that makes its frame on the writer's thread, one Parq
 each. Memory stays bounded whatever the run's length (Polars' streaming CSV source given the
 whole file keeps all of it resident, see BENCHMARKS.md). A slice of the probe's own layout is
 parsed and tidied by the compiled ``_probe_rows`` (:func:`_fast_frame`); any other (an odd
-float, a bad value) becomes a lazy frame that Polars' streaming engine
-parses, tidies and writes. Invalid values do not raise inside Polars; they turn ``op`` null
+float, a bad value) becomes a lazy frame that Polars' streaming engine parses, tidies and
+writes. Invalid values do not raise inside Polars; they turn ``op`` null
 (the orchestrator checks each written part), and only then :func:`locate_error` re-reads the
 CSV line by line to name the first bad line. The file is therefore read once.
 
@@ -177,9 +177,9 @@ def _pairs(meta_file: Path, meta: dict[str, Any] | None) -> int:
 
 
 def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = False,
-            pairs: int = 1, expected: int | None = None
-            ) -> Iterator[Frame]:
-    """Tidy lazy frames, one per slice of BLOCK_BYTES of whole lines; marks the run incomplete
+            pairs: int = 1, expected: int | None = None) -> Iterator[Frame]:
+    """Tidy frames, one per slice of BLOCK_BYTES of whole lines, each as a function the
+    orchestrator's writer thread calls (:func:`_slice_frame`); marks the run incomplete
     on a torn last line, or when fewer sample lines than the meta file's ``samples_written``
     (``expected``) are there: a copy cut at a line boundary has no torn line to give it away.
 
@@ -187,13 +187,14 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
     times); otherwise ``run.check_rows`` compares the rows written, and ingest needs no
     numpy. The file is mapped, not read: each slice is one copy out of the mapping, and the pages
     behind it are released once it is taken. A frame's rows are parsed when the orchestrator
-    writes it; a value that breaks the contract turns its ``op`` null, or (a field that is
-    not a number) makes the write raise: either way the orchestrator calls ``run.explain``.
+    writes it; where the Polars path parses them, a value that breaks the contract turns its
+    ``op`` null, or (a field that is not a number) makes the write raise: either way the
+    orchestrator calls ``run.explain``.
     """
     lines = 0
     rest = b""
-    # The whole file is hashed as it is taken (the run id), while Polars parses and writes
-    # the slice before on the orchestrator's threads.
+    # The whole file is hashed as it is taken (the run id), while the orchestrator's writer
+    # threads parse and write the slices before.
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         first = fh.readline()  # checked by parse()
