@@ -21,7 +21,7 @@ help:
 	@echo "make cluster-up / cluster-down   local Slurm cluster (root)"
 	@echo "make selftest        shaped two-node TCP bandwidth vs 0.956 x 125 MB/s (root)"
 
-$(VENV)/.installed: pyproject.toml setup.py kit/model/_mixture_kernels.c
+$(VENV)/.installed: pyproject.toml setup.py kit/model/_mixture_kernels.c kit/model/_curve_kernels.c kit/tools/_probe_rows.c
 	@if ! $(PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
 	  if [ "$(IS_ROOT)" = yes ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv python3-pip; \
 	  else echo "make: python3-venv is missing: run 'sudo apt-get install python3-venv' and retry" >&2; exit 2; fi; fi

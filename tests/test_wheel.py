@@ -52,8 +52,10 @@ def test_wheel_carries_jobs_and_playbooks(wheel: Path) -> None:
                 "jobs/campaigns/local-demo.yaml", "playbooks/site.yml",
                 "playbooks/local-cluster.yml", "playbooks/strategy_plugins/pt2pt_linear.py"):
         assert f"kit/_data/{rel}" in names, rel
-    # The noise mixture's C kernels, compiled for this interpreter (setup.py).
+    # The C kernels (mixtures, the linear curve's fit, the probe's CSV), compiled for this
+    # interpreter (setup.py).
     assert any(n.startswith("kit/model/_mixture_kernels.") and n.endswith(".so") for n in names)
+    assert any(n.startswith("kit/model/_curve_kernels.") and n.endswith(".so") for n in names)
     assert any(n.startswith("kit/tools/_probe_rows.") and n.endswith(".so") for n in names)
     # The same files as the checkout's top-level folders, byte for byte.
     with zipfile.ZipFile(wheel) as zf:

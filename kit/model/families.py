@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from kit.model.kernels import CURVES as _curves  # the linear curve's Huber fit
 from kit.model.order_stats import median
 
 FAMILIES: tuple[str, ...] = ("constant", "linear", "power")
@@ -184,6 +185,34 @@ _LINEAR_LO = np.array([1e-12, 0.0])
 
 def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
                   scale_a: float, scale_b: float, max_iter: int = 100) -> Array:
+    """Huber fit of ln(a·scale_a + b·scale_b·s) to ``y`` with a >= 1e-12, b >= 0: the
+    compiled loop (``_curve_kernels.c``, the same steps as :func:`_huber_linear_numpy`,
+    without a dozen numpy calls per step on ~60 values), else that reference. Where the
+    loop stalls, scipy takes over from where it stopped, as in the reference."""
+    if _curves is None:
+        return _huber_linear_numpy(s, y, sw, f_scale, p0, scale_a, scale_b, max_iter)
+    s, y, sw = (np.ascontiguousarray(v, dtype=np.float64) for v in (s, y, sw))
+    p0 = np.asarray(p0, dtype=np.float64)
+    a, b, status, cost = _curves.huber_linear(s, y, sw, float(f_scale), float(p0[0]),
+                                              float(p0[1]), float(scale_a), float(scale_b),
+                                              int(max_iter))
+    p = np.array([a, b])
+    if status == 0:
+        return p
+    return _scipy_linear(p, _linear_resid(s, y, sw, scale_a, scale_b), f_scale, cost)
+
+
+def _linear_resid(s: Array, y: Array, sw: Array, scale_a: float, scale_b: float
+                  ) -> Callable[[Array], tuple[Array, Array]]:
+    """q -> (sw·(ln f - y), f), f = q0·scale_a + q1·scale_b·s: the linear fit's residuals."""
+    def resid(q: Array) -> tuple[Array, Array]:
+        f = q[0] * scale_a + q[1] * scale_b * s
+        return sw * (np.log(f) - y), f
+    return resid
+
+
+def _huber_linear_numpy(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
+                        scale_a: float, scale_b: float, max_iter: int = 100) -> Array:
     """Huber fit of ln(a·scale_a + b·scale_b·s) to ``y`` with a >= 1e-12, b >= 0.
 
     Gauss-Newton with a halving line search and the bounds as an active set: the problem
@@ -196,11 +225,7 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
     and goes lower.
     """
     p = np.maximum(np.asarray(p0, dtype=float), _LINEAR_LO)
-
-    def resid(q: Array) -> tuple[Array, Array]:
-        f = q[0] * scale_a + q[1] * scale_b * s
-        return sw * (np.log(f) - y), f
-
+    resid = _linear_resid(s, y, sw, scale_a, scale_b)
     r, f = resid(p)
     cost = _huber_cost(r, f_scale)
     # residuals of 1e-14 in ln time (a fit exact to double precision) promise nothing more
