@@ -1,6 +1,7 @@
-"""The curve fits' compiled kernel (kit/model/_curve_kernels.c: the bounded Huber fit of a
-linear curve) ends where the numpy reference (``families._huber_linear_numpy``) ends, hands
-over to scipy where the reference does, and refuses buffers it cannot read.
+"""The curve fits' compiled kernels (kit/model/_curve_kernels.c): the bounded Huber fit of a
+linear curve ends where the numpy reference (``families._huber_linear_numpy``) ends and hands
+over to scipy where the reference does; the between-size variance and its robust root give
+numpy's values bit for bit; both refuse buffers they cannot read.
 
 Like the mixture kernels, it is optional at install time but built wherever this suite runs
 (``make venv``, the Containerfile): its absence is a failure here, not a skip.
@@ -24,7 +25,9 @@ def _kernel():  # type: ignore[no-untyped-def]
 
 
 def test_the_kernel_is_built_and_used() -> None:
-    assert families._curves is _kernel()
+    from kit.model import segmentation
+
+    assert families._curves is _kernel() and segmentation._curves is _kernel()
 
 
 def _problem(rng: np.random.Generator, n: int, b_zero: bool = False
@@ -162,3 +165,69 @@ def test_a_whole_fit_and_its_intervals_without_the_kernel_agree(monkeypatch: pyt
                 assert (iv[k] is None) == (other[k] is None)
                 if iv[k] is not None:
                     assert iv[k] == pytest.approx(other[k], rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_robust_tau2_in_c_is_numpys_bit_for_bit(seed: int) -> None:
+    from kit.model import segmentation as sg
+
+    rng = np.random.default_rng(seed)
+    positive = 0
+    for n in [*range(0, 24), 59, 60, 61, 400, 2001]:  # odd and even counts: two branches
+        for infl in (1.0, 1.2618):
+            v = 10 ** rng.uniform(-6, -1, n)
+            d = rng.normal(0, np.sqrt(v * rng.uniform(0.2, 5.0)), n)
+            if n:
+                d[rng.integers(0, n)] *= 50.0  # a wild size
+            fast, ref = sg.robust_tau2(d, v, infl), sg._robust_tau2_numpy(d, v, infl)
+            assert fast == ref, (n, infl)
+            positive += fast > 0
+    assert positive > 20  # the root search ran, not only the zero answers
+
+
+def test_robust_tau2_leaves_nan_and_infinities_to_numpy() -> None:
+    from kit.model import segmentation as sg
+
+    kern = _kernel()
+    d, v = np.array([0.1, -0.2, 0.3, np.nan]), np.full(4, 1e-3)
+    assert kern.robust_tau2(d, v, 1.0) is None
+    assert kern.robust_tau2(d[:3], np.array([1e-3, np.inf, 1e-3]), 1.0) is None
+    with np.errstate(all="ignore"):
+        got = sg.robust_tau2(d, v)
+        ref = sg._robust_tau2_numpy(d, v)
+    assert got == ref or (np.isnan(got) and np.isnan(ref))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_between_size_variance_in_c_is_numpys_bit_for_bit(seed: int) -> None:
+    from kit.model import segmentation as sg
+
+    rng = np.random.default_rng(seed)
+    infl = 1.0 + (np.pi / 2) / (2 * sg.SMOOTH_HALF)
+    for n_bins in (9, 10, 33, 60, 61, 500):
+        y = np.cumsum(rng.normal(0, 0.1, n_bins)) + rng.normal(0, 0.05, n_bins)
+        y[rng.integers(0, n_bins)] += 1.0  # a regime's jump
+        v = 10 ** rng.uniform(-5, -2, n_bins)
+        for holes in (0, 2):
+            yy = y.copy()
+            yy[rng.integers(0, n_bins, holes)] = np.nan  # bins without a median
+            for local in (False, True):
+                fast = sg.between_size_variance(np.zeros(n_bins), yy, v, local)
+                ref = sg._between_size_variance_numpy(yy, v, infl, local)
+                assert fast[0] == ref[0]
+                assert np.array_equal(fast[1], ref[1], equal_nan=True)
+
+
+def test_between_size_kernel_refuses_what_it_cannot_use() -> None:
+    kern = _kernel()
+    y, v = np.linspace(0.0, 1.0, 12), np.full(12, 1e-3)
+    with pytest.raises(ValueError, match="equally long"):
+        kern.between_size(y, v[:11].copy(), 1.0, 3, np.empty(12))
+    with pytest.raises(ValueError, match="equally long"):
+        kern.between_size(y, v, 1.0, 3, np.empty(11))
+    with pytest.raises(ValueError, match=r"half in 1\.\.64"):
+        kern.between_size(y, v, 1.0, 0, np.empty(12))
+    with pytest.raises(TypeError):  # the differences are written: a read-only buffer is refused
+        kern.between_size(y, v, 1.0, 3, b"x" * 96)
+    out = np.empty(12)
+    assert kern.between_size(np.full(12, np.nan), v, 1.0, 3, out) is None  # no difference

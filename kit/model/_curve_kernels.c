@@ -1,14 +1,19 @@
-/* Compiled kernel of the curve fits (kit/model/families.py): the bounded Huber fit of a
- * linear curve, t = a + b.s, in log time.
+/* Compiled kernels of the curve fits (kit/model/families.py, kit/model/segmentation.py):
+ * the bounded Huber fit of a linear curve, t = a + b.s, in log time, and the between-size
+ * variance that weighs the per-size medians the curves are fitted to.
  *
- * Why C: the bootstrap intervals refit every linear regime of every resample (120
- * resamples, 60 sizes each in a probe-like series), and each fit is 3-4 Gauss-Newton steps
- * of a dozen numpy calls on 60 values, a few microseconds of work each behind several
- * microseconds of call overhead: the refits were about a quarter of the bootstrap's CPU.
- * This is the same algorithm, step for step, as families._huber_linear_numpy (the
+ * Why C: the bootstrap intervals refit every regime of every resample (120 resamples, 60
+ * sizes each in a probe-like series). A linear fit is 3-4 Gauss-Newton steps of a dozen
+ * numpy calls on 60 values, and the between-size variance a running median, a median and
+ * a root search of as many: a few microseconds of work each behind several microseconds of
+ * call overhead. Together they were about 40 % of the bootstrap's CPU.
+ *
+ * The Huber fit is the same algorithm, step for step, as families._huber_linear_numpy (the
  * reference the tests hold it to, and the fallback where this is not built): the same
- * active set, curvatures, halving line search and stopping rules. Sums run in index order
- * here, where numpy's matrix products use BLAS's order, so results agree to rounding.
+ * active set, curvatures, halving line search and stopping rules; its sums run in index
+ * order, where numpy's matrix products use BLAS's order, so results agree to rounding. The
+ * between-size variance takes the order statistics and the root search's grid numpy takes
+ * (segmentation.between_size_variance and robust_tau2), so its values are numpy's bit for bit.
  *
  * Arguments are contiguous buffers of C doubles (numpy float64 arrays); no numpy headers.
  */
@@ -17,6 +22,8 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Lower bounds of the scaled parameters: latency > 0, bandwidth term >= 0. */
 static const double LO[2] = {1e-12, 0.0};
@@ -275,16 +282,228 @@ done:
     return out;
 }
 
+/* ---- between-size variance (segmentation.between_size_variance, robust_tau2) ---- */
+
+#define CHI2_1_MEDIAN 0.454936
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* numpy's median of x[0..n-1] (no NaN; n >= 1): the middle value, or the mean of the two
+ * middle values as (a + b) / 2. x is reordered. */
+static double median_of(double *x, Py_ssize_t n) {
+    qsort(x, (size_t)n, sizeof(double), cmp_double);
+    Py_ssize_t k = n / 2;
+    return n % 2 ? x[k] : (x[k - 1] + x[k]) / 2;
+}
+
+typedef struct {
+    double r;
+    Py_ssize_t i;
+} Ranked;
+
+static int cmp_ranked_desc(const void *a, const void *b) {
+    const Ranked *x = a, *y = b;
+    if (x->r != y->r)
+        return (x->r < y->r) - (x->r > y->r);
+    return (x->i < y->i) - (x->i > y->i);
+}
+
+/* robust_tau2 on finite d, v (n values); work: 3n doubles and n Ranked. */
+static double tau2_of(const double *d, const double *v_in, Py_ssize_t n, double infl,
+                      double *work, Ranked *rk) {
+    if (n < 3)
+        return 0.0;
+    double *d2 = work, *v = work + n, *tmp = work + 2 * n;
+    double cap = -INFINITY;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        v[i] = v_in[i] > 1e-300 ? v_in[i] : 1e-300;
+        d2[i] = d[i] * d[i] / infl;
+        tmp[i] = d2[i] / v[i];
+        if (d2[i] > cap)
+            cap = d2[i];
+    }
+    if (median_of(tmp, n) - CHI2_1_MEDIAN <= 0)
+        return 0.0;
+    cap = cap + 1e-300;
+    for (Py_ssize_t i = 0; i < n; i++)
+        tmp[i] = d2[i] / CHI2_1_MEDIAN - v[i];
+    if (n % 2) {
+        double m = median_of(tmp, n);
+        return cap < m ? cap : m;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        rk[i].r = tmp[i];
+        rk[i].i = i;
+    }
+    qsort(rk, (size_t)n, sizeof(Ranked), cmp_ranked_desc);
+    Py_ssize_t half = n / 2;  /* rk[0..half-1]: top, rk[half..]: rest */
+    double lo = rk[half].r > 0.0 ? rk[half].r : 0.0, hi = rk[half - 1].r;
+    for (int round = 0; round < 12; round++) {
+        if (hi - lo <= 1e-15 * hi)
+            break;
+        double step = (hi - lo) / 32, grid[31];
+        for (int j = 1; j < 32; j++)
+            grid[j - 1] = (step == 0 ? (double)j / 32 * (hi - lo) : (double)j * step) + lo;
+        int j_root = 0;  /* first grid point at or below the root */
+        for (int j = 0; j < 31; j++) {
+            double mn = INFINITY, mx = -INFINITY;
+            for (Py_ssize_t t = 0; t < half; t++) {
+                Py_ssize_t i = rk[t].i;
+                double q = d2[i] / (grid[j] + v[i]);
+                if (q < mn)
+                    mn = q;
+            }
+            for (Py_ssize_t t = half; t < n; t++) {
+                Py_ssize_t i = rk[t].i;
+                double q = d2[i] / (grid[j] + v[i]);
+                if (q > mx)
+                    mx = q;
+            }
+            if (0.5 * (mn + mx) > CHI2_1_MEDIAN)
+                j_root = j + 1;
+        }
+        double new_lo = j_root ? grid[j_root - 1] : lo;
+        double new_hi = j_root < 31 ? grid[j_root] : hi;
+        lo = new_lo;
+        hi = new_hi;
+    }
+    double m = (lo + hi) / 2;
+    return cap < m ? cap : m;
+}
+
+static int all_finite(const double *x, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return 0;
+    return 1;
+}
+
+static PyObject *robust_tau2(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bd, bv;
+    double infl;
+    if (!PyArg_ParseTuple(args, "y*y*d", &bd, &bv, &infl))
+        return NULL;
+    PyObject *out = NULL;
+    double *work = NULL;
+    Ranked *rk = NULL;
+    Py_ssize_t n = bd.len / 8;
+    if (bd.len % 8 != 0 || bv.len != bd.len) {
+        PyErr_SetString(PyExc_ValueError,
+                        "robust_tau2: d and v must be equally long float64 buffers");
+        goto done;
+    }
+    if (!all_finite(bd.buf, n) || !all_finite(bv.buf, n) || !isfinite(infl) || infl <= 0) {
+        out = Py_NewRef(Py_None);  /* numpy's rules for NaN and infinities decide */
+        goto done;
+    }
+    work = PyMem_Malloc((3 * (size_t)n + 1) * sizeof(double));
+    rk = PyMem_Malloc(((size_t)n + 1) * sizeof(Ranked));
+    if (work == NULL || rk == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    out = PyFloat_FromDouble(tau2_of(bd.buf, bv.buf, n, infl, work, rk));
+done:
+    PyMem_Free(work);
+    PyMem_Free(rk);
+    PyBuffer_Release(&bd);
+    PyBuffer_Release(&bv);
+    return out;
+}
+
+/* between_size_variance's differences and overall value: d_out[b] = y[b] less the median of
+ * its +-half neighbours (itself and NaNs left out; NaN without any), less the median of the
+ * finite differences; returns robust_tau2 of the finite ones, or None where numpy's rules
+ * decide (no finite difference, or a v of the finite ones that is not finite). */
+static PyObject *between_size(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer by, bv, bo;
+    double infl;
+    int half;
+    if (!PyArg_ParseTuple(args, "y*y*diw*", &by, &bv, &infl, &half, &bo))
+        return NULL;
+    PyObject *out = NULL;
+    double *work = NULL;
+    Ranked *rk = NULL;
+    Py_ssize_t n = by.len / 8;
+    if (by.len % 8 != 0 || bv.len != by.len || bo.len != by.len || half < 1 || half > 64) {
+        PyErr_SetString(PyExc_ValueError, "between_size: y, v and d_out must be equally long "
+                                          "float64 buffers, half in 1..64");
+        goto done;
+    }
+    const double *y = by.buf, *v = bv.buf;
+    double *d = bo.buf;
+    work = PyMem_Malloc((5 * (size_t)n + 128) * sizeof(double));
+    rk = PyMem_Malloc(((size_t)n + 1) * sizeof(Ranked));
+    if (work == NULL || rk == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    double *win = work + 5 * (size_t)n, *dk = work + 3 * (size_t)n, *vk = work + 4 * (size_t)n;
+    Py_ssize_t n_ok = 0;
+    for (Py_ssize_t b = 0; b < n; b++) {
+        int count = 0;
+        for (Py_ssize_t k = b - half; k <= b + half; k++)
+            if (k != b && k >= 0 && k < n && !isnan(y[k]))
+                win[count++] = y[k];
+        double ref = NAN;
+        if (count > 0) {  /* nanmedian_rows: the two middle values' mean */
+            qsort(win, (size_t)count, sizeof(double), cmp_double);
+            double lo = win[(count - 1) / 2], hi = win[count / 2];
+            ref = (lo + hi) / 2;
+        }
+        d[b] = y[b] - ref;
+        if (isfinite(d[b]))
+            dk[n_ok++] = d[b];
+    }
+    if (n_ok == 0) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    memcpy(work, dk, (size_t)n_ok * sizeof(double));
+    double med = median_of(work, n_ok);
+    n_ok = 0;
+    for (Py_ssize_t b = 0; b < n; b++) {
+        int ok = isfinite(d[b]);
+        d[b] = d[b] - med;
+        if (ok) {
+            dk[n_ok] = d[b];
+            vk[n_ok++] = v[b];
+        }
+    }
+    if (!all_finite(vk, n_ok) || !isfinite(infl) || infl <= 0) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    out = PyFloat_FromDouble(tau2_of(dk, vk, n_ok, infl, work, rk));
+done:
+    PyMem_Free(work);
+    PyMem_Free(rk);
+    PyBuffer_Release(&by);
+    PyBuffer_Release(&bv);
+    PyBuffer_Release(&bo);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"huber_linear", huber_linear, METH_VARARGS,
      "huber_linear(s, y, sw, f_scale, a0, b0, scale_a, scale_b, max_iter) -> "
      "(a, b, status, cost): status 0 done, 1 hand over to scipy from (a, b) at cost."},
+    {"robust_tau2", robust_tau2, METH_VARARGS,
+     "robust_tau2(d, v, infl) -> segmentation.robust_tau2's value, or None (non-finite input)."},
+    {"between_size", between_size, METH_VARARGS,
+     "between_size(y, v, infl, half, d_out) -> overall value, or None; d_out: the centred "
+     "differences."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_curve_kernels",
-    "Compiled kernel of the curve fits (see families.py).", -1, methods,
+    "Compiled kernels of the curve fits (see families.py and segmentation.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from scipy.stats import chi2
 
 from kit.model.families import FAMILIES, segment_costs
+from kit.model.kernels import CURVES as _curves  # the between-size variance, in C
 from kit.model.order_stats import median
 from kit.model.outliers import group_quantiles
 from kit.model.runs import run_ids, run_starts
@@ -141,13 +142,27 @@ def between_size_variance(x: NDArray, y: NDArray, v: NDArray,
     B = len(y)
     if B < 2 * SMOOTH_HALF + 3:
         return 0.0, np.zeros(B)
+    # var(d) = tau2 + v + var(ref); var(ref) ~ (pi/2)(tau2 + v) / (2 * SMOOTH_HALF).
+    infl = 1.0 + (np.pi / 2) / (2 * SMOOTH_HALF)
+    if _curves is not None:  # the same values from C (the bootstrap's bins, every resample)
+        y64, v64 = (np.ascontiguousarray(a, dtype=np.float64) for a in (y, v))
+        d = np.empty(B)
+        glob_c = _curves.between_size(y64, v64, infl, SMOOTH_HALF, d)
+        if glob_c is not None:
+            return glob_c, (local_tau2(d, v64, infl) if local else np.full(B, glob_c))
+    return _between_size_variance_numpy(y, v, infl, local)
+
+
+def _between_size_variance_numpy(y: NDArray, v: NDArray, infl: float, local: bool
+                                 ) -> tuple[float, NDArray]:
+    """:func:`between_size_variance` in numpy: the reference the C kernel is held to, and
+    the path for NaN/infinite variances (numpy's rules decide those)."""
+    B = len(y)
     pad = np.r_[np.full(SMOOTH_HALF, np.nan), y, np.full(SMOOTH_HALF, np.nan)]
     win = np.lib.stride_tricks.sliding_window_view(pad, 2 * SMOOTH_HALF + 1).copy()
     win[:, SMOOTH_HALF] = np.nan
     ref = nanmedian_rows(win)
     d = y - ref
-    # var(d) = tau2 + v + var(ref); var(ref) ~ (pi/2)(tau2 + v) / (2 * SMOOTH_HALF).
-    infl = 1.0 + (np.pi / 2) / (2 * SMOOTH_HALF)
     ok = np.isfinite(d)
     d = d - median(d[ok])
     glob = robust_tau2(d[ok], v[ok], infl)
@@ -203,6 +218,18 @@ def robust_tau2(d: NDArray, v: NDArray, infl: float = 1.0) -> float:
     ignores a few wild units, and unlike subtracting one typical ``v`` it respects that
     sizes measured 3 times and 300 times have very different sampling noise.
     """
+    if len(d) < 3:
+        return 0.0
+    if _curves is not None:  # the same value from C; None: NaN or infinities, numpy decides
+        tau2 = _curves.robust_tau2(np.ascontiguousarray(d, dtype=np.float64),
+                                   np.ascontiguousarray(v, dtype=np.float64), float(infl))
+        if tau2 is not None:
+            return float(tau2)
+    return _robust_tau2_numpy(d, v, infl)
+
+
+def _robust_tau2_numpy(d: NDArray, v: NDArray, infl: float = 1.0) -> float:
+    """:func:`robust_tau2` in numpy: the reference the C kernel is held to."""
     if len(d) < 3:
         return 0.0
     v = np.maximum(v, 1e-300)
