@@ -9,19 +9,17 @@ Like the mixture kernels, it is optional at install time but built wherever this
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 import pytest
 
 from kit.model import families
+from tests.built import extension
 
 
-def _kernel():  # type: ignore[no-untyped-def]
-    try:
-        from kit.model import _curve_kernels
-    except ImportError as exc:  # pragma: no cover - the message is the point
-        pytest.fail(f"the C kernels are not built ({exc}): install python3-dev and gcc, then "
-                    "`pip install -e .` (make venv) builds kit/model/_curve_kernels.c")
-    return _curve_kernels
+def _kernel() -> ModuleType:
+    return extension("kit.model._curve_kernels")
 
 
 def test_the_kernel_is_built_and_used() -> None:

@@ -9,19 +9,17 @@ a failure here, not a skip: a silently slower fit would otherwise go unnoticed.
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 import pytest
 
 from kit.model import noise
+from tests.built import extension
 
 
-def _kernels():  # type: ignore[no-untyped-def]
-    try:
-        from kit.model import _mixture_kernels
-    except ImportError as exc:  # pragma: no cover - the message is the point
-        pytest.fail(f"the C kernels are not built ({exc}): install python3-dev and gcc, then "
-                    "`pip install -e .` (make venv) builds kit/model/_mixture_kernels.c")
-    return _mixture_kernels
+def _kernels() -> ModuleType:
+    return extension("kit.model._mixture_kernels")
 
 
 def test_the_kernels_are_built_and_used() -> None:
