@@ -111,9 +111,14 @@ class Counts:
     done: NDArray | None = None
 
 
-def running_sum(w: NDArray) -> NDArray:
-    """Running sum of counts from 0: ``out[i]`` counts ``w[:i]``."""
-    out = np.empty(len(w) + 1, dtype=np.int64)  # not zeros: calloc's zeroing is a pass
+def running_sum(w: NDArray, out: NDArray | None = None) -> NDArray:
+    """Running sum of counts from 0: ``out[i]`` counts ``w[:i]``. ``out``: an int64 array of
+    ``len(w) + 1`` to write it to; the bootstrap passes the same one for every resample: an
+    8 MB array at 1 M samples that the allocator hands back to the system costs page faults
+    and zeroing, 2.7 ms where the sum costs 0.44 (in the bootstrap's loop, where it mostly
+    does not, 4 % of the bootstrap at 1 M samples)."""
+    if out is None:
+        out = np.empty(len(w) + 1, dtype=np.int64)  # not zeros: calloc's zeroing is a pass
     out[0] = 0
     np.cumsum(w, out=out[1:])
     return out

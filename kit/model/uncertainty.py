@@ -422,9 +422,12 @@ def _intervals(model: Any, size: ArrayLike, time: ArrayLike, groups: ArrayLike |
     ones = np.ones(len(s), dtype=np.uint8)
     centre = _estimate(data, ones, running_sum(ones))
     draws: dict[str, list[float]] = {k: [] for k in centre}
+    # one running sum's memory for every resample: nothing of a resample outlives its
+    # _estimate, and a fresh array of a million sums is a pass of page faults
+    total_buf = np.empty(len(s) + 1, dtype=np.int64)
     for _ in range(int(n_boot)):
         mult = draw()
-        total = running_sum(mult)
+        total = running_sum(mult, out=total_buf)
         if int(total[-1]) < 5:
             continue
         est = _estimate(data, mult, total)
