@@ -10,7 +10,10 @@ set and dict orders move the count by a few percent otherwise). About 3 minutes 
 run on the slower VM (callgrind runs the interpreter ~50x slower); the runs of one side go
 in parallel.
 
+``--intervals on`` counts the fit and its bootstrap intervals (120 resamples) together.
+
     .venv/bin/python benchmarks/bench_fit_instructions.py [--compare /tmp/old] [--per-size on]
+        [--intervals on]
 """
 
 from __future__ import annotations
@@ -33,20 +36,25 @@ import kit
 assert kit.__file__.startswith(sys.argv[1]), kit.__file__
 from kit import synth
 from kit.model import RegimeModel
-per_size, fits = sys.argv[2] == "on", int(sys.argv[3])
+from kit.model.uncertainty import bootstrap_intervals
+per_size, fits, intervals = sys.argv[2] == "on", int(sys.argv[3]), sys.argv[4] == "on"
 s, t = synth.sample(synth.ethernet_like(), 33_000, lo=1, hi=2**22, seed=1, grid=60)
-RegimeModel(per_size=per_size).fit(s[:3000], t[:3000])
+warm = RegimeModel(per_size=per_size).fit(s[:3000], t[:3000])
+if intervals:
+    bootstrap_intervals(warm, s[:3000], t[:3000], n_boot=5)
 for _ in range(fits):
-    RegimeModel(per_size=per_size).fit(s, t)
+    model = RegimeModel(per_size=per_size).fit(s, t)
+    if intervals:
+        bootstrap_intervals(model, s, t, random_state=0)
 """
 
 
-def instructions(kit_dir: str, per_size: str, fits: int) -> int:
+def instructions(kit_dir: str, per_size: str, fits: int, intervals: str) -> int:
     """Instructions (callgrind's "Collected") of a child that fits ``fits`` times."""
     with tempfile.TemporaryDirectory() as tmp:
         res = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out",
-             sys.executable, "-c", CHILD, kit_dir, per_size, str(fits)],
+             sys.executable, "-c", CHILD, kit_dir, per_size, str(fits), intervals],
             capture_output=True, text=True, check=True,
             env={"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"})
     found = re.search(r"Collected : (\d+)", res.stderr)
@@ -55,9 +63,9 @@ def instructions(kit_dir: str, per_size: str, fits: int) -> int:
     return int(found.group(1))
 
 
-def per_fit(kit_dir: str, per_size: str) -> int:
+def per_fit(kit_dir: str, per_size: str, intervals: str) -> int:
     with ThreadPoolExecutor(2) as pool:
-        one, two = pool.map(lambda n: instructions(kit_dir, per_size, n), (1, 2))
+        one, two = pool.map(lambda n: instructions(kit_dir, per_size, n, intervals), (1, 2))
     return two - one
 
 
@@ -65,13 +73,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--compare", metavar="DIR", help="also count the kit package in DIR")
     ap.add_argument("--per-size", default="off", choices=("off", "on"))
+    ap.add_argument("--intervals", default="off", choices=("off", "on"))
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind not found: apt-get install valgrind")
-    now = per_fit(str(HERE.parent), args.per_size)
-    line = f"33 k fit, per-size {args.per_size}: {now / 1e9:.3f} G instructions"
+    now = per_fit(str(HERE.parent), args.per_size, args.intervals)
+    line = (f"33 k fit, per-size {args.per_size}, intervals {args.intervals}: "
+            f"{now / 1e9:.3f} G instructions")
     if args.compare:
-        before = per_fit(str(Path(args.compare).resolve()), args.per_size)
+        before = per_fit(str(Path(args.compare).resolve()), args.per_size, args.intervals)
         line += f"; before {before / 1e9:.3f} G -> {now / before:.3f}x"
     print(line)
 
