@@ -25,7 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Lower bounds of the scaled parameters: latency > 0, bandwidth term >= 0. */
+/* families._LINEAR_LO, _ROUNDING, _STALLED, _EXACT: change them there and here together.
+ * Lower bounds of the scaled parameters: latency > 0, bandwidth term >= 0. */
 static const double LO[2] = {1e-12, 0.0};
 #define ROUNDING 1e-14
 #define STALLED 1e-12
@@ -284,7 +285,7 @@ done:
 
 /* ---- between-size variance (segmentation.between_size_variance, robust_tau2) ---- */
 
-#define CHI2_1_MEDIAN 0.454936
+#define CHI2_1_MEDIAN 0.454936 /* segmentation.CHI2_1_MEDIAN */
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

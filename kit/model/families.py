@@ -286,6 +286,7 @@ def _huber_linear_numpy(s: Array, y: Array, sw: Array, f_scale: float, p0: Array
     return p
 
 
+# _LINEAR_LO and these three are also in _curve_kernels.c: change them in both.
 #: A cost change this small relative to the cost is the rounding of its sum.
 _ROUNDING = 1e-14
 #: A fit that cannot step although its step promises more than this (relative to the cost)

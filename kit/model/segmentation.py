@@ -207,7 +207,7 @@ def local_tau2(d: NDArray, v: NDArray, infl: float = 1.0, half: int | None = Non
 
 
 #: Median of a chi-square with one degree of freedom.
-CHI2_1_MEDIAN = 0.454936
+CHI2_1_MEDIAN = 0.454936  # also in _curve_kernels.c
 
 
 def robust_tau2(d: NDArray, v: NDArray, infl: float = 1.0) -> float:
