@@ -229,3 +229,20 @@ def test_between_size_kernel_refuses_what_it_cannot_use() -> None:
         kern.between_size(y, v, 1.0, 3, b"x" * 96)
     out = np.empty(12)
     assert kern.between_size(np.full(12, np.nan), v, 1.0, 3, out) is None  # no difference
+
+
+def test_the_kernels_constants_are_the_python_modules() -> None:
+    import re
+    from pathlib import Path
+
+    from kit.model import segmentation
+
+    src = (Path(families.__file__).parent / "_curve_kernels.c").read_text()
+    defined = {m[1]: float(m[2]) for m in re.finditer(r"#define (\w+) ([0-9.e+-]+)", src)}
+    assert defined["ROUNDING"] == families._ROUNDING
+    assert defined["STALLED"] == families._STALLED
+    assert defined["EXACT"] == families._EXACT
+    assert defined["CHI2_1_MEDIAN"] == segmentation.CHI2_1_MEDIAN
+    lo = re.search(r"LO\[2\] = \{([^}]*)\}", src)
+    assert lo is not None
+    assert [float(v) for v in lo[1].split(",")] == families._LINEAR_LO.tolist()
