@@ -1,5 +1,5 @@
-"""Build of the compiled kernels (both mixtures' EMs, the linear curve's Huber fit, the probe's
-CSV); everything else is in pyproject.toml.
+"""Build of the compiled kernels (both mixtures' EMs, the curve fits' Huber loop and
+between-size variance, the probe's CSV); everything else is in pyproject.toml.
 
 Optional: where the C extension does not build (no compiler, no Python.h from
 python3-dev), the install goes on and the kit runs the same fit in numpy.

@@ -2,9 +2,9 @@
 setup.py), or None.
 
 One place decides whether they are there: the modules that use them (noise.py, mixture.py,
-families.py) keep numpy versions of the same computations, as the reference the tests hold
-the kernels to and as the fallback where the extension was not built (no compiler or
-Python.h at install time, or a source tree that was never installed).
+families.py, segmentation.py) keep numpy versions of the same computations, as the
+reference the tests hold the kernels to and as the fallback where the extension was not
+built (no compiler or Python.h at install time, or a source tree that was never installed).
 """
 
 from __future__ import annotations
