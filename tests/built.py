@@ -14,7 +14,8 @@ import pytest
 
 
 def extension(module: str) -> ModuleType:
-    """``kit.model._mixture_kernels`` etc., or a failure that says how to build it."""
+    """``kit.model._mixture_kernels``, ``kit.tools._probe_rows`` etc., or a failure that says
+    how to build it."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - the message is the point

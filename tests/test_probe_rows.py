@@ -23,13 +23,12 @@ from polars.testing import assert_frame_equal
 from kit.ingest.common import MAX_SIZE, MAX_TIME_S
 from kit.ingest.orchestrate import parse_file, write_part
 from kit.tools import probe
+from tests.built import extension
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _built() -> None:
-    if probe._ROWS is None:  # pragma: no cover - the message is the point
-        pytest.fail("kit/tools/_probe_rows.c is not built: install python3-dev and gcc, then "
-                    "`pip install -e .` (make venv)")
+    assert probe._ROWS is extension("kit.tools._probe_rows")
 
 
 def polars_path(data: bytes, with_calls: bool, extended: bool = False,
