@@ -45,7 +45,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     args, _ = parser.parse_known_args()
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     with tempfile.TemporaryDirectory(prefix="pt2pt-bench-cli-") as tmp:
         csv = Path(tmp) / "run.samples.csv"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kit.diff import diff
+from kit.analyses.diff import diff
 from kit.model import RegimeModel
 from tests.test_diff import side, truth
 

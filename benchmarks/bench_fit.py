@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kit import synth
+from kit.fit import synth
 from kit.model import RegimeModel
 
 REPO = Path(__file__).resolve().parent.parent

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kit import synth
-from kit.dataset import matching_series
-from kit.fitall import FitOptions, fit_all
-from kit.ingest import ingest
+from kit.data.dataset import matching_series
+from kit.data.ingest import ingest
+from kit.fit import synth
+from kit.fit.fitall import FitOptions, fit_all
 
 
 def make_dataset(root: Path, n_series: int, n: int) -> Path:

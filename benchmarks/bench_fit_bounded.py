@@ -1,6 +1,6 @@
 """The bounded-memory fit (issue 19): peak memory at 10^8 rows, and what the subsample costs.
 
-1. ``--rows`` (default 100 M) synthetic raw samples (``kit.synth.ethernet_like``, ``--grid``
+1. ``--rows`` (default 100 M) synthetic raw samples (``kit.fit.synth.ethernet_like``, ``--grid``
    300 log-spaced sizes 1 B-4 MiB, probe-like) are generated in chunks of 10 M and ingested
    as one series (one run per chunk); nothing is kept after the run (a temporary folder).
 2. ``pt2pt fit`` runs on it in a child process with the default ``--max-samples``; its peak
@@ -32,8 +32,8 @@ CHUNK = 10_000_000
 def make_dataset(root: Path, rows: int, seed: int = 1, grid: int = 300) -> Path:
     import polars as pl
 
-    from kit import synth
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
+    from kit.fit import synth
 
     ds = root / f"ds{rows}"
     truth = synth.ethernet_like()

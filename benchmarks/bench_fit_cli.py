@@ -49,7 +49,7 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from bench_ingest import make_csv
 
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     here = str(HERE.parent)
     extra = args.fit_args.split()

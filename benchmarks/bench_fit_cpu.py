@@ -3,7 +3,7 @@
 
 CPU time of this process (``time.process_time``), not wall time: the machine is shared.
 The 33 k series is probe-like (60 sizes log-spaced 1 B-4 MiB, ~550 repetitions each); the
-1 M one has log-uniform sizes (``kit.synth.ethernet_like``, as in bench_fit.py); "1M grid-58"
+1 M one has log-uniform sizes (``kit.fit.synth.ethernet_like``, as in bench_fit.py); "1M grid-58"
 is the same series on a fixed grid of 58 sizes (as grid/list plans, OSU and the reference
 runs measure: the per-size layer's cost follows the number of distinct sizes). Each
 configuration runs ``--repeat`` times after a warm-up fit (imports), median reported.
@@ -27,7 +27,7 @@ CASES = {"33k probe-like": (33_000, 60), "1M log-uniform": (1_000_000, 0),
 
 
 def measure(case: str, per_size: bool, intervals: bool, repeat: int) -> list[float]:
-    from kit import synth
+    from kit.fit import synth
     from kit.model import RegimeModel
 
     n, grid = CASES[case]

@@ -34,7 +34,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import kit
 assert kit.__file__.startswith(sys.argv[1]), kit.__file__
-from kit import synth
+from kit.fit import synth
 from kit.model import RegimeModel
 from kit.model.uncertainty import bootstrap_intervals
 per_size, fits, intervals = sys.argv[2] == "on", int(sys.argv[3]), sys.argv[4] == "on"

@@ -6,7 +6,7 @@ Writes a probe-format CSV (pingpong, log-uniform sizes, realistic times) into a 
 folder, then ingests it in a fresh child process so that the child's peak RSS
 (``ru_maxrss``) measures ingest alone. Prints rows/s, the CSV size, the in-memory size of
 the rows as a Polars frame, and the child's peak RSS. Up to
-kit.dataset.SUMMARY_REFRESH_MAX_ROWS rows the ingest time includes refreshing the series
+kit.data.dataset.SUMMARY_REFRESH_MAX_ROWS rows the ingest time includes refreshing the series
 summary (series.json) after the commit; above it the first reader computes the summary
 (timed by bench_tui.py), so the figures here are the ingest's alone.
 
@@ -38,12 +38,12 @@ CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from kit.ingest import ingest
+from kit.data.ingest import ingest
 t1 = time.perf_counter()
 report = ingest([sys.argv[1]], sys.argv[2], campaign="bench", transport="tcp")
 t2 = time.perf_counter()
 usage = resource.getrusage(resource.RUSAGE_SELF)
-from kit import dataset as ds
+from kit.data import dataset as ds
 summary = (Path(sys.argv[2]) / ds.SUMMARY_FILE).is_file()
 print(json.dumps({"cpu_s": usage.ru_utime + usage.ru_stime, "import_s": t1 - t0,
                   "ingest_s": t2 - t1, "summary": summary, "rows": report.rows_added,

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from kit import synth
+from kit.fit import synth
 from kit.model import RegimeModel
 from kit.model.uncertainty import bootstrap_intervals
 

@@ -4,7 +4,7 @@ Why: every reader of a model (predict, sample, export, simulate, report, diff, t
 ``--models``) loads and checks the whole file first. A fit of 1 M samples with the probe's
 default log-uniform sizes stores ~65,000 sizes with 14 values each (a 16-20 MB file), where a
 fixed size set stores tens. Cases: ``grid`` (33 k samples on 60 sizes) and ``loguniform``
-(1 M samples, log-uniform sizes), both ``kit.synth.ethernet_like``.
+(1 M samples, log-uniform sizes), both ``kit.fit.synth.ethernet_like``.
 
 Per case: the fit once, then ``--repeat`` times the write (``kit.model.io.dumps``) and the
 read (``load_model``: parse, schema, the physical check) in this process after a warm-up
@@ -33,7 +33,7 @@ CASES = {"grid": (33_000, 60), "loguniform": (1_000_000, 0)}
 
 def fit_and_save(case: str, path: str) -> int:
     """Fit the case's synthetic series and save its model to ``path``; the file's size."""
-    from kit import synth
+    from kit.fit import synth
     from kit.model import RegimeModel
     from kit.model.io import save_model
 

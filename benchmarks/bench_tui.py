@@ -6,7 +6,7 @@
 * refit: after moving a breakpoint on a 1 M-sample series, from the key press to the new
   model adopted by the screen (target <= 1 s).
 
-The datasets are built once with kit.ingest from a synthetic ``size,duration`` CSV (three
+The datasets are built once with kit.data.ingest from a synthetic ``size,duration`` CSV (three
 regimes, lognormal noise, fixed seed) under --workdir, and reused by later runs.
 
     .venv/bin/python benchmarks/bench_tui.py [--workdir DIR] [--repeat N]
@@ -33,7 +33,7 @@ def build(workdir: Path, n: int) -> Path:
     import numpy as np
     import polars as pl
 
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     dataset = workdir / f"tui-{n}"
     if (dataset / "runs.parquet").is_file():
@@ -49,9 +49,9 @@ def build(workdir: Path, n: int) -> Path:
     t0 = time.perf_counter()
     report = ingest([raw], dataset, campaign="bench", transport="tcp")
     print(f"  built {dataset} ({report.rows_added:,} rows) in {time.perf_counter() - t0:.1f} s")
-    # Above kit.dataset.SUMMARY_REFRESH_MAX_ROWS ingest leaves series.json to the first
+    # Above kit.data.dataset.SUMMARY_REFRESH_MAX_ROWS ingest leaves series.json to the first
     # reader; be that reader here, so the timed opens are the second and later ones.
-    from kit.dataset import series_table
+    from kit.data.dataset import series_table
     series_table(dataset)
     raw.unlink()
     return dataset
@@ -97,7 +97,7 @@ def time_parts(dataset: Path) -> dict[str, float]:
     for a dataset written by an older kit: a full scan, which stores the summary again) and
     then served from it, as every open after an ingest is.
     """
-    from kit import dataset as kds
+    from kit.data import dataset as kds
     from tui import data
 
     out = {}
@@ -107,7 +107,7 @@ def time_parts(dataset: Path) -> dict[str, float]:
     out["series table, no stored summary (full scan + store)"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     rows = data.series_rows(dataset)
-    out["series table (kit.dataset.series_table, from series.json)"] = (
+    out["series table (kit.data.dataset.series_table, from series.json)"] = (
         time.perf_counter() - t0)
     t0 = time.perf_counter()
     samples = data.load_samples(dataset, rows[0].key, [r.key for r in rows])

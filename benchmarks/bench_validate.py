@@ -29,9 +29,9 @@ def validate_times(runs: list[str]) -> dict[str, float]:
     """CPU seconds of one ``validate_into`` per run, with the ``kit`` on sys.path."""
     from bench_engine_v2 import CAL, RUNS, read_pingpong
 
-    from kit import synth
+    from kit.fit import synth
+    from kit.fit.validate import validate_into
     from kit.model import RegimeModel
-    from kit.validate import validate_into
 
     out: dict[str, float] = {}
     for name in runs:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from kit import commands as _commands
-from kit.errors import UserError, format_error
+from kit.core.errors import UserError, format_error
 
 
 class _Parser(argparse.ArgumentParser):
@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(_modules_for(words))
     args = parser.parse_args(words)
     func = getattr(args, "func", None)
-    from kit import progress
+    from kit.core import progress
 
     progress.set_quiet(bool(getattr(args, "global_quiet", False)))
     if func is None:

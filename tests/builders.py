@@ -5,8 +5,8 @@ from pathlib import Path
 
 import polars as pl
 
-from kit import dataset as ds
-from kit import synth
+from kit.data import dataset as ds
+from kit.fit import synth
 from kit.model import RegimeModel
 
 

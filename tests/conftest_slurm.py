@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from kit import localcluster
-from kit.localcluster import Cluster
+from kit.measure import localcluster
+from kit.measure.localcluster import Cluster
 
 #: State dirs the fixtures own (layout slots checked distinct in tests/test_localcluster.py).
 PYTEST_STATE_DIRS = {n: Path(f"/tmp/pt2pt-pytest-{n}n") for n in (1, 2, 3, 4)}

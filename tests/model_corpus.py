@@ -255,7 +255,7 @@ def accepted() -> list[tuple[str, bytes]]:
         doc["per_size"] = {"estimated": True, "sizes": [1, 2], "n": [3, 60],
                            "loc": [0.0, 0.01], "loc_slow": [None, None],
                            "share": [None, None], "future_scale": [1.0, 1.1]}
-        # Known since issue 16 (kit.model.uncertainty / kit.runquality): checked, but keys
+        # Known since issue 16 (kit.model.uncertainty / kit.fit.runquality): checked, but keys
         # they do not know are ignored too.
         doc["intervals"] = {"level": 0.95, "breakpoints": [],
                             "regimes": [{"params": {}, "future": 1}] * len(doc["regimes"]),

@@ -18,8 +18,8 @@ from types import ModuleType
 import pytest
 import yaml
 
-from kit import localcluster
-from kit.paths import PLAYBOOKS_DIR, REPO_ROOT
+from kit.core.paths import PLAYBOOKS_DIR, REPO_ROOT
+from kit.measure import localcluster
 
 BIN = Path(sys.executable).parent
 PLAYBOOKS = ["site.yml", "local-cluster.yml", "local-cluster-down.yml"]
@@ -127,7 +127,7 @@ def test_site_defaults_file_is_idempotent_and_readable_by_the_campaign_engine(
     assert _recap(first.stdout)["changed"] > 0
     second = _run(cmd, tmp_path)
     assert second.returncode == 0 and _recap(second.stdout)["changed"] == 0, second.stdout
-    from kit.campaign.site import load_site
+    from kit.measure.campaign.site import load_site
 
     site = load_site(tmp_path / "etc" / "site.yaml")
     assert (site.partition, site.account, site.qos) == ("debug", None, None)

@@ -1,11 +1,11 @@
-"""One bandwidth definition (kit.bandwidth), and every figure shown says which it is."""
+"""One bandwidth definition (kit.figures.bandwidth), and every figure shown says which it is."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kit.bandwidth import (
+from kit.figures.bandwidth import (
     DEFINITION,
     TOP_OCTAVE_LABEL,
     asymptotic_bandwidth,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from kit.baselines import HockneyModel, HockneyRawModel, PeakModel, RobustHockneyModel
-from kit.errors import ModelError
+from kit.core.errors import ModelError
+from kit.fit.baselines import HockneyModel, HockneyRawModel, PeakModel, RobustHockneyModel
 
 
 def _line_data(alpha: float = 5e-6, beta: float = 1e9, n: int = 3000, seed: int = 0):

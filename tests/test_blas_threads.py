@@ -9,7 +9,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 import kit.model.estimator as estimator
 import kit.model.uncertainty as uncertainty
-from kit import synth
+from kit.fit import synth
 from kit.model import RegimeModel
 
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from kit.campaign import jobrecord
-from kit.campaign.pairs import expand_hostlist, parse_topology, select_pairs
-from kit.campaign.plan import plan_campaign, time_limit_s
-from kit.campaign.schema import PairSpec
-from kit.campaign.submit import format_submissions, submit
-from kit.errors import CampaignError
+from kit.core.errors import CampaignError
+from kit.measure.campaign import jobrecord
+from kit.measure.campaign.pairs import expand_hostlist, parse_topology, select_pairs
+from kit.measure.campaign.plan import plan_campaign, time_limit_s
+from kit.measure.campaign.schema import PairSpec
+from kit.measure.campaign.submit import format_submissions, submit
 
 
 @pytest.fixture(autouse=True)
@@ -258,8 +258,8 @@ def test_submit_refuses_more_ranks_per_node_than_cpus(tmp_path: Path) -> None:
     submitted); with enough CPUs, or without sinfo, submit goes on to sbatch."""
     import os
 
-    from kit.campaign.submit import check_fits_nodes
-    from kit.errors import UserError
+    from kit.core.errors import UserError
+    from kit.measure.campaign.submit import check_fits_nodes
 
     campaign = tmp_path / "c.yaml"
     campaign.write_text(

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.campaign.plan import plan_campaign
-from kit.errors import CampaignError
+from kit.core.errors import CampaignError
+from kit.measure.campaign.plan import plan_campaign
 
 
 def _payloads(marker_dir: Path) -> list[str]:

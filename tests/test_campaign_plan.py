@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.campaign.plan import plan_campaign
-from kit.errors import CampaignError
+from kit.core.errors import CampaignError
+from kit.measure.campaign.plan import plan_campaign
 
 CAMPAIGN = """\
 name: plan-test

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.dataset import runs, series_table
+from kit.data.dataset import runs, series_table
 
 CAMPAIGN = """\
 name: local-test

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from kit.campaign.schema import load_campaign
-from kit.campaign.site import load_site
-from kit.campaign.transports import load_table
-from kit.errors import CampaignError
-from kit.paths import JOBS_DIR
+from kit.core.errors import CampaignError
+from kit.core.paths import JOBS_DIR
+from kit.measure.campaign.schema import load_campaign
+from kit.measure.campaign.site import load_site
+from kit.measure.campaign.transports import load_table
 
 BASE = """\
 name: demo

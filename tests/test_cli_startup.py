@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from kit import cli
-from kit.ingest import ingest
+from kit.data.ingest import ingest
 
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("sklearn", "scipy", "matplotlib")

@@ -8,9 +8,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from kit.analyses.compare import compare
 from kit.cli import main
-from kit.compare import compare
-from kit.errors import UserError
+from kit.core.errors import UserError
 
 
 def _series(name: str, alpha: float, beta: float, n: int = 2000, seed: int = 0,
@@ -64,7 +64,7 @@ def test_nothing_to_compare_is_a_user_error() -> None:
 
 
 def test_cli_on_a_small_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     for name, alpha, beta in (("tcp", 30e-6, 1.1e9), ("shm", 1e-6, 8e9)):
         frame = _series(name, alpha, beta, n=800).select("size", pl.col("time").alias("duration"))
@@ -103,7 +103,7 @@ def test_shares_carry_bootstrap_intervals() -> None:
 
 
 def test_second_dimension_repeats_the_comparison(tmp_path: Path) -> None:
-    from kit.compare import compare_per, summary_lines
+    from kit.analyses.compare import compare_per, summary_lines
 
     frames = []
     for placement, tcp_alpha in (("intra-node", 1.2e-6), ("inter-node", 30e-6)):

@@ -1,4 +1,4 @@
-"""Latency and bandwidth against k (kit.contention, ``pt2pt contention``) on synthetic truth."""
+"""Latency and bandwidth against k (kit.analyses.contention, `pt2pt contention`), synthetic."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kit import contention as ct
+from kit.analyses import contention as ct
 from kit.cli import main
-from kit.ingest import ingest
+from kit.data.ingest import ingest
 from tests.builders import write_contention_run
 from tests.test_ingest_probe import META
 
@@ -125,7 +125,7 @@ def test_a_dataset_without_contention_says_so(tmp_path: Path,
 
 
 def test_report_section_only_with_contention(tmp_path: Path) -> None:
-    from kit.report.build import report_dataset
+    from kit.outputs.report.build import report_dataset
 
     dataset = _dataset(tmp_path / "a", (1, 4))
     html = report_dataset(dataset, tmp_path / "ra", validate=False).read_text()

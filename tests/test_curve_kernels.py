@@ -138,7 +138,7 @@ def test_the_kernel_refuses_buffers_it_cannot_read() -> None:
 
 def test_a_whole_fit_and_its_intervals_without_the_kernel_agree(monkeypatch: pytest.MonkeyPatch
                                                                 ) -> None:
-    from kit import synth
+    from kit.fit import synth
     from kit.model import RegimeModel
     from kit.model.memo import clear_all
     from kit.model.uncertainty import bootstrap_intervals

@@ -13,10 +13,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kit import dataset as ds
 from kit.cli import main
-from kit.ingest import ingest
-from kit.schema import RUNS_SCHEMA, SAMPLES_SCHEMA
+from kit.data import dataset as ds
+from kit.data.ingest import ingest
+from kit.data.schema import RUNS_SCHEMA, SAMPLES_SCHEMA
 from tests.builders import dataset_snapshot as _snapshot
 
 REPO = Path(__file__).resolve().parent.parent

@@ -163,11 +163,11 @@ def test_crosscheck_sets_other_tools_beside_the_probe_model(tmp_path: Path,
     import numpy as np
     from rich.console import Console
 
-    from kit import synth
-    from kit.demo import SeriesResult, crosscheck_table
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
+    from kit.fit import synth
     from kit.model import RegimeModel
     from kit.model.io import save_model
+    from kit.outputs.demo import SeriesResult, crosscheck_table
 
     dataset = tmp_path / "ds"
     osu = fixtures_dir / "osu" / "osu_latency_tcp_7.4.txt"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from kit.campaign.plan import plan_campaign
-from kit.demo import DEFAULT_CAMPAIGN, not_run_note
-from kit.machine import Load, busy_limit, check_machine, current_load, wait_for_idle
+from kit.measure.campaign.plan import plan_campaign
+from kit.measure.machine import Load, busy_limit, check_machine, current_load, wait_for_idle
+from kit.outputs.demo import DEFAULT_CAMPAIGN, not_run_note
 from kit.tools.binaries import TOOLS_PATH_ENV
 from kit.tools.osu import find_osu
 from kit.tools.skampi import find_skampi
@@ -94,14 +94,14 @@ def test_wait_for_idle_waits_until_quiet_or_gives_up() -> None:
 
 
 def test_busy_warning_names_the_load_and_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kit.machine
+    import kit.measure.machine
 
-    monkeypatch.setattr(kit.machine, "current_load", lambda: Load(15.3, 2, 1.0))
+    monkeypatch.setattr(kit.measure.machine, "current_load", lambda: Load(15.3, 2, 1.0))
     buf = io.StringIO()
     note = check_machine(Console(file=buf, width=300), wait_idle_s=0)
     assert note is not None and "15.3" in note and "--wait-idle" in note
     assert "warning" in buf.getvalue()
-    monkeypatch.setattr(kit.machine, "current_load", lambda: Load(0.1, 2, 1.0))
+    monkeypatch.setattr(kit.measure.machine, "current_load", lambda: Load(0.1, 2, 1.0))
     assert check_machine(Console(file=io.StringIO()), wait_idle_s=0) is None
 
 
@@ -126,7 +126,7 @@ def test_commands_on_a_folder_that_is_not_a_dataset_say_so(command: list[str],
 
 
 def test_a_dataset_given_where_a_model_is_expected_says_fit_first(tmp_path: Path) -> None:
-    from kit.errors import ModelError
+    from kit.core.errors import ModelError
     from kit.model.io import load_model
 
     dataset = tmp_path / "data"
@@ -144,9 +144,9 @@ def test_run_local_warns_on_a_busy_machine_only_when_it_measures(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """run-local checks the load like the demo, and says nothing when no job is left to run."""
-    import kit.campaign.manifest
     import kit.commands.run_local as run_local
-    import kit.machine
+    import kit.measure.campaign.manifest
+    import kit.measure.machine
     from kit.cli import main
 
     campaign = tmp_path / "c.yaml"
@@ -155,7 +155,7 @@ def test_run_local_warns_on_a_busy_machine_only_when_it_measures(
                         "    samples: 2\n")
     out = tmp_path / "out"
     assert main(["plan", str(campaign), "-o", str(out)]) == 0
-    monkeypatch.setattr(kit.machine, "current_load", lambda: Load(15.3, 2, 1.0))
+    monkeypatch.setattr(kit.measure.machine, "current_load", lambda: Load(15.3, 2, 1.0))
     monkeypatch.setattr(run_local, "run_local_with_progress", lambda *a, **k: [])
     capsys.readouterr()
     assert main(["run-local", str(out)]) == 0
@@ -163,6 +163,6 @@ def test_run_local_warns_on_a_busy_machine_only_when_it_measures(
     err = " ".join(captured.err.split())  # rich wraps at the terminal width
     assert "15.3" in err and f"pt2pt run-local {out} --rerun --wait-idle" in err
     assert "busy machine" in captured.out
-    monkeypatch.setattr(kit.campaign.manifest, "pending_jobs", lambda *a: 0)
+    monkeypatch.setattr(kit.measure.campaign.manifest, "pending_jobs", lambda *a: 0)
     assert main(["run-local", str(out)]) == 0
     assert "15.3" not in capsys.readouterr().err

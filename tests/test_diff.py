@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kit import synth
-from kit.diff import (
+from kit.analyses.diff import (
     Side,
     _fit,
     _multiset_quantiles,
@@ -29,9 +28,10 @@ from kit.diff import (
     halves,
     parse_threshold,
 )
-from kit.errors import UserError
-from kit.ingest import ingest
-from kit.synth import TrueNoise, TrueRegime, Truth
+from kit.core.errors import UserError
+from kit.data.ingest import ingest
+from kit.fit import synth
+from kit.fit.synth import TrueNoise, TrueRegime, Truth
 
 FULL = os.environ.get("CI") == "true" or os.environ.get("PT2PT_FULL_STATS") == "1"
 SEEDS = 50 if FULL else 12
@@ -239,7 +239,7 @@ def reference(refdata_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 def test_reference_two_taurus_halves_are_same(reference: Path) -> None:
-    from kit.diff import load_side
+    from kit.analyses.diff import load_side
 
     first, second = halves(load_side(f"{reference}#campaign=taurus"))
     r = diff(first, second)
@@ -248,7 +248,7 @@ def test_reference_two_taurus_halves_are_same(reference: Path) -> None:
 
 
 def test_reference_one_node_vs_two_nodes_and_loopback(reference: Path) -> None:
-    from kit.diff import load_side
+    from kit.analyses.diff import load_side
 
     one = load_side(f"{reference}#campaign=stampede-1n")
     two = load_side(f"{reference}#campaign=stampede-2n")

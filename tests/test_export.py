@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kit import synth
 from kit.cli import main
-from kit.errors import ModelError
-from kit.export.simgrid import (
+from kit.core.errors import ModelError
+from kit.fit import synth
+from kit.model import RegimeModel
+from kit.outputs.export.simgrid import (
     LINE_TOLERANCE,
     FactorEntry,
     SimgridExport,
@@ -25,7 +26,6 @@ from kit.export.simgrid import (
     parse_factor,
     regimes_from_simgrid,
 )
-from kit.model import RegimeModel
 from tests.builders import three_linear_regimes
 
 

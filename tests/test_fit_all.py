@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kit.cli import main
-from kit.fitall import model_filename
+from kit.fit.fitall import model_filename
 
 GRAPHENE = "platform-calibration/graphene_eth_example"
 
@@ -17,7 +17,7 @@ GRAPHENE = "platform-calibration/graphene_eth_example"
 def dataset(refdata_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three series: two real ones (graphene ping-pong and recv) and one whose data cannot be
     fitted (a zero time: a timer too coarse), which must not cost the others their models."""
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     tmp = tmp_path_factory.mktemp("all")
     ds = tmp / "dataset"

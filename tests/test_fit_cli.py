@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from kit.cli import main
-from kit.errors import ModelError
-from kit.fitting import fit_dataset, parse_selector
+from kit.core.errors import ModelError
+from kit.fit.fitting import fit_dataset, parse_selector
 
 GRAPHENE = "platform-calibration/graphene_eth_example"
 
 
 @pytest.fixture(scope="module")
 def dataset(refdata_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     ds = tmp_path_factory.mktemp("ds") / "dataset"
     report = ingest([refdata_dir / GRAPHENE / "graphene_eth_PingPong.csv"], ds,
@@ -84,7 +84,7 @@ def test_several_series_need_a_selector(dataset: Path, refdata_dir: Path, tmp_pa
                                         capsys: pytest.CaptureFixture[str]):
     import shutil
 
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     ds = tmp_path / "two"
     shutil.copytree(dataset, ds)
@@ -124,7 +124,7 @@ def test_parse_selector():
 
 
 def test_aggregate_only_series_is_refused(fixtures_dir: Path, tmp_path: Path):
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     ds = tmp_path / "osu"
     ingest([fixtures_dir / "osu" / "osu_latency_tcp_7.4.txt"], ds, campaign="osu",
@@ -142,7 +142,7 @@ def test_fit_errors_name_the_dataset_and_series(dataset: Path, capsys: pytest.Ca
     err = " ".join(capsys.readouterr().err.split())
     assert "breakpoints" in err and "minimum support 2000" in err
     # Data faults name the dataset and the series (a zero time: a timer too coarse).
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     csv_file = tmp_path / "zero.csv"
     csv_file.write_text("size,duration\n" + "".join(f"{s},{1e-6 if s != 3 else 0}\n"

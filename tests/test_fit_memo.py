@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kit import synth
+from kit.fit import synth
 from kit.model import RegimeModel
 from kit.model.memo import ContentMemo
 

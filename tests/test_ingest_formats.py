@@ -11,8 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kit import dataset as ds
-from kit.ingest import ingest
+from kit.data import dataset as ds
+from kit.data.ingest import ingest
 
 # Files that are not measurements: help texts, error captures, console logs.
 REJECTED = {

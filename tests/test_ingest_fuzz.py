@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit.errors import IngestError
-from kit.ingest import sniff
-from kit.ingest.orchestrate import parse_file, write_part
+from kit.core.errors import IngestError
+from kit.data.ingest import sniff
+from kit.data.ingest.orchestrate import parse_file, write_part
 
 SEEDS = [
     "osu/osu_latency_vader_7.2.txt", "osu/osu_latency_tcp_7.4_z.txt", "osu/osu_bw_tcp_7.4.txt",

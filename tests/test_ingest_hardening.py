@@ -22,9 +22,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kit import dataset as ds
-from kit.ingest import ingest
-from kit.ingest.orchestrate import (
+from kit.data import dataset as ds
+from kit.data.ingest import ingest
+from kit.data.ingest.orchestrate import (
     DatasetWriteError,
     Interrupted,
     stop_on_signals,

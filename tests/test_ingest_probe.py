@@ -9,8 +9,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kit import dataset as ds
-from kit.ingest import ingest
+from kit.data import dataset as ds
+from kit.data.ingest import ingest
 from tests.conftest import mpi_env
 
 HEADER = "seq,op,size,count,time,call,warmup\n"

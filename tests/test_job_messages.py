@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.campaign.jobrecord import classify, unavailable_reason
-from kit.campaign.transports import load_table
+from kit.measure.campaign.jobrecord import classify, unavailable_reason
+from kit.measure.campaign.transports import load_table
 from tests.conftest import mpi_env
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kit.campaign.plan import plan_campaign
-from kit.campaign.render import sbatch_value, shquote, words
-from kit.campaign.transports import load_table
-from kit.errors import CampaignError
+from kit.core.errors import CampaignError
+from kit.measure.campaign.plan import plan_campaign
+from kit.measure.campaign.render import sbatch_value, shquote, words
+from kit.measure.campaign.transports import load_table
 
 TABLE = load_table()
 COMBOS = [(f, t) for (f, t) in TABLE.entries]
@@ -49,7 +49,7 @@ def test_every_entry_renders_a_valid_forcing_script(tmp_path: Path, flavour: str
     nodes = "2" if placement == "inter-node" else "1"
     assert f"#SBATCH --nodes={nodes}\n" in text
     plan = json.loads((script.parent / "plan.json").read_text())
-    for pattern in entry.unavailable:  # classified by kit.campaign.jobrecord from plan.json
+    for pattern in entry.unavailable:  # classified by kit.measure.campaign.jobrecord from plan.json
         assert pattern in plan["unavailable"]
     assert "#SBATCH --signal=B:TERM@60\n" in text
     assert plan["exits"]["skipped"] == TABLE.skipped_exit

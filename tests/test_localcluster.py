@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from kit import localcluster
-from kit.errors import UserError
-from kit.localcluster import DEFAULT_STATE_DIR, layout_for
-from kit.paths import PLAYBOOKS_DIR
+from kit.core.errors import UserError
+from kit.core.paths import PLAYBOOKS_DIR
+from kit.measure import localcluster
+from kit.measure.localcluster import DEFAULT_STATE_DIR, layout_for
 from tests.conftest_slurm import PYTEST_STATE_DIRS, sbatch_wait
 
 ONE_NODE = Path("/tmp/pt2pt-lctest-1n")
@@ -347,8 +347,8 @@ def test_accounting_cluster_is_idempotent_and_status_reads_sacct(
             assert proc.returncode == 0, proc.stderr
         ids = json.loads((out / "submitted.json").read_text())["jobs"]
         assert sorted(v.split("_")[1] for v in ids.values()) == ["0", "0", "1", "1"]
-        from kit.campaign import slurm as kslurm
-        from kit.campaign.status import job_statuses
+        from kit.measure.campaign import slurm as kslurm
+        from kit.measure.campaign.status import job_statuses
 
         deadline = time.monotonic() + 300
         while True:  # every task ended and known to the accounting database

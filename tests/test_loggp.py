@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kit.analyses.loggp import loggp, loggp_from_ops
 from kit.cli import main
-from kit.loggp import loggp, loggp_from_ops
 
 
 def _ingest(path: Path, out: Path, campaign: str) -> Path:
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     report = ingest([path], out, campaign=campaign, transport="tcp")
     assert report.files_ok and not report.files_failed
@@ -88,7 +88,7 @@ def test_real_stream_series_is_fitted_and_feeds_loggp(probe_bin: Path, tmp_path:
 
     _probe(probe_bin, tmp_path / "all" / "r", "pingpong,send,recv,stream", 200)
     _probe(probe_bin, tmp_path / "stream" / "r", "stream", 200)
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     assert ingest([tmp_path / "all"], tmp_path / "ds", campaign="all").ok
     assert ingest([tmp_path / "stream"], tmp_path / "ds", campaign="stream").ok
@@ -150,9 +150,9 @@ def _classic_run(folder: Path, hosts: list[str], latency: float, seed: int) -> N
 def test_loggp_never_pools_placements(tmp_path: Path) -> None:
     """Intra- and inter-node runs of one campaign are two LogGP tables (issue 14: a series'
     identity includes its placement), and a selector that matches both says so."""
-    from kit.errors import UserError
-    from kit.ingest import ingest
-    from kit.report.loggp import loggp_part
+    from kit.core.errors import UserError
+    from kit.data.ingest import ingest
+    from kit.outputs.report.loggp import loggp_part
 
     _classic_run(tmp_path / "in" / "intra", ["n1", "n1"], 2e-6, 1)
     _classic_run(tmp_path / "in" / "inter", ["n1", "n2"], 20e-6, 2)

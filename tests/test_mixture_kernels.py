@@ -283,7 +283,7 @@ def test_band_kernel_refuses_indices_it_cannot_use() -> None:
 
 def test_a_whole_fit_without_kernels_gives_the_same_model(monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
-    from kit import synth
+    from kit.fit import synth
     from kit.model import RegimeModel, mixture
     from kit.model.memo import clear_all
 

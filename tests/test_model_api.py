@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
 
-from kit import synth as S
-from kit.errors import ModelError
+from kit.core.errors import ModelError
+from kit.fit import synth as S
 from kit.model import RegimeModel
 from kit.model.io import dumps, load_model, read_model, save_model, write_model
 

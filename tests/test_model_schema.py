@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from kit.cli import main
-from kit.errors import ModelError
+from kit.core.errors import ModelError
 from kit.model.io import load_model
 from kit.model.schema import MAX_REGIMES, MODEL_SCHEMA, SCHEMA_VERSION
 from tests.model_corpus import accepted, base_model, malformed
@@ -186,7 +186,7 @@ def test_tui_notifies_each_bad_model_and_opens_the_rest(corpus: Path, tmp_path: 
 def test_report_survives_a_free_form_validation_block(validation: dict[str, object],
                                                       tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """``validation`` is free-form (kit.validate's output, extended by others): a block of
+    """``validation`` is free-form (kit.fit.validate's output, extended by others): a block of
     another shape is left out of the report with a note, never a traceback."""
     doc = base_model()
     doc["validation"] = validation

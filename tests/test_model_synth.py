@@ -1,11 +1,11 @@
-"""The engine against synthetic data with a known truth (kit.synth)."""
+"""The engine against synthetic data with a known truth (kit.fit.synth)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kit import synth as S
+from kit.fit import synth as S
 from kit.model import RegimeModel
 
 

@@ -14,12 +14,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kit import dataset as ds
-from kit import series_summary
 from kit.cli import main
-from kit.fitall import model_filename
-from kit.ingest import ingest
-from kit.schema import SERIES_KEYS, pairs_count, pairs_label, pairs_short
+from kit.data import dataset as ds
+from kit.data import series_summary
+from kit.data.ingest import ingest
+from kit.data.schema import SERIES_KEYS, pairs_count, pairs_label, pairs_short
+from kit.fit.fitall import model_filename
 from tests.builders import write_contention_run
 from tests.test_ingest_probe import META
 

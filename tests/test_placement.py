@@ -9,12 +9,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kit import dataset as ds
 from kit.cli import main
-from kit.errors import ModelError
-from kit.fitting import fit_dataset
-from kit.ingest import ingest
-from kit.placement import resolve
+from kit.core.errors import ModelError
+from kit.data import dataset as ds
+from kit.data.ingest import ingest
+from kit.fit.fitting import fit_dataset
+from kit.measure.placement import resolve
 from tests.test_ingest_probe import META, write_run
 
 

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from kit.paths import REPO_ROOT
+from kit.core.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "playbooks" / "tests" / "podman-site.sh"
 

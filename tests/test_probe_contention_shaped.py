@@ -98,9 +98,9 @@ def test_k_pairs_share_a_shaped_link(probe_bin: Path, shaped_namespace: str,
     for k, (best, _) in measured.items():
         assert abs(best / (RATE_BPS / k) - 1) <= TOLERANCE, (k, "MB/s", report)
 
-    from kit import contention
-    from kit import dataset as ds
-    from kit.ingest import ingest
+    from kit.analyses import contention
+    from kit.data import dataset as ds
+    from kit.data.ingest import ingest
 
     files = [tmp_path / f"k{k}.samples.csv" for k in (1, 2, 4)]
     result = ingest(files, tmp_path / "ds", campaign="shaped", transport="tcp")

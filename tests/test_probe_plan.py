@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kit.errors import UserError
+from kit.core.errors import UserError
 from kit.probe.plan import (
     SplitMix64,
     build_plan,

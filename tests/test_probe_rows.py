@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from kit.ingest.common import MAX_SIZE, MAX_TIME_S
-from kit.ingest.orchestrate import parse_file, write_part
+from kit.data.ingest.common import MAX_SIZE, MAX_TIME_S
+from kit.data.ingest.orchestrate import parse_file, write_part
 from kit.tools import probe
 from tests.built import extension
 

@@ -77,7 +77,7 @@ def test_fit_shows_it_is_working_on_a_terminal(raw_files: Path, tmp_path: Path) 
 
 
 def test_track_yields_every_item_with_or_without_a_bar(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kit import progress
+    from kit.core import progress
 
     assert list(progress.track(iter("abc"), "x", 3)) == ["a", "b", "c"]  # no terminal: no bar
     monkeypatch.setenv(progress.QUIET_ENV, "1")

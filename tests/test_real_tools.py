@@ -27,10 +27,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kit.campaign.collect import collect
-from kit.campaign.plan import plan_campaign
-from kit.campaign.runlocal import run_local
-from kit.dataset import runs, series_table
+from kit.data.dataset import runs, series_table
+from kit.measure.campaign.collect import collect
+from kit.measure.campaign.plan import plan_campaign
+from kit.measure.campaign.runlocal import run_local
 from kit.tools import osu, skampi
 
 DATA = Path(__file__).resolve().parent / "data" / "real-tools"

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from kit import dataset as ds
-from kit.campaign.collect import collect
-from kit.campaign.manifest import read_job_json
-from kit.campaign.plan import plan_campaign
-from kit.ingest import ingest
+from kit.data import dataset as ds
+from kit.data.ingest import ingest
+from kit.measure.campaign.collect import collect
+from kit.measure.campaign.manifest import read_job_json
+from kit.measure.campaign.plan import plan_campaign
 from kit.tools import probe as probe_parser
 
 PLAN = {"outputs": ["osu_latency.txt"], "nodes": 1, "ntasks_per_node": 2,

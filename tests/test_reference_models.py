@@ -18,8 +18,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from kit.fit.validate import validate
 from kit.model import RegimeModel
-from kit.validate import validate
 
 pytestmark = pytest.mark.slow
 
@@ -38,8 +38,8 @@ def _pingpong(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     """One-way ping-pong samples of a calibration folder, read by the kit's own ingest."""
     import tempfile
 
-    from kit import dataset as ds
-    from kit.ingest import ingest
+    from kit.data import dataset as ds
+    from kit.data.ingest import ingest
 
     csv = next(folder.glob("*_PingPong.csv"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,7 +102,12 @@ def test_shared_memory_and_fast_interconnects_fit(calib: Path, cluster: str) -> 
 
 
 def test_simgrid_export_of_graphene_parses_back(calib: Path) -> None:
-    from kit.export.simgrid import export_simgrid, factor_at, parse_factor, regimes_from_simgrid
+    from kit.outputs.export.simgrid import (
+        export_simgrid,
+        factor_at,
+        parse_factor,
+        regimes_from_simgrid,
+    )
 
     size, time = _pingpong(calib / CLUSTERS["graphene"])
     model = RegimeModel().fit(size, time)

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kit import synth
 from kit.cli import main
+from kit.fit import synth
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -17,7 +17,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One synthetic ping-pong series, ingested like any plain 'size,duration' CSV."""
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     root = tmp_path_factory.mktemp("report")
     size, time = synth.sample(synth.ethernet_like(), 2500, grid=30, seed=8)
@@ -91,9 +91,9 @@ def test_report_of_a_pingpong_only_dataset_says_why_there_is_no_loggp(dataset: P
 def test_report_shows_loggp_with_definitions_and_intervals(shared_dir: Path,
                                                            tmp_path: Path) -> None:
     """Netgauge's LogGP run (pingpong, send, recv, gap): the report's LogGP table holds each
-    parameter with its definition and the values ``kit.loggp`` derives, with intervals."""
-    from kit.ingest import ingest
-    from kit.loggp import DEFINITIONS, loggp
+    parameter with its definition and the values ``kit.analyses.loggp`` derives, with intervals."""
+    from kit.analyses.loggp import DEFINITIONS, loggp
+    from kit.data.ingest import ingest
 
     ds = tmp_path / "ds"
     assert ingest([shared_dir / "fixtures/netgauge/netgauge_loggp_tcp_ng.out"], ds,
@@ -107,7 +107,7 @@ def test_report_shows_loggp_with_definitions_and_intervals(shared_dir: Path,
     for p in ("L", "T1", "o_s", "o_r", "g", "G"):
         assert f"<b>{p}</b>" in html, p
         assert DEFINITIONS[p].replace("'", "&#39;") in html, p
-    # The first range's values are those of kit.loggp on the same dataset (default ranges).
+    # The first range's values are those of kit.analyses.loggp on the same dataset (default ranges).
     res = loggp(ds, {"campaign": "ng"})
     first = res["regimes"][0]
     for p in ("o_s", "o_r", "g", "T1"):
@@ -122,7 +122,7 @@ def test_report_of_a_stream_only_campaign_lists_what_loggp_lacks(tmp_path: Path)
     parameter listed as not estimated with the series it needs; never a NaN."""
     import json
 
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
     from tests.test_ingest_probe import META, write_run
 
     rng = np.random.default_rng(2)

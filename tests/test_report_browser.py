@@ -17,8 +17,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kit import synth
 from kit.cli import main
+from kit.fit import synth
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
@@ -46,7 +46,7 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A two-series report (TCP-like and a faster copy), fitted and validated by kit."""
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     root = tmp_path_factory.mktemp("browser")
     for transport, scale, seed in (("tcp", 1.0, 3), ("shm", 0.2, 4)):

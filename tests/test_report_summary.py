@@ -8,10 +8,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kit import synth
+from kit.fit import synth
+from kit.fit.validate import validate_into
 from kit.model import RegimeModel
-from kit.report.summary import LARGE, SMALL, TERMS, _verdict, format_ratio, format_size, summarise
-from kit.validate import validate_into
+from kit.outputs.report.summary import (
+    LARGE,
+    SMALL,
+    TERMS,
+    _verdict,
+    format_ratio,
+    format_size,
+    summarise,
+)
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from kit.cli import main
-from kit.fitting import fit_dataset
-from kit.ingest import ingest
-from kit.reportednoise import percentile_of, reported_noise
+from kit.data.ingest import ingest
+from kit.fit.fitting import fit_dataset
+from kit.fit.reportednoise import percentile_of, reported_noise
 
 LATENCY_Z = "osu/osu_latency_tcp_7.4_z.txt"
 BW_Z = "osu/osu_bw_tcp_7.4_z.txt"

@@ -26,7 +26,7 @@ import polars as pl
 import pytest
 from scipy.ndimage import median_filter
 
-from kit.runquality import RunQuality, assess
+from kit.fit.runquality import RunQuality, assess
 from tests.conftest import mpi_env
 
 

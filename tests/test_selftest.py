@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kit import localcluster
-from kit.campaign import selftest
-from kit.errors import UserError
+from kit.core.errors import UserError
+from kit.measure import localcluster
+from kit.measure.campaign import selftest
 
 
 def test_fit_bandwidth_recovers_a_known_slope() -> None:

@@ -1,6 +1,6 @@
 """One series, one set of rows: the TUI, fit, validate and the report select the same samples.
 
-Before kit.dataset owned the selection, fit took raw rows only, the report and validate any
+Before kit.data.dataset owned the selection, fit took raw rows only, the report and validate any
 statistic with time > 0, and the TUI any statistic with a finite time, so the TUI fitted OSU
 means that ``pt2pt fit`` refused. Here every series of the shared fixtures is read by each
 consumer's own entry point and the rows compared.
@@ -15,9 +15,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kit import dataset as ds
-from kit.errors import ModelError
-from kit.ingest import ingest
+from kit.core.errors import ModelError
+from kit.data import dataset as ds
+from kit.data.ingest import ingest
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,8 @@ def _sorted(size: np.ndarray, time: np.ndarray) -> np.ndarray:
 
 def test_every_consumer_selects_the_same_rows(fixtures_dataset: Path) -> None:
     from kit.commands import validate as validate_cmd
-    from kit.fitting import select_series
-    from kit.report.build import series_samples
+    from kit.fit.fitting import select_series
+    from kit.outputs.report.build import series_samples
     from tui import data
 
     rows = data.series_rows(fixtures_dataset)
@@ -68,7 +68,7 @@ def test_every_consumer_selects_the_same_rows(fixtures_dataset: Path) -> None:
 
 
 def test_fit_refuses_aggregates_unless_asked(fixtures_dataset: Path) -> None:
-    from kit.fitting import fit_dataset
+    from kit.fit.fitting import fit_dataset
 
     table = ds.series_table(fixtures_dataset).filter(pl.col("stat") == "mean")
     series = {k: table.row(0, named=True)[k] for k in ds.SERIES_KEYS}

@@ -13,11 +13,11 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from kit import dataset as ds
-from kit import series_summary
 from kit.cli import main
-from kit.ingest import ingest
-from kit.schema import SERIES_KEYS
+from kit.data import dataset as ds
+from kit.data import series_summary
+from kit.data.ingest import ingest
+from kit.data.schema import SERIES_KEYS
 
 
 def _csv(folder: Path, name: str, seed: int, n: int = 400) -> Path:
@@ -80,7 +80,7 @@ def test_cached_equals_recomputed_after_several_ingests(tmp_path, fixtures_dir, 
 
 def _reference(dataset: Path) -> pl.DataFrame:
     """The original one-pass definition (window functions over the series), kept here to
-    check the two-pass computation in kit.dataset against it."""
+    check the two-pass computation in kit.data.dataset against it."""
     lf = ds.scan(dataset).filter(~pl.col("warmup"))
     keys = list(SERIES_KEYS)
     size_max = pl.col("size").max().over(keys)

@@ -20,10 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kit import synth
 from kit.cli import main
-from kit.errors import ModelError, UserError
-from kit.export.simgrid import (
+from kit.core.errors import ModelError, UserError
+from kit.fit import synth
+from kit.model import RegimeModel
+from kit.outputs.export.simgrid import (
     HOSTS,
     SimgridExport,
     detect_version,
@@ -31,7 +32,6 @@ from kit.export.simgrid import (
     factor_keys,
     parse_version,
 )
-from kit.model import RegimeModel
 from tests.builders import three_linear_regimes
 
 HAVE_SIMGRID = shutil.which("smpirun") is not None and shutil.which("smpicc") is not None
@@ -74,7 +74,7 @@ def _overhead_model(a: float, b: float) -> RegimeModel:
 
 
 def _smpirun(args: list[str], sizes: list[int], tmp: Path) -> dict[int, float]:
-    from kit.simulate import RUN_CFG, build
+    from kit.outputs.simulate import RUN_CFG, build
 
     binary, _ = build(noise=False)
     (tmp / "sizes.txt").write_text("\n".join(map(str, sizes)) + "\n")
@@ -124,7 +124,7 @@ def test_the_other_versions_names_fail_in_the_installed_simgrid(
     result = export_simgrid(linear_model, version=other)
     (tmp_path / "p.xml").write_text(result.platform_xml())
     (tmp_path / "hosts").write_text("\n".join(HOSTS) + "\n")
-    from kit.simulate import RUN_CFG, build
+    from kit.outputs.simulate import RUN_CFG, build
 
     binary, _ = build(noise=False)
     (tmp_path / "sizes.txt").write_text("1\n")
@@ -226,7 +226,7 @@ def calib(refdata_dir: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(REFERENCE))
 def test_closed_loop_on_reference_runs(name: str, calib: Path) -> None:
-    from kit.simulate import simulate_model
+    from kit.outputs.simulate import simulate_model
 
     model = _reference_model(name, calib)
     plain = simulate_model(model, noise=False)
@@ -265,7 +265,7 @@ def test_simulate_cli_and_against_held_out_samples(calib: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
     from kit.model.io import save_model
 
     folder = calib / REFERENCE["graphene"][0]
@@ -301,7 +301,7 @@ def test_simulate_cli_and_against_held_out_samples(calib: Path, tmp_path: Path,
 
 
 def test_against_levels_are_the_held_out_samples_share_at_or_below() -> None:
-    from kit.simulate import _levels
+    from kit.outputs.simulate import _levels
 
     # ties count half: a timer that rounds to a tick makes many samples equal
     assert _levels(np.array([1.0, 2.0, 2.0, 3.0]), [0.5, 2.0, 2.5, 3.0, 9.0]) == [

@@ -17,11 +17,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kit.campaign.slurm import squeue_states
-from kit.campaign.status import job_statuses
-from kit.dataset import runs, series_table
-from kit.localcluster import Cluster
-from kit.schema import SERIES_KEYS
+from kit.data.dataset import runs, series_table
+from kit.data.schema import SERIES_KEYS
+from kit.measure.campaign.slurm import squeue_states
+from kit.measure.campaign.status import job_statuses
+from kit.measure.localcluster import Cluster
 from tests.conftest_slurm import pt2pt as _pt2pt
 
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi, pytest.mark.slow]
@@ -433,7 +433,7 @@ def test_four_node_campaign_with_accounting_pairs_scancel_and_skips(
     assert table["complete"].to_list().count(False) == (1 if cancelled else 0)
     # per-pair series: placement and host pair are series keys (rank order "a:b")
     # An intra-node job whose ranks the probe saw on one socket is the finer intra-socket
-    # (kit.placement: what the run recorded wins over the plan, refining intra-node).
+    # (kit.measure.placement: what the run recorded wins over the plan, refining intra-node).
     def planned(placement: str) -> set[str]:
         return {"intra-node", "intra-socket"} if placement == "intra-node" else {placement}
 

@@ -2,7 +2,7 @@
 
 Issue 18: k concurrent pairs between the same two nodes share the link, so per-pair
 large-message bandwidth is the shaped rate / k (±15 %); pairs on disjoint nodes do not slow
-each other. The nodes' egress is shaped with tbf (kit.localcluster ``shape``) far below what
+each other. The nodes' egress is shaped with tbf (kit.measure.localcluster ``shape``) far below what
 the veths carry on this machine, so the token bucket, not the CPU, sets the rate.
 
 Per-pair bandwidth of a round = bytes one pair moved / the round's slowest pair's time; the
@@ -21,9 +21,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kit.campaign.slurm import squeue_states
-from kit.dataset import runs, scan
-from kit.localcluster import Cluster
+from kit.data.dataset import runs, scan
+from kit.measure.campaign.slurm import squeue_states
+from kit.measure.localcluster import Cluster
 from tests.conftest_slurm import pt2pt as _pt2pt
 
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi, pytest.mark.slow]

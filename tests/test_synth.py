@@ -1,11 +1,11 @@
-"""kit.synth produces the truth it describes (the engine tests rely on it)."""
+"""kit.fit.synth produces the truth it describes (the engine tests rely on it)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kit import synth as S
+from kit.fit import synth as S
 
 
 @pytest.mark.parametrize("shape", [s for s in S.SHAPES if s != "bimodal"])

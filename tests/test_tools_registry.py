@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from kit import tools
-from kit.campaign.plan import plan_campaign
-from kit.dataset import runs, series_table
-from kit.errors import CampaignError, IngestError
-from kit.ingest import ingest
-from kit.ingest.sniff import detect
+from kit.core.errors import CampaignError, IngestError
+from kit.data.dataset import runs, series_table
+from kit.data.ingest import ingest
+from kit.data.ingest.sniff import detect
+from kit.measure.campaign.plan import plan_campaign
 from tests import example_tool
 
 FIXTURE = Path(__file__).parent / "data" / "tools" / "pingtxt.out"
@@ -139,8 +139,8 @@ def test_new_tool_module_runs_locally_and_is_collected(pingtxt: tools.Tool, bina
                                                        tmp_path: Path) -> None:
     import shutil
 
-    from kit.campaign.collect import collect
-    from kit.campaign.runlocal import run_local
+    from kit.measure.campaign.collect import collect
+    from kit.measure.campaign.runlocal import run_local
 
     if shutil.which("mpirun") is None:
         pytest.skip("mpirun not found: install openmpi-bin")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kit import dataset as ds
-from kit.ingest import ingest
+from kit.data import dataset as ds
+from kit.data.ingest import ingest
 from kit.tools import osu, probe, skampi
 
 OSU_FILES = ["osu_latency_tcp_7.4.txt", "osu_bw_vader_7.4.txt", "osu_bibw_tcp_7.4_z.txt",

@@ -14,7 +14,7 @@ import pytest
 from textual.command import CommandPalette
 from textual.pilot import Pilot
 
-from kit.ingest import ingest
+from kit.data.ingest import ingest
 from tests.test_ingest_probe import META, write_run
 from tests.test_tui_pilot import SIZE, open_series, settle, sync, synthetic_dataset  # noqa: F401
 from tui.app import ExplorerApp

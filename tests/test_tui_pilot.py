@@ -15,7 +15,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
-from kit.ingest import ingest
+from kit.data.ingest import ingest
 from kit.model.io import load_model
 from tui.app import ExplorerApp
 from tui.screens.browser import BrowserScreen
@@ -43,7 +43,7 @@ def synthetic_csv(path: Path, scale: float, n: int, seed: int) -> Path:
 
 
 def build_synthetic_dataset(root: Path, n: int = 4000) -> Path:
-    """Two series (tcp, shm) ingested through kit.ingest, as a user would build them."""
+    """Two series (tcp, shm) ingested through kit.data.ingest, as a user would build them."""
     dataset = root / "dataset"
     for transport, scale, seed in (("tcp", 1.0, 1), ("shm", 0.25, 2)):
         raw = synthetic_csv(root / f"pingpong-{transport}.csv", scale, n, seed)
@@ -432,8 +432,8 @@ FILE_BREAKPOINTS = {"tcp": [3000.0], "shm": [2000.0, 50000.0]}
 
 @pytest.fixture(scope="module")
 def models_dir(synthetic_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One model per series, fitted and saved the way `pt2pt demo` does (kit.fitting)."""
-    from kit.fitting import fit_dataset
+    """One model per series, fitted and saved the way `pt2pt demo` does (kit.fit.fitting)."""
+    from kit.fit.fitting import fit_dataset
     from kit.model.io import write_model
 
     out = tmp_path_factory.mktemp("models")

@@ -1,7 +1,7 @@
 """Snapshot tests of every screen at a fixed terminal size (pytest-textual-snapshot).
 
 Two datasets: the small synthetic one of the pilot tests and the Grid'5000 graphene 1 GbE
-calibration run from ../shared/reference-data, both built with kit.ingest. Fits use a fixed
+calibration run from ../shared/reference-data, both built with kit.data.ingest. Fits use a fixed
 seed and the UI shows no clock or absolute path, so the pictures are reproducible.
 Update after an intended change with ``pytest tests/test_tui_snapshots.py --snapshot-update``.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from kit.ingest import ingest
+from kit.data.ingest import ingest
 from tests.test_tui_pilot import build_synthetic_dataset, settle
 from tui.app import ExplorerApp
 
@@ -84,7 +84,7 @@ def test_reference_data_screens(screen: str, graphene: Path,
 @pytest.fixture(scope="module")
 def synth_models(synth: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model for the tcp series only, fitted and saved as `pt2pt fit`/`pt2pt demo` do."""
-    from kit.fitting import fit_dataset
+    from kit.fit.fitting import fit_dataset
     from kit.model.io import write_model
 
     out = tmp_path_factory.mktemp("snapmodels")

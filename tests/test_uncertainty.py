@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from kit import synth
+from kit.fit import synth
 from kit.model import RegimeModel
 from kit.model.noise import fit_noise
 from kit.model.resampled_bins import RegimeBins, running_sum, weighted_quantiles
@@ -265,7 +265,7 @@ def test_what_cannot_be_estimated_is_said_never_printed_as_a_number() -> None:
 def test_model_file_keeps_intervals_and_the_schema_checks_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import pytest as _pytest
 
-    from kit.errors import ModelError
+    from kit.core.errors import ModelError
     from kit.model.contract import ModelFile
     from kit.model.io import read_model, write_model
 

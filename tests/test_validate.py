@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 from numpy.typing import ArrayLike
 
-from kit import synth
-from kit.baselines import HockneyModel, PeakModel
-from kit.errors import ModelError
-from kit.model import RegimeModel
-from kit.validate import (
+from kit.core.errors import ModelError
+from kit.fit import synth
+from kit.fit.baselines import HockneyModel, PeakModel
+from kit.fit.validate import (
     cell_scores,
     crps_ensemble,
     holdout_mask,
@@ -23,6 +22,7 @@ from kit.validate import (
     validate_into,
     validation_table,
 )
+from kit.model import RegimeModel
 
 
 class TruthModel:
@@ -248,7 +248,7 @@ def test_cli_validates_a_dataset_series_and_saves_it(tmp_path: Path,
     import polars as pl
 
     from kit.cli import main
-    from kit.ingest import ingest
+    from kit.data.ingest import ingest
 
     truth = synth.ethernet_like()
     for run in range(2):  # two runs of one series: the group split holds one out

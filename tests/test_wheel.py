@@ -1,5 +1,5 @@
 """A non-editable install of the kit plans a campaign: its job templates, transport table,
-example campaigns and playbooks ship in the wheel (kit/_data links, kit.paths).
+example campaigns and playbooks ship in the wheel (kit/_data links, kit.core.paths).
 
 The wheel is built from this checkout without build isolation (the running environment's
 setuptools, pinned in the dev extra) and installed with ``--no-deps`` into a fresh venv
@@ -81,7 +81,7 @@ def test_installed_wheel_plans_the_example_campaign(wheel: Path, tmp_path: Path)
     # path line appends; this environment's own .pth files, e.g. an editable kit, are not
     # run). Written after the install: pip would otherwise see this environment's kit.
     Path(site, "zz-pt2pt-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    where = subprocess.run([str(python), "-c", "import kit, kit.paths as p; "
+    where = subprocess.run([str(python), "-c", "import kit, kit.core.paths as p; "
                             "print(kit.__file__); print(p.JOBS_DIR); print(p.PLAYBOOKS_DIR)"],
                            capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
     kit_file, jobs, playbooks = where.stdout.split()

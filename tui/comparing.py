@@ -1,4 +1,4 @@
-"""The compare screen's table: kit.compare's best-within-X % bins over any series."""
+"""The compare screen's table: kit.analyses.compare's best-within-X % bins over any series."""
 
 from __future__ import annotations
 
@@ -32,13 +32,13 @@ class Share:
 
 def best_within(series: list[Samples], tolerance_pct: float
                 ) -> tuple[list[BestRow], list[Share]]:
-    """kit.compare over the given series, labelled A, B, ... in input order.
+    """kit.analyses.compare over the given series, labelled A, B, ... in input order.
 
-    ``kit.compare.compare`` groups by one column; the series here may differ in any key
+    ``kit.analyses.compare.compare`` groups by one column; the series here may differ in any key
     (transport, tool, campaign...), so each gets its letter in the ``campaign`` column and
     the comparison runs by campaign.
     """
-    from kit.compare import compare
+    from kit.analyses.compare import compare
 
     letters = [chr(65 + i) for i in range(len(series))]
     frame = pl.concat([pl.DataFrame({"campaign": letter, "size": s.size, "time": s.time,

@@ -7,7 +7,7 @@ test. The adapter is split by what it does:
 * :mod:`tui.serieskey`: which series, and its label on screen;
 * :mod:`tui.loading`: the browser's series table and one series' samples (kit's selector);
 * :mod:`tui.binning`: quantile bands and point subsets for drawing;
-* :mod:`tui.fitting`: fitting, validation and regimes as values (kit.fitting's rules);
+* :mod:`tui.fitting`: fitting, validation and regimes as values (kit.fit.fitting's rules);
 * :mod:`tui.modelfiles`: model files in and out, matching models to series, export;
 * :mod:`tui.noiseview`: one regime's noise and its candidate families;
 * :mod:`tui.comparing`: the best-within-X % table.
@@ -53,7 +53,7 @@ __all__ = ["BAND_QUANTILES", "PREVIEW_MIN_SAMPLES", "SIMGRID_FILES", "BestRow", 
 
 
 def __getattr__(name: str) -> Any:
-    """``FAMILIES`` and ``PREVIEW_SAMPLES``: kit.fitting's, through tui.fitting (lazy)."""
+    """``FAMILIES`` and ``PREVIEW_SAMPLES``: kit.fit.fitting's, through tui.fitting (lazy)."""
     from tui import fitting
 
     return getattr(fitting, name)

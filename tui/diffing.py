@@ -1,4 +1,4 @@
-"""The TUI's adapter to ``kit.diff``: two loaded series in, rows to show out.
+"""The TUI's adapter to ``kit.analyses.diff``: two loaded series in, rows to show out.
 
 Screens show; this module decides what a diff of two series means on screen (which rows,
 which are highlighted), so it can be tested without a terminal.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit.diff import DiffResult, Side, diff, human_size
+from kit.analyses.diff import DiffResult, Side, diff, human_size
 from tui.loading import Samples
 
 

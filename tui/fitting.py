@@ -1,6 +1,6 @@
-"""The TUI's fitting adapter: kit.fitting's one entry point, validation, and the
+"""The TUI's fitting adapter: kit.fit.fitting's one entry point, validation, and the
 fitted regimes as plain values for drawing. Nothing here re-implements the engine;
-the rules a user edits against (families, preview size) are read from kit.fitting."""
+the rules a user edits against (families, preview size) are read from kit.fit.fitting."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from kit.errors import ModelError
+from kit.core.errors import ModelError
 from tui.loading import Samples
 
 
@@ -19,10 +19,10 @@ def __getattr__(name: str) -> Any:
     and the browser must appear without waiting for it).
 
     ``FAMILIES``: families a user can cycle through for one regime (``None`` lets the engine
-    choose); ``PREVIEW_SAMPLES``: samples a preview fit uses. Both are kit.fitting's.
+    choose); ``PREVIEW_SAMPLES``: samples a preview fit uses. Both are kit.fit.fitting's.
     """
     if name in ("FAMILIES", "PREVIEW_SAMPLES"):
-        from kit import fitting
+        from kit.fit import fitting
 
         return fitting.FAMILY_CHOICES if name == "FAMILIES" else fitting.PREVIEW_SAMPLES
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -51,14 +51,14 @@ class RegimeView:
 
 def fit(samples: Samples, breakpoints: list[float] | None = None,
         families: list[str | None] | None = None, *, preview: bool = False) -> Any:
-    """Fit kit's RegimeModel (kit.fitting's one entry point), with the user's breakpoints/families.
+    """Fit kit's RegimeModel (kit.fit.fitting's one entry point) with the user's breaks/families.
 
     Fixed seed: the same edit gives the same model, which is what the user expects
     when toggling back and forth (and what snapshot tests need). ``preview`` fits a
     deterministic subsample without mixtures, overlaps or the noise-family search: an
     answer within a second on large series, replaced by the full fit when it is done.
     """
-    from kit.fitting import PREVIEW_SAMPLES, fit_arrays
+    from kit.fit.fitting import PREVIEW_SAMPLES, fit_arrays
 
     kwargs: dict[str, Any] = {"random_state": 0}
     if breakpoints is not None:
@@ -117,7 +117,7 @@ def _components(regime: dict[str, Any]) -> list[Any]:
 
 
 def regimes(model: Any, validation: dict[str, Any] | None = None) -> list[RegimeView]:
-    """The model's regimes as plain values for drawing (``validation``: kit.validate's result
+    """The model's regimes as plain values for drawing (``validation``: kit.fit.validate's result
     for this model, kept beside it in the session, gives each regime its held-out numbers)."""
     views = []
     for i, reg in enumerate(getattr(model, "regimes_", []) or []):
@@ -154,12 +154,12 @@ def _regime_errors(validation: dict[str, Any] | None, index: int) -> dict[str, f
 
 
 def validate(model: Any, samples: Samples) -> dict[str, Any]:
-    """Held-out validation by kit.validate (per regime too), to keep beside the model.
+    """Held-out validation by kit.fit.validate (per regime too), to keep beside the model.
 
     It refits a copy on a training split, so it costs about one more fit: the series view
     runs it in the background once the user stops editing.
     """
-    from kit.validate import validate_into
+    from kit.fit.validate import validate_into
 
     return validate_into(model, samples.size, samples.time, random_state=0)
 

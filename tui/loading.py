@@ -1,6 +1,6 @@
 """Reading a dataset for the TUI: the browser's series table and one series' samples.
 
-Both go through kit.dataset (its series table and its one selector), so the rows the TUI
+Both go through kit.data.dataset (its series table and its one selector), so the rows the TUI
 shows and fits are those that ``pt2pt fit``, validate and the report use."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kit.errors import UserError
-from kit.schema import SERIES_KEYS
+from kit.core.errors import UserError
+from kit.data.schema import SERIES_KEYS
 from tui.serieskey import SeriesKey
 
 
@@ -56,7 +56,7 @@ def _check_dataset_dir(path: Path) -> None:
 
 def series_rows(dataset: str | Path) -> list[SeriesRow]:
     """The browser's table: kit's series table plus the MPI library of each series' runs."""
-    from kit import dataset as kds
+    from kit.data import dataset as kds
 
     path = Path(dataset)
     _check_dataset_dir(path)
@@ -84,7 +84,7 @@ def series_rows(dataset: str | Path) -> list[SeriesRow]:
 
 def _mpi_by_series(path: Path) -> dict[tuple[str, str, str], str]:
     """MPI library per (campaign, tool, transport), from the runs table; empty if unknown."""
-    from kit import dataset as kds
+    from kit.data import dataset as kds
 
     try:
         runs = kds.runs(path)
@@ -111,7 +111,7 @@ def _float_or_none(v: Any) -> float | None:
 
 def load_samples(dataset: str | Path, key: SeriesKey,
                  others: list[SeriesKey] | None = None) -> Samples:
-    """The rows of one series that fit, validate and the report use (kit.dataset's selector).
+    """The rows of one series that fit, validate and the report use (kit.data.dataset's selector).
 
     Aggregate series are shown (and fitted, marked as such) like raw ones: the key's
     ``stat`` tells them apart. ``others`` (all series of the dataset) lets us filter only
@@ -119,7 +119,7 @@ def load_samples(dataset: str | Path, key: SeriesKey,
     is most of the load time, and a column with one value in the whole dataset selects
     nothing.
     """
-    from kit import dataset as kds
+    from kit.data import dataset as kds
 
     varying = {k: v for i, (k, v) in enumerate(key.as_dict().items())
                if others is None or len({o.values[i] for o in others}) > 1}
@@ -134,11 +134,11 @@ def load_samples(dataset: str | Path, key: SeriesKey,
 
 def reported_noise(dataset: str | Path, key: SeriesKey) -> str | None:
     """For an aggregate series: the messages' noise as the tool reported it (OSU ``-z``
-    percentiles as ratios to its median, kit.reportednoise), in one line; None when the
+    percentiles as ratios to its median, kit.fit.reportednoise), in one line; None when the
     tool reported none (then it is unknown) or the series is raw."""
     if not key.aggregate:
         return None
-    from kit.reportednoise import reported_noise as _reported
+    from kit.fit.reportednoise import reported_noise as _reported
 
     found = _reported(Path(dataset), key.as_dict())
     return found.describe() if found is not None else None

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kit.errors import UserError
-from kit.schema import SERIES_KEYS
+from kit.core.errors import UserError
+from kit.data.schema import SERIES_KEYS
 from tui.fitting import breakpoints_of
 from tui.loading import SeriesRow
 from tui.serieskey import SeriesKey
@@ -118,8 +118,8 @@ def save_model(model: Any, path: str | Path, dataset: str | Path | None, key: Se
     prov: dict[str, Any] = {"dataset": str(Path(dataset).resolve()) if dataset else None,
                             "series": key.as_dict(), "source": "pt2pt tui"}
     if key.aggregate:
-        from kit.fitting import aggregate_noise_note
-        from kit.reportednoise import reported_noise
+        from kit.fit.fitting import aggregate_noise_note
+        from kit.fit.reportednoise import reported_noise
 
         reported = reported_noise(dataset, key.as_dict(), breakpoints_of(model)) \
             if dataset else None
@@ -133,7 +133,7 @@ def save_model(model: Any, path: str | Path, dataset: str | Path | None, key: Se
 
 def export_simgrid(model: Any, directory: str | Path) -> list[Path]:
     """SimGrid/SMPI configuration files (kit writes several) into ``directory``."""
-    from kit.export.simgrid import export_simgrid as _export
+    from kit.outputs.export.simgrid import export_simgrid as _export
 
     return _export(model).write(Path(directory))
 

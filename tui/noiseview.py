@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from kit.errors import ModelError
+from kit.core.errors import ModelError
 from tui.loading import Samples
 
 

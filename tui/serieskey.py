@@ -1,18 +1,18 @@
 """Which series a screen shows, and how it is named on screen (its label).
 
-Values aligned with ``kit.schema.SERIES_KEYS``; plain and hashable, so screens and the
+Values aligned with ``kit.data.schema.SERIES_KEYS``; plain and hashable, so screens and the
 session key their state by it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit.schema import SERIES_KEYS, UNKNOWN, pairs_count, pairs_label
+from kit.data.schema import SERIES_KEYS, UNKNOWN, pairs_count, pairs_label
 
 
 @dataclass(frozen=True, order=True)
 class SeriesKey:
-    """One series: values aligned with ``kit.schema.SERIES_KEYS``."""
+    """One series: values aligned with ``kit.data.schema.SERIES_KEYS``."""
 
     values: tuple[str, ...]
 

@@ -37,7 +37,7 @@ class SeriesState:
     families: list[str | None] = field(default_factory=list)
     edited: bool = False  # breakpoints/families changed since the model was fitted
     source: str | None = None  # the model file the current model came from, if not fitted here
-    #: kit.validate's result for ``model`` (from its file, or computed here), kept beside it.
+    #: kit.fit.validate's result for ``model`` (from its file, or computed here), kept beside it.
     validation: dict[str, Any] = field(default_factory=dict)
     #: bootstrap intervals of ``model`` from its file (a refit here has none)
     intervals: dict[str, Any] = field(default_factory=dict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kit.compare import COMPARE_BY
+from kit.analyses.compare import COMPARE_BY
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,8 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.compare import compare, compare_per, load_frame, summary_lines
-    from kit.dataset import parse_selector, require_ingested
+    from kit.analyses.compare import compare, compare_per, load_frame, summary_lines
+    from kit.data.dataset import parse_selector, require_ingested
 
     require_ingested(args.dataset)
     frame = load_frame(args.dataset, by=args.by, op=args.op, campaign=args.campaign,

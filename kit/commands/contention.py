@@ -28,9 +28,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from kit import contention as ct
-    from kit.dataset import parse_selector, require_ingested
-    from kit.errors import UserError
+    from kit.analyses import contention as ct
+    from kit.core.errors import UserError
+    from kit.data.dataset import parse_selector, require_ingested
 
     require_ingested(args.dataset)
     groups = ct.contention(args.dataset, parse_selector(args.series, "option --series"))

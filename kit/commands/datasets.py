@@ -7,9 +7,9 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from kit import series_summary
-from kit.bandwidth import TOP_OCTAVE_DEFINITION, TOP_OCTAVE_LABEL
-from kit.series_keys import SERIES_KEYS, pairs_count
+from kit.data import series_summary
+from kit.data.series_keys import SERIES_KEYS, pairs_count
+from kit.figures.bandwidth import TOP_OCTAVE_DEFINITION, TOP_OCTAVE_LABEL
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,15 +43,15 @@ def _bandwidth(value: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.csv:
-        from kit.dataset import require_ingested, series_table
+        from kit.data.dataset import require_ingested, series_table
 
         print(series_table(require_ingested(args.dataset)).write_csv(), end="")
         return 0
     # The stored summary, when current, is read without Polars (its import alone is ~0.5 s);
-    # otherwise kit.dataset computes it, and stores it for the next listing.
+    # otherwise kit.data.dataset computes it, and stores it for the next listing.
     summary = series_summary.read_current(args.dataset)
     if summary is None:
-        from kit.dataset import listing, require_ingested
+        from kit.data.dataset import listing, require_ingested
 
         # A folder without a runs table holds no ingested run: an empty listing would hide
         # a wrong path (e.g. the campaign folder instead of its dataset).

@@ -12,7 +12,7 @@ from rich.console import Console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from kit.demo import DEFAULT_CAMPAIGN
+    from kit.outputs.demo import DEFAULT_CAMPAIGN
 
     p = sub.add_parser(
         "demo", help="run the demo campaign locally, fit, export, report, open the TUI",
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kit.demo import (
+    from kit.outputs.demo import (
         baseline_table,
         crosscheck_table,
         run_demo,

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kit.errors import UserError
+from kit.core.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -55,7 +55,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.diff import (
+    from kit.analyses.diff import (
         EXIT_THRESHOLD,
         broken,
         diff,

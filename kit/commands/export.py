@@ -6,7 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
-from kit.errors import UserError
+from kit.core.errors import UserError
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 _BW_UNITS = {"Bps": 1.0, "kBps": 1e3, "KBps": 1e3, "MBps": 1e6, "GBps": 1e9, "KiBps": 1024.0,
@@ -67,8 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.export.simgrid import detect_version, export_simgrid
     from kit.model.io import load_model, read_model
+    from kit.outputs.export.simgrid import detect_version, export_simgrid
 
     latency = parse_quantity(args.latency, _TIME_UNITS, "--latency") if args.latency else None
     bandwidth = (parse_quantity(args.bandwidth, _BW_UNITS, "--bandwidth")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kit.errors import ModelError, UserError
+from kit.core.errors import ModelError, UserError
 
 
 def _sizes_list(text: str, where: str) -> list[float]:
@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from kit.fitall import MAX_FIT_SAMPLES, FitOptions
+    from kit.fit.fitall import MAX_FIT_SAMPLES, FitOptions
 
     if args.max_regimes < 1:
         raise UserError("must be at least 1", where="--max-regimes")
@@ -83,10 +83,10 @@ def _options(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.dataset import parse_selector, require_ingested
-    from kit.fitall import fit_series
+    from kit.core.progress import bar
+    from kit.data.dataset import parse_selector, require_ingested
+    from kit.fit.fitall import fit_series
     from kit.model.io import write_model
-    from kit.progress import bar
 
     opts = _options(args)
     if args.jobs is not None and args.jobs < 1:
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _summary(fitted: Any, quality: Any) -> list[str]:
     """What the fit found beyond the regimes: run quality, baselines, intervals."""
-    from kit.baselines import LABELS
+    from kit.fit.baselines import LABELS
 
     lines: list[str] = []
     found = quality.lines() if quality is not None else []
@@ -143,7 +143,7 @@ def _summary(fitted: Any, quality: Any) -> list[str]:
         lines.append(f"run quality: {len(quality.runs)} run(s), no disturbed window found")
     validation = fitted.validation
     if validation.get("summary"):
-        from kit.validate import validation_table
+        from kit.fit.validate import validation_table
 
         lines.append("held-out scores (CRPS / floor: 1 = as good as the data allow; "
                      "relative median and p95 errors; best baseline first):")
@@ -172,9 +172,9 @@ def _pct(v: Any) -> str:
 
 def _resolve(dataset: Path, selector: dict[str, str], aggregates: bool) -> dict[str, str]:
     """The one series the selector names, without reading its rows (a series may hold 10^8:
-    kit.fitall reads what the fit needs); kit.dataset.select_series words the errors."""
-    from kit.dataset import matching_series
-    from kit.fitting import select_series
+    kit.fit.fitall reads what the fit needs); kit.data.dataset.select_series words the errors."""
+    from kit.data.dataset import matching_series
+    from kit.fit.fitting import select_series
 
     found = matching_series(dataset, selector, aggregates=aggregates)
     if found.height == 1:
@@ -185,9 +185,9 @@ def _resolve(dataset: Path, selector: dict[str, str], aggregates: bool) -> dict[
 
 def run_all(args: argparse.Namespace, opts: Any) -> int:
     """``fit --all``: every matching series, in parallel; exit 1 when any series failed."""
-    from kit.dataset import describe, matching_series, parse_selector
-    from kit.fitall import SeriesFit, fit_all
-    from kit.progress import bar
+    from kit.core.progress import bar
+    from kit.data.dataset import describe, matching_series, parse_selector
+    from kit.fit.fitall import SeriesFit, fit_all
 
     if args.output.exists() and not args.output.is_dir():
         raise UserError(f"{args.output} exists and is not a folder", where="-o/--output",

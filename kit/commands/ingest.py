@@ -7,10 +7,10 @@ import contextlib
 import sys
 from pathlib import Path
 
-from kit.errors import IngestError
-from kit.ingest import FORMATS, ingest
-from kit.ingest.orchestrate import Interrupted, stop_on_signals
-from kit.schema import PLACEMENTS
+from kit.core.errors import IngestError
+from kit.data.ingest import FORMATS, ingest
+from kit.data.ingest.orchestrate import Interrupted, stop_on_signals
+from kit.data.schema import PLACEMENTS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,7 +51,7 @@ def _total_bytes(paths: list[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit import progress
+    from kit.core import progress
 
     if args.quiet:
         progress.set_quiet(True)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kit.errors import UserError
+from kit.core.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,8 +37,8 @@ def _fmt(iv: dict[str, Any], unit: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.fitting import parse_selector
-    from kit.loggp import PARAMS, UNITS, loggp
+    from kit.analyses.loggp import PARAMS, UNITS, loggp
+    from kit.fit.fitting import parse_selector
 
     sel = parse_selector(args.series, "--series", ("campaign", "tool", "transport"))
     bps = None

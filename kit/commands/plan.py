@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kit.campaign.manifest import read_manifest
-from kit.campaign.plan import plan_campaign
+from kit.measure.campaign.manifest import read_manifest
+from kit.measure.campaign.plan import plan_campaign
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kit.errors import UserError
+from kit.core.errors import UserError
 
 
 def read_sizes(sizes: str | None, sizes_file: Path | None) -> np.ndarray:

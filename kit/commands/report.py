@@ -28,10 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.dataset import require_ingested
-    from kit.fitting import parse_selector
-    from kit.report.build import report_dataset, report_model_file
-    from kit.schema import SERIES_KEYS
+    from kit.data.dataset import require_ingested
+    from kit.data.schema import SERIES_KEYS
+    from kit.fit.fitting import parse_selector
+    from kit.outputs.report.build import report_dataset, report_model_file
 
     if args.target.is_dir():
         require_ingested(args.target)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kit.campaign.collect import collect, format_report
-from kit.campaign.plan import plan_campaign
-from kit.campaign.runlocal import run_local_with_progress
-from kit.errors import UserError
+from kit.core.errors import UserError
+from kit.measure.campaign.collect import collect, format_report
+from kit.measure.campaign.plan import plan_campaign
+from kit.measure.campaign.runlocal import run_local_with_progress
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
                         hint="give a campaign YAML file or a directory made by 'pt2pt plan'")
     from rich.console import Console
 
-    from kit.campaign.manifest import pending_jobs
-    from kit.machine import check_machine
+    from kit.measure.campaign.manifest import pending_jobs
+    from kit.measure.machine import check_machine
 
     busy = None
     if pending_jobs(campaign_dir, args.rerun):

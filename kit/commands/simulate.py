@@ -1,4 +1,4 @@
-"""``pt2pt simulate MODEL``: the closed loop through SimGrid/SMPI (see kit/simulate.py)."""
+"""``pt2pt simulate MODEL``: the closed loop through SimGrid/SMPI (see kit/outputs/simulate.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from kit.errors import UserError
+from kit.core.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,15 +47,15 @@ def _fmt(v: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from kit.model.io import load_model, read_model
-    from kit.simulate import simulate_against, simulate_model
+    from kit.outputs.simulate import simulate_against, simulate_model
 
     if args.reps is not None and args.reps < 1:
         raise UserError(f"--reps {args.reps} must be at least 1", where="option --reps")
     fitted = read_model(args.model)
     model = fitted.model
     if args.against is not None:
-        from kit.dataset import model_selector
-        from kit.fitting import parse_selector
+        from kit.data.dataset import model_selector
+        from kit.fit.fitting import parse_selector
 
         # the model's own series; one from before ``pairs`` was a key stands for k = 1
         series = parse_selector(args.series) if args.series else model_selector(fitted.series)

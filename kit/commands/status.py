@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kit.campaign.manifest import read_manifest
-from kit.campaign.status import job_statuses, render_table
+from kit.measure.campaign.manifest import read_manifest
+from kit.measure.campaign.status import job_statuses, render_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kit.campaign.submit import format_submissions, submit
+from kit.measure.campaign.submit import format_submissions, submit
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

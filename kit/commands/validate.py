@@ -13,8 +13,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kit.errors import ModelError
-from kit.validate import SPLIT_METHODS
+from kit.core.errors import ModelError
+from kit.fit.validate import SPLIT_METHODS
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not to parse its options
     import polars as pl
@@ -53,18 +53,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _load(args: argparse.Namespace) -> tuple[ModelFile, pl.DataFrame]:
     """The model (fitted, or to fit) with its provenance, and the series' samples.
 
-    Both paths select rows with kit.dataset's selector, as fit and the report do.
+    Both paths select rows with kit.data.dataset's selector, as fit and the report do.
     """
     import polars as pl
 
-    from kit import dataset as ds
+    from kit.data import dataset as ds
     from kit.model.contract import ModelFile
     from kit.model.io import read_model
-    from kit.report.build import series_frame
+    from kit.outputs.report.build import series_frame
 
     series = ds.parse_selector(args.series, "option --series")
     if args.target.is_dir():
-        from kit.fitting import provenance
+        from kit.fit.fitting import provenance
 
         data = ds.select_series(ds.require_ingested(args.target), series, aggregates=True,
                                 where="option --series")
@@ -92,8 +92,8 @@ def _unfitted(keys: dict[str, str], seed: int) -> RegimeModel:
 def run(args: argparse.Namespace) -> int:
     import polars as pl
 
+    from kit.fit.validate import validate_into, validation_table
     from kit.model.io import write_model
-    from kit.validate import validate_into, validation_table
 
     fitted, frame = _load(args)
     size = frame["size"].to_numpy().astype(float)

@@ -5,10 +5,10 @@ with ``getattr(model, "validation_", None) or {}``; validation and provenance we
 onto the estimator from outside it. Here:
 
 * :class:`PointToPointModel` is the Protocol every model of time vs size implements (the
-  regime model and the baselines in ``kit.baselines``): ``fit``, ``predict``,
+  regime model and the baselines in ``kit.fit.baselines``): ``fit``, ``predict``,
   ``predict_quantiles``, ``sample``. Code that only scores or draws takes this type.
 * :class:`ModelFile` keeps what is *about* a fitted model beside it: ``provenance`` (which
-  dataset and series, raw rows or aggregates) and ``validation`` (kit.validate's result).
+  dataset and series, raw rows or aggregates) and ``validation`` (kit.fit.validate's result).
   ``kit.model.io.read_model`` / ``write_model`` read and write it; the JSON layout is
   unchanged (``provenance`` and ``validation`` are top-level keys of the file).
 """
@@ -54,7 +54,7 @@ class ModelFile:
     provenance: dict[str, Any] = field(default_factory=dict)
     validation: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
-    #: bootstrap intervals (kit.model.uncertainty) and run quality (kit.runquality)
+    #: bootstrap intervals (kit.model.uncertainty) and run quality (kit.fit.runquality)
     intervals: dict[str, Any] = field(default_factory=dict)
     run_quality: dict[str, Any] = field(default_factory=dict)
 
@@ -81,7 +81,7 @@ class ModelFile:
         return self.provenance.get("samples") == "aggregates" or stat != "raw"
 
     def regime_validation(self, index: int) -> dict[str, Any]:
-        """kit.validate's numbers for one regime (empty when not validated)."""
+        """kit.fit.validate's numbers for one regime (empty when not validated)."""
         per_regime = self.validation.get("regimes")
         if isinstance(per_regime, list) and 0 <= index < len(per_regime) \
                 and isinstance(per_regime[index], dict):
@@ -89,7 +89,7 @@ class ModelFile:
         return {}
 
     def summary(self, name: str = "model") -> dict[str, Any]:
-        """kit.validate's held-out summary of ``name`` (model, hockney, peak, floor)."""
+        """kit.fit.validate's held-out summary of ``name`` (model, hockney, peak, floor)."""
         summary = self.validation.get("summary")
         part = summary.get(name) if isinstance(summary, dict) else None
         return dict(part) if isinstance(part, dict) else {}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kit import __version__
-from kit.errors import ModelError
+from kit.core.errors import ModelError
 from kit.model.contract import ModelFile
 from kit.model.schema import (
     MAX_FILE_BYTES,

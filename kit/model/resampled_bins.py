@@ -47,7 +47,8 @@ def order_positions(incl: NDArray, base: NDArray, count: NDArray, q: float | NDA
                     ) -> tuple[NDArray, NDArray, NDArray]:
     """(i_lo, i_hi, frac) of :func:`order_statistics`: its quantiles lie ``frac`` of the way
     from ``values[i_lo]`` to ``values[i_hi]`` (the same arguments); for a caller that must
-    interpolate exactly as ``np.quantile`` rounds (:func:`kit.diff._multiset_quantiles`)."""
+    interpolate exactly as ``np.quantile`` rounds
+    (:func:`kit.analyses.diff._multiset_quantiles`)."""
     pos = np.multiply.outer(q, count - 1)
     lo = np.floor(pos).astype(np.int64)
     frac = pos - lo

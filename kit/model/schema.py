@@ -30,7 +30,7 @@ import numpy as np
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from kit.errors import ModelError
+from kit.core.errors import ModelError
 
 SCHEMA_VERSION = 1
 MAX_FILE_BYTES = 64 << 20  # a 64-regime model with validation tables is well below 1 MiB

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kit.errors import UserError
+from kit.core.errors import UserError
 
 OPS = ("pingpong", "send", "recv", "isend", "irecv", "stream")
 MASK64 = (1 << 64) - 1

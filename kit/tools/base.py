@@ -5,7 +5,7 @@ metrics); the kit does the same. A :class:`Tool` subclass in its own module unde
 ``kit/tools/`` holds, for one tool:
 
 * its **options schema**: the keys of its campaign ``tools:`` entry and their checks
-  (:meth:`Tool.options`, with :class:`kit.campaign.checks.Checker`);
+  (:meth:`Tool.options`, with :class:`kit.measure.campaign.checks.Checker`);
 * its **binary lookup** (:meth:`Tool.find`, :meth:`Tool.executables`);
 * its **command line** and **job template** (:meth:`Tool.job`, :meth:`Tool.command`;
   :attr:`Tool.template` names a file in ``jobs/templates``, or :attr:`Tool.fragment` is the
@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kit.campaign.checks import Checker
-    from kit.campaign.schema import ToolSpec
-    from kit.campaign.yamlmarks import PathKey
-    from kit.ingest.common import ParsedRun
+    from kit.data.ingest.common import ParsedRun
+    from kit.measure.campaign.checks import Checker
+    from kit.measure.campaign.schema import ToolSpec
+    from kit.measure.campaign.yamlmarks import PathKey
 
 #: A sniffer: (first lines of the file) -> this tool's output? It may also raise
-#: IngestError (a recognisable non-measurement file) or kit.ingest.sniff.Companion.
+#: IngestError (a recognisable non-measurement file) or kit.data.ingest.sniff.Companion.
 Sniff = Callable[[Path, list[str]], bool]
 
 #: Where detection runs the generic check for help texts and error captures: sniffers
@@ -59,7 +59,7 @@ class Executable:
 
 @dataclass
 class JobParts:
-    """What a tool contributes to one planned job (kit.campaign.plan.PlannedJob)."""
+    """What a tool contributes to one planned job (kit.measure.campaign.plan.PlannedJob)."""
 
     template: str
     command: list[str]

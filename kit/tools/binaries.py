@@ -7,7 +7,7 @@ Preference: the kit's Spack view (``spack_view``; default ``<repo>/.spack-env/vi
 where OSU binaries sit either in ``bin/`` or under ``libexec/osu-micro-benchmarks/mpi/
 pt2pt[/standard]/`` depending on the OSU version; then the directories of
 ``PT2PT_TOOLS_PATH`` (colon-separated install prefixes or folders holding the binaries, for
-builds outside Spack); then ``PATH``. The probe comes from :func:`kit.paths.probe_binary`.
+builds outside Spack); then ``PATH``. The probe comes from :func:`kit.core.paths.probe_binary`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
-from kit.paths import REPO_ROOT
+from kit.core.paths import REPO_ROOT
 
 DEFAULT_VIEW = REPO_ROOT / ".spack-env" / "view"
 

@@ -24,7 +24,7 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from kit.ingest.common import ParsedRun, Rows, fail, parse_size, parse_time, read_text
+from kit.data.ingest.common import ParsedRun, Rows, fail, parse_size, parse_time, read_text
 from kit.tools.base import HELP_CHECK_ORDER, Tool
 
 _HEADER = re.compile(r"^#\s*LogP network performance data")

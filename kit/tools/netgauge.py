@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from kit.ingest.common import US, ParsedRun, Rows, fail, parse_size, parse_time, read_text
+from kit.data.ingest.common import US, ParsedRun, Rows, fail, parse_size, parse_time, read_text
 from kit.tools.base import HELP_CHECK_ORDER, Tool
 
 HEADER_START = "# size n PRTT(1,0,s)"

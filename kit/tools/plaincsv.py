@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from kit.ingest.common import MAX_SIZE, MAX_TIME_S, ROW_COLUMNS, ParsedRun, fail
+from kit.data.ingest.common import MAX_SIZE, MAX_TIME_S, ROW_COLUMNS, ParsedRun, fail
 from kit.tools.base import HELP_CHECK_ORDER, Tool
 
 HEADER = "size,duration"

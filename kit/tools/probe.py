@@ -25,7 +25,7 @@ A ``stream`` row is one measurement of one window (``count`` back-to-back messag
 from the first ``MPI_Isend`` until the receiver's zero-byte ack): its ``time`` is the
 per-message gap ``g = window time / count`` of that window (LogGP's g + (s-1)·G, plus the
 ack's latency spread over the window), stored as a **raw** sample (``n`` = the window's messages)
-so it can be fitted and resampled like any other series (:data:`kit.schema.OP_QUANTITY`).
+so it can be fitted and resampled like any other series (:data:`kit.data.schema.OP_QUANTITY`).
 Datasets ingested before this rule hold these rows as ``stat=mean``.
 
 A last line without its newline is a line the probe was killed while writing: it is
@@ -53,10 +53,9 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from kit.campaign.checks import Checker, parse_size
-from kit.campaign.yamlmarks import PathKey
-from kit.errors import IngestError
-from kit.ingest.common import (
+from kit.core.errors import IngestError
+from kit.core.paths import probe_binary
+from kit.data.ingest.common import (
     MAX_SIZE,
     MAX_TIME_S,
     ROW_COLUMNS,
@@ -65,10 +64,11 @@ from kit.ingest.common import (
     ParsedRun,
     fail,
 )
-from kit.ingest.jobrecord import apply_job_record
-from kit.ingest.records import PROBE_META_SCHEMA, problem, read_record
-from kit.paths import probe_binary
-from kit.placement import META_CPUS, META_SOCKETS
+from kit.data.ingest.jobrecord import apply_job_record
+from kit.data.ingest.records import PROBE_META_SCHEMA, problem, read_record
+from kit.measure.campaign.checks import Checker, parse_size
+from kit.measure.campaign.yamlmarks import PathKey
+from kit.measure.placement import META_CPUS, META_SOCKETS
 from kit.tools import binaries
 from kit.tools.base import Executable, JobParts, Sniff, Tool
 
@@ -79,7 +79,7 @@ except ImportError:
     _ROWS = None
 
 if TYPE_CHECKING:
-    from kit.campaign.schema import ToolSpec
+    from kit.measure.campaign.schema import ToolSpec
 
 HEADER = "seq,op,size,count,time,call,warmup"
 HEADER_EXT = HEADER + ",pair,round"  # contention mode (--pairs)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.ingest.common import (
+from kit.data.ingest.common import (
     ParsedRun,
     Rows,
     fail,

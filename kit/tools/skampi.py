@@ -11,7 +11,7 @@ repetition as ``local_results[i] = µs``, one "starting measurement" block per r
 When ``<sko stem>_proc0000.log`` sits next to the ``.sko``, rank 0's values (rank 0 times the
 round trip) become raw rows of the same run: op ``pingpong``, stat ``raw``, time = value / 2.
 Run metadata (start, end, hosts, job id, forced variables, completeness) comes from the kit's
-``job.json`` beside the ``.sko`` when there is one (``kit.ingest.jobrecord``).
+``job.json`` beside the ``.sko`` when there is one (``kit.data.ingest.jobrecord``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kit.campaign.checks import ENV_NAME_RE
-from kit.campaign.render import read_text_template
-from kit.ingest.common import (
+from kit.data.ingest.common import (
     US,
     Companion,
     ParsedRun,
@@ -33,14 +31,16 @@ from kit.ingest.common import (
     parse_time,
     read_text,
 )
-from kit.ingest.jobrecord import apply_job_record
+from kit.data.ingest.jobrecord import apply_job_record
+from kit.measure.campaign.checks import ENV_NAME_RE
+from kit.measure.campaign.render import read_text_template
 from kit.tools import binaries
 from kit.tools.base import HELP_CHECK_ORDER, Executable, JobParts, Tool
 
 if TYPE_CHECKING:
-    from kit.campaign.checks import Checker
-    from kit.campaign.schema import ToolSpec
-    from kit.campaign.yamlmarks import PathKey
+    from kit.measure.campaign.checks import Checker
+    from kit.measure.campaign.schema import ToolSpec
+    from kit.measure.campaign.yamlmarks import PathKey
 
 _BEGIN = re.compile(r'^# begin result "([^"]*)"')
 _LOCAL = re.compile(r"^local_results\[(\d+)\]\s*=\s*(\S+)\s*$")

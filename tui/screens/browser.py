@@ -15,8 +15,8 @@ from textual.events import Key
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from kit.bandwidth import TOP_OCTAVE_DEFINITION
-from kit.errors import UserError
+from kit.core.errors import UserError
+from kit.figures.bandwidth import TOP_OCTAVE_DEFINITION
 from tui import loading, modelfiles, serieskey
 from tui.background import in_background
 from tui.screens.common import QUIT_GROUP, HelpMixin, PathPrompt, notify_error

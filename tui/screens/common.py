@@ -13,7 +13,7 @@ from textual.dom import DOMNode
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label
 
-from kit.errors import UserError
+from kit.core.errors import UserError
 
 
 def notify_error(node: DOMNode, err: UserError | Exception) -> None:

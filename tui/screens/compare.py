@@ -12,8 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from kit.diff import DiffResult
-from kit.errors import UserError
+from kit.analyses.diff import DiffResult
+from kit.core.errors import UserError
 from tui import comparing, figures, loading, serieskey
 from tui.background import in_background
 from tui.screens.common import HelpMixin, notify_error

@@ -12,8 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label
 
-from kit.errors import UserError
-from kit.schema import pairs_short
+from kit.core.errors import UserError
+from kit.data.schema import pairs_short
 from tui import modelfiles, serieskey
 from tui.screens.common import Confirm, notify_error
 from tui.session import Session

@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from kit.errors import UserError
+from kit.core.errors import UserError
 from tui import figures, fitting, noiseview, serieskey
 from tui.background import in_background
 from tui.screens.common import HelpMixin, notify_error

@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, LoadingIndicator, Static
 
-from kit.errors import UserError
+from kit.core.errors import UserError
 from tui import figures, fitting, loading, serieskey
 from tui.background import in_background
 from tui.screens.common import HelpMixin, notify_error

@@ -1,1 +1,0 @@
-"""Exports of fitted models to other tools (SimGrid/SMPI: :mod:`kit.export.simgrid`)."""

@@ -1,0 +1,423 @@
+"""``pt2pt plan``: expand a campaign into one rendered job per configuration + a manifest.
+
+A configuration is (tool [benchmark], transport, placement, repetition). The job order is
+shuffled with the campaign seed, so that drift over the campaign's duration (other users,
+thermal state) does not line up with one transport or tool; the index in each job's id is
+its position in that order. Planning is a pure function of its inputs: the same campaign,
+transport table, binaries and output directory give byte-identical files (no time stamps).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit import tools
+from kit.core.errors import CampaignError
+from kit.measure.campaign import jobrecord, pairs
+from kit.measure.campaign.fileio import dump_json, write_atomic
+from kit.measure.campaign.manifest import MANIFEST_NAME, has_results, read_manifest
+from kit.measure.campaign.render import environment
+from kit.measure.campaign.schema import Campaign, ToolSpec, load_campaign
+from kit.measure.campaign.site import load_site
+from kit.measure.campaign.transports import TransportEntry, TransportTable, load_table
+from kit.tools import binaries
+
+MANIFEST_FORMAT = 2
+_PLACEMENT_SHAPE = {"intra-node": (1, 2), "inter-node": (2, 1)}
+_PLACEMENT_SHORT = {"intra-node": "intra", "inter-node": "inter"}
+
+
+@dataclass
+class PlannedJob:
+    """One job before it is written: identity, how to render it, what it will produce."""
+
+    key: str
+    tool: str
+    benchmark: str | None
+    transport: str
+    placement: str
+    repetition: int
+    template: str
+    command: list[str]
+    outputs: list[str]
+    stdout_name: str = "stdout.txt"
+    meta_file: str | None = None
+    extra_files: dict[str, str] = field(default_factory=dict)
+    spec_index: int = 0
+    id: str = ""
+    seed: int = 0
+    #: (node, node) this job is pinned to; intra-node placements use (n, n); None: Slurm picks
+    host_pair: tuple[str, str] | None = None
+    #: the job array it belongs to: (tool, transport, placement)
+    group: str = ""
+    #: concurrent pairs in the probe's contention mode (--pairs K, 2K ranks); 0: plain pair
+    k: int = 0
+
+
+def shape(placement: str, k: int = 0) -> tuple[int, int]:
+    """(nodes, tasks per node): K concurrent pairs put K ranks per node across two nodes,
+    or all 2K on one node (rank i measures against rank i+K)."""
+    nodes, per_node = _PLACEMENT_SHAPE[placement]
+    return nodes, per_node * max(k, 1)
+
+
+def job_seed(campaign_seed: int, key: str) -> int:
+    """A per-job seed derived from the campaign seed and the job's identity (not its order)."""
+    digest = hashlib.sha256(f"{campaign_seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def _not_planned(spec: ToolSpec, what: str, campaign: Campaign) -> dict[str, Any]:
+    return {"tool": spec.tool, "what": what, "line": spec.line,
+            "reason": f"{what} not found in the Spack view "
+                      f"({binaries.spack_view(campaign.spack_view)}) or on PATH"}
+
+
+def _missing(spec: ToolSpec, what: str, campaign: Campaign, hint: str) -> CampaignError:
+    src = campaign.source or "campaign"
+    return CampaignError(f"{what} not found in the Spack view "
+                         f"({binaries.spack_view(campaign.spack_view)}) or on PATH",
+                         where=f"{src}:{spec.line} (tools)", hint=hint)
+
+
+def _locate(spec: ToolSpec, found: Path | None, label: str, what: str, hint: str,
+            campaign: Campaign, not_planned: list[dict[str, Any]]) -> Path | None:
+    """The binary; or None after listing an optional tool as not planned; else an error."""
+    if found is not None:
+        return found
+    if spec.optional:
+        not_planned.append(_not_planned(spec, label, campaign))
+        return None
+    raise _missing(spec, what, campaign, hint)
+
+
+def _units(placement: str, node_pairs: list[tuple[str, str]] | None
+           ) -> list[tuple[str, str] | None]:
+    """Where the jobs of one placement run: each pair (inter-node), each node (intra-node)."""
+    if not node_pairs:
+        return [None]
+    if placement == "inter-node":
+        return list(node_pairs)
+    nodes = list(dict.fromkeys(n for p in node_pairs for n in p))
+    return [(n, n) for n in nodes]
+
+
+def _pair_tag(pair: tuple[str, str] | None) -> str:
+    if pair is None:
+        return ""
+    return f"-{pair[0]}" if pair[0] == pair[1] else f"-{pair[0]}.{pair[1]}"
+
+
+def expand(campaign: Campaign, out_dir: Path,
+           node_pairs: list[tuple[str, str]] | None = None
+           ) -> tuple[list[PlannedJob], list[dict[str, Any]]]:
+    """All jobs of the campaign in shuffled order, and the tools left out (with reasons)."""
+    view = binaries.spack_view(campaign.spack_view)
+    jobs: list[PlannedJob] = []
+    not_planned: list[dict[str, Any]] = []
+    jobs_dir = out_dir / "jobs"
+    tool_names = [s.tool for s in campaign.tools]
+    for spec_index, spec in enumerate(campaign.tools):
+        tool = tools.get(spec.tool)
+        variants: list[tuple[str | None, Path]] = []
+        for exe in tool.executables(spec, view):
+            path = _locate(spec, exe.path, exe.label, exe.what, exe.hint, campaign, not_planned)
+            variants.extend([(exe.benchmark, path)] if path else [])
+        ks = tool.concurrency(spec)
+        for (bench, binary), k in ((v, k) for v in variants for k in ks):
+            for transport in campaign.transports:
+                for placement in campaign.transport_placements.get(transport,
+                                                                   campaign.placements):
+                    name = bench or spec.tool
+                    if tool_names.count(spec.tool) > 1:  # two entries of one tool
+                        name += str(spec_index)
+                    if k:
+                        name += f"-k{k}"
+                    group = f"{name}-{transport}-{_PLACEMENT_SHORT[placement]}"
+                    for pair in _units(placement, node_pairs):
+                        for rep in range(1, campaign.repetitions + 1):
+                            key = f"{group}{_pair_tag(pair)}-r{rep}"
+                            job = _job(spec, bench, binary, transport, placement, rep, key)
+                            job.spec_index, job.host_pair, job.group = spec_index, pair, group
+                            job.k = k
+                            jobs.append(job)
+    rng = random.Random(campaign.seed)
+    rng.shuffle(jobs)
+    width = max(3, len(str(len(jobs))))
+    for index, job in enumerate(jobs):
+        job.id = f"{index:0{width}d}-{job.key}"
+        job.seed = job_seed(campaign.seed, job.key)
+        job_dir = jobs_dir / job.id
+        job.command = tools.get(job.tool).command(_spec_of(campaign, job), job.command,
+                                                  seed=job.seed, job_dir=job_dir, k=job.k)
+    return jobs, not_planned
+
+
+def _spec_of(campaign: Campaign, job: PlannedJob) -> ToolSpec:
+    return campaign.tools[job.spec_index]
+
+
+def _job(spec: ToolSpec, bench: str | None, binary: Path, transport: str, placement: str,
+         rep: int, key: str) -> PlannedJob:
+    common: dict[str, Any] = {"key": key, "tool": spec.tool, "benchmark": bench,
+                              "transport": transport, "placement": placement, "repetition": rep}
+    parts = tools.get(spec.tool).job(spec, bench, binary)
+    return PlannedJob(**common, template=parts.template, command=parts.command,
+                      outputs=parts.outputs, stdout_name=parts.stdout_name,
+                      meta_file=parts.meta_file, extra_files=dict(parts.extra_files))
+
+
+def _launch_words(campaign: Campaign, entry: TransportEntry,
+                  forced: list[str], ranks: int = 2) -> tuple[list[str], list[str]]:
+    """(launch under Slurm, launch under run-local) for one job."""
+    forward: list[str] = []
+    if campaign.mpi == "openmpi":
+        # mpirun forwards OMPI_* itself; anything else must be named to reach remote ranks.
+        for name in [*forced, *campaign.env]:
+            if not name.startswith("OMPI_"):
+                forward += ["-x", name]
+    slurm = list(campaign.launcher.words)
+    if campaign.launcher.command == "srun" and not any(
+            a.startswith(("--kill-on-bad-exit", "-K")) for a in campaign.launcher.args):
+        # a rank that crashes must end the step (mpirun does this itself); without it the
+        # peer waits in MPI until the time limit (seen: a probe segfault on one rank)
+        slurm.append("--kill-on-bad-exit=1")
+    local = ["mpirun", "-n", str(ranks)]
+    if ranks > 2 and campaign.mpi == "openmpi":  # contention mode on a small machine
+        local.append("--oversubscribe")
+    if campaign.launcher.command in ("mpirun", "mpiexec"):
+        slurm += forward
+        local = [*local, *campaign.launcher.args, *forward]
+    else:
+        local += forward
+    return slurm, local
+
+
+HELPER = "bin/jobrecord.py"
+
+
+def kit_python() -> str:
+    """The Python that runs the job-side helper on the compute nodes.
+
+    ``PT2PT_KIT_PYTHON``, else the site file's ``python``, else ``python3`` on the node's
+    PATH: the helper (kit/measure/campaign/jobrecord.py) uses only the standard library and
+    is copied into the campaign directory at plan time, so compute nodes need neither the planning
+    checkout nor the kit's dependencies, and a campaign keeps the helper it was planned with.
+    """
+    return os.environ.get("PT2PT_KIT_PYTHON") or load_site().python or "python3"
+
+
+def time_limit_s(text: str) -> int:
+    """Slurm's time formats (MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]) in seconds."""
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:
+        parts += [0] * (3 - len(parts))
+        h, m, sec = parts
+    elif len(parts) == 1:
+        h, m, sec = 0, parts[0], 0
+    elif len(parts) == 2:
+        h, m, sec = 0, parts[0], parts[1]
+    else:
+        h, m, sec = parts
+    return int(days or 0) * 86400 + h * 3600 + m * 60 + sec
+
+
+def _context(campaign: Campaign, table: TransportTable, job: PlannedJob,
+             job_dir: Path) -> dict[str, Any]:
+    entry = table.entry(campaign.mpi, job.transport).for_placement(job.placement)
+    forced = list(dict.fromkeys([*entry.env, *(k for o in entry.env_by_major.values()
+                                                for k in o)]))
+    nodes, per_node = shape(job.placement, job.k)
+    slurm_launch, local_launch = _launch_words(campaign, entry, forced, nodes * per_node)
+    spec = _spec_of(campaign, job)
+    return {
+        "job": {"id": job.id, "slurm_name": f"{campaign.name}.{job.id}"[:120],
+                "nodes": nodes, "ntasks_per_node": per_node, "placement": job.placement,
+                "nodelist": _nodelist(job.host_pair)},
+        "kit_python": campaign_python(campaign),
+        "helper": str(job_dir.parent.parent / HELPER),
+        "job_dir": str(job_dir), "campaign_name": campaign.name, "mpi": campaign.mpi,
+        "slurm": campaign.slurm, "exits": {"skipped": table.skipped_exit,
+                                           "check_failed": table.check_failed_exit},
+        "clear_env": table.clear_env.get(campaign.mpi, ()), "transport": entry,
+        "forced_vars": forced, "campaign_env": campaign.env,
+        "spack_view": str(binaries.spack_view(campaign.spack_view)),
+        "slurm_launch": slurm_launch, "local_launch": local_launch, "command": job.command,
+        "stdout_name": job.stdout_name, "meta_file": job.meta_file,
+        "tool": spec.options, "benchmark": job.benchmark or "",
+    }
+
+
+def _nodelist(pair: tuple[str, str] | None) -> str | None:
+    if pair is None:
+        return None
+    return pair[0] if pair[0] == pair[1] else f"{pair[0]},{pair[1]}"
+
+
+_PYTHON: dict[int, str] = {}
+
+
+def campaign_python(campaign: Campaign) -> str:
+    key = id(campaign)
+    if key not in _PYTHON:
+        _PYTHON.clear()
+        _PYTHON[key] = kit_python()
+    return _PYTHON[key]
+
+
+def _job_record(campaign: Campaign, job: PlannedJob, table: TransportTable) -> dict[str, Any]:
+    flavour = table.entry(campaign.mpi, job.transport)
+    entry = flavour.for_placement(job.placement)
+    nodes, per_node = shape(job.placement, job.k)
+    forced = list(dict.fromkeys([*entry.env, *(k for o in entry.env_by_major.values()
+                                                for k in o)]))
+    return {
+        "group": job.group, "host_pair": list(job.host_pair) if job.host_pair else None,
+        "nodelist": _nodelist(job.host_pair),
+        "exits": {"skipped": table.skipped_exit, "check_failed": table.check_failed_exit},
+        "unavailable": list(entry.unavailable), "stdout_name": job.stdout_name,
+        "meta_file": job.meta_file, "forced_vars": forced,
+        "time_limit_s": time_limit_s(campaign.slurm.time),
+        "signal_lead_s": campaign.slurm.signal_lead,
+        "concurrent_pairs": job.k or None,
+        "id": job.id, "dir": f"jobs/{job.id}", "script": f"jobs/{job.id}/job.sbatch",
+        "tool": job.tool, "benchmark": job.benchmark, "transport": job.transport,
+        "placement": job.placement, "nodes": nodes, "ntasks_per_node": per_node,
+        "repetition": job.repetition, "seed": job.seed, "mpi": campaign.mpi,
+        "command": job.command, "outputs": job.outputs,
+        "transport_env": entry.env, "transport_check": entry.check,
+        "ops": tools.get(job.tool).record_ops(_spec_of(campaign, job)),
+    }
+
+
+def _prepare_dir(out_dir: Path, force: bool) -> None:
+    """Refuse to overwrite results; clear an earlier plan that never ran."""
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise CampaignError("exists and is not a directory", where=str(out_dir),
+                            hint="choose another output directory with -o")
+    manifest = out_dir / MANIFEST_NAME
+    if not manifest.is_file():
+        if any(out_dir.iterdir()):
+            raise CampaignError("the directory is not empty and holds no campaign plan",
+                                where=str(out_dir), hint="choose an empty or new directory")
+        return
+    old = read_manifest(out_dir)
+    if has_results(out_dir, old) and not force:
+        raise CampaignError("this campaign directory already holds job results",
+                            where=str(out_dir),
+                            hint="collect them and plan into a new directory, or pass "
+                                 "--force to discard the plan (results stay in place)")
+    if not force:
+        for job in old.get("jobs", []):
+            shutil.rmtree(out_dir / job["dir"], ignore_errors=True)
+        shutil.rmtree(out_dir / "arrays", ignore_errors=True)
+
+
+def _write_new(path: Path, text: str, mode: int = 0o644) -> None:
+    """A file in a job directory this plan just created: no reader can see it half-written
+    before the manifest (written last, atomically) names it, so no temp file + rename (which
+    costs two file operations per file in a 10,000-job campaign)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    if mode != 0o644:
+        os.chmod(path, mode)
+
+
+def _array_context(campaign: Campaign, group: str, jobs: list[PlannedJob],
+                   out_dir: Path) -> dict[str, Any]:
+    nodes, per_node = shape(jobs[0].placement, jobs[0].k)
+    return {
+        "array": {"group": group, "size": len(jobs),
+                  "slurm_name": f"{campaign.name}.{group}"[:120],
+                  "log_dir": str(out_dir / "arrays")},
+        "job": {"nodes": nodes, "ntasks_per_node": per_node},
+        "slurm": campaign.slurm, "campaign_name": campaign.name,
+        "kit_python": campaign_python(campaign), "manifest": str(out_dir / MANIFEST_NAME),
+        "helper": str(out_dir / HELPER),
+    }
+
+
+def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
+                  table: TransportTable | None = None,
+                  slurm_env: dict[str, str] | None = None) -> Path:
+    """Validate ``campaign_path``, render every job into ``out_dir``; returns the manifest.
+
+    Jobs are grouped into one Slurm job array per (tool, transport, placement): the array
+    script ``arrays/<group>.sbatch`` runs task i as the group's i-th job in the manifest.
+    """
+    table = table or load_table()
+    campaign = load_campaign(campaign_path, table=table)
+    out_dir = out_dir.resolve()
+    node_pairs = (pairs.resolve(campaign.pairs, campaign.seed, campaign.slurm.partition,
+                                slurm_env) if campaign.pairs else None)
+    _prepare_dir(out_dir, force)
+    jobs, not_planned = expand(campaign, out_dir, node_pairs)
+    if not jobs:
+        raise CampaignError("no job could be planned (every tool is missing its binary)",
+                            where=str(campaign_path),
+                            hint="build the probe or install the Spack environment")
+    helper = out_dir / HELPER
+    write_atomic(helper, Path(jobrecord.__file__).read_text(encoding="utf-8"), 0o755)
+    env = environment()
+    templates: dict[str, Any] = {}
+    records = []
+    arrays: dict[str, dict[str, Any]] = {}
+    by_group: dict[str, list[PlannedJob]] = {}
+    for job in jobs:
+        job_dir = out_dir / "jobs" / job.id
+        template = templates.get(job.template) or env.get_template(job.template)
+        templates[job.template] = template
+        script = template.render(**_context(campaign, table, job, job_dir))
+        members = by_group.setdefault(job.group, [])
+        record = _job_record(campaign, job, table)
+        record["array_index"] = len(members)
+        members.append(job)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        _write_new(job_dir / "plan.json", dump_json(record))
+        for name, text in sorted(job.extra_files.items()):
+            _write_new(job_dir / name, text)
+        _write_new(job_dir / "job.sbatch", script, 0o755)
+        records.append(record)
+    array_template = env.get_template("array.sbatch.j2")
+    for group, members in by_group.items():
+        script_rel = f"arrays/{group}.sbatch"
+        write_atomic(out_dir / script_rel,
+                     array_template.render(**_array_context(campaign, group, members,
+                                                            out_dir)), 0o755)
+        arrays[group] = {"script": script_rel, "tasks": [j.id for j in members],
+                         "nodelists": [_nodelist(j.host_pair) for j in members],
+                         "tool": members[0].benchmark or members[0].tool,
+                         "transport": members[0].transport,
+                         "placement": members[0].placement,
+                         "ntasks_per_node": shape(members[0].placement, members[0].k)[1]}
+    source = campaign_path.read_bytes()
+    write_atomic(out_dir / "campaign.yaml", source.decode("utf-8"))
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "campaign": {"name": campaign.name, "mpi": campaign.mpi, "seed": campaign.seed,
+                     "repetitions": campaign.repetitions, "description": campaign.description,
+                     "transports": list(campaign.transports),
+                     "placements": list(campaign.placements),
+                     "source": str(campaign.source),
+                     "sha256": hashlib.sha256(source).hexdigest(),
+                     "pairs": [list(p) for p in node_pairs] if node_pairs else None,
+                     "throttle": campaign.slurm.throttle,
+                     "partition": campaign.slurm.partition},
+        "transport_table": {"path": table.source, "skipped_exit": table.skipped_exit,
+                            "check_failed_exit": table.check_failed_exit},
+        "jobs": records,
+        "arrays": arrays,
+        "not_planned": not_planned,
+    }
+    path = out_dir / MANIFEST_NAME
+    write_atomic(path, dump_json(manifest))
+    return path

@@ -1,0 +1,314 @@
+"""The campaign file: what to measure, with which MPI, over which transports, where.
+
+A campaign is validated completely before anything is rendered, and every error names the
+file and line (from the YAML node marks) and what to write instead. Values that end up on
+``#SBATCH`` lines are restricted to a safe character set, because sbatch parses those
+lines itself and a newline there would start a new line of shell; every other value is
+shell-quoted by the templates, so quotes, ``$(...)``, backticks and ``;`` are inert.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kit import tools as registry
+from kit.measure.campaign.checks import ENV_NAME_RE
+from kit.measure.campaign.checks import Checker as _Checker
+from kit.measure.campaign.site import SiteDefaults, load_site
+from kit.measure.campaign.transports import TransportTable, load_table
+from kit.measure.campaign.yamlmarks import Located, PathKey, load_located_file
+
+MPI_FLAVOURS = ("openmpi", "mpich", "intelmpi")
+PLACEMENTS = ("intra-node", "inter-node")
+LAUNCHERS = ("srun", "mpirun", "mpiexec")
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# What may appear on an #SBATCH line: no blanks, quotes, $, `, ;, newlines.
+_SBATCH_RE = re.compile(r"^[A-Za-z0-9._:=,/@+%-]{1,200}$")
+_TIME_RE = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$")
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How ranks are started inside the allocation (``srun --mpi=pmix`` or ``mpirun``)."""
+
+    command: str
+    args: tuple[str, ...] = ()
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return (self.command, *self.args)
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str = "00:10:00"
+    extra: tuple[str, ...] = ()
+    #: at most this many tasks of one job array run at once (``--array=0-N%T``); 0: no limit
+    throttle: int = 0
+    #: seconds before the time limit at which the batch script gets TERM to write its record
+    signal_lead: int = 60
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """Which node pairs to measure: explicit, ``random: K`` or ``all-pairs: CAP``."""
+
+    explicit: tuple[tuple[str, str], ...] = ()
+    random: int = 0
+    all_pairs: int = 0
+    switch: str = "any"  # any | same | across (needs Slurm's topology)
+    partition: str | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool entry; ``options`` holds the tool-specific, already validated settings."""
+
+    tool: str
+    options: dict[str, Any]
+    optional: bool = False
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Campaign:
+    name: str
+    mpi: str
+    transports: tuple[str, ...]
+    placements: tuple[str, ...]
+    tools: tuple[ToolSpec, ...]
+    repetitions: int
+    seed: int
+    launcher: Launcher
+    slurm: SlurmSettings
+    env: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+    #: placements per transport (the campaign's, or narrower for e.g. ``{shm: intra-node}``)
+    transport_placements: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    spack_view: str | None = None
+    source: Path | None = None
+    pairs: PairSpec | None = None
+
+
+def _launcher(ck: _Checker, value: Any, path: PathKey) -> Launcher:
+    if isinstance(value, dict):
+        ck.mapping(value, path, ("command", "args"))
+        command = ck.text(value.get("command"), (*path, "command"))
+        args = ck.text_list(value.get("args", []), (*path, "args"))
+    else:
+        text = ck.text(value, path, hint="write e.g. 'srun --mpi=pmix' or 'mpirun'")
+        try:
+            words = shlex.split(text)
+        except ValueError as exc:
+            raise ck.fail(path, f"cannot split the launcher: {exc}",
+                          "balance the quotes") from None
+        if not words:
+            raise ck.fail(path, "empty launcher", "write 'srun --mpi=pmix' or 'mpirun'")
+        command, args = words[0], tuple(words[1:])
+    if command not in LAUNCHERS:
+        raise ck.fail(path, f"unknown launcher '{command}'",
+                      "use 'srun --mpi=pmix' (direct launch) or 'mpirun'")
+    return Launcher(command=command, args=args)
+
+
+def _slurm(ck: _Checker, value: Any, path: PathKey, site: SiteDefaults) -> SlurmSettings:
+    value = ck.mapping(value if value is not None else {}, path,
+                       ("partition", "account", "qos", "time", "extra", "throttle",
+                        "signal_lead"))
+    sb_hint = "use only letters, digits and . _ : = , / @ + % -"
+
+    def opt(key: str, default: str | None) -> str | None:
+        if value.get(key) is None:
+            return default
+        return ck.text(value[key], (*path, key), pattern=_SBATCH_RE, hint=sb_hint, raw=True)
+
+    time = opt("time", "00:10:00") or "00:10:00"
+    if not _TIME_RE.match(time):
+        raise ck.fail((*path, "time"), f"invalid Slurm time {time!r}",
+                      "write minutes, MM:SS, HH:MM:SS or D-HH:MM:SS, quoted")
+    extra = ck.text_list(value.get("extra", []), (*path, "extra"), pattern=_SBATCH_RE,
+                         hint="write each option as one word, e.g. --exclusive or "
+                              "--constraint=ib; " + sb_hint)
+    for i, item in enumerate(extra):
+        if not item.startswith("-"):
+            raise ck.fail((*path, "extra", i), f"'{item}' is not an sbatch option",
+                          "start each extra option with - or --")
+    return SlurmSettings(partition=opt("partition", site.partition),
+                         account=opt("account", site.account), qos=opt("qos", site.qos),
+                         time=time, extra=extra,
+                         throttle=ck.integer(value.get("throttle", 0), (*path, "throttle"),
+                                             0, 100_000),
+                         signal_lead=ck.integer(value.get("signal_lead", 60),
+                                                (*path, "signal_lead"), 1, 3600))
+
+
+_NODE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+SWITCH_MODES = ("any", "same", "across")
+
+
+def _pairs(ck: _Checker, value: Any, path: PathKey) -> PairSpec | None:
+    """``pairs: [[a, b], ...]`` or ``{random: K | all-pairs: CAP, switch, partition, seed}``."""
+    if value is None:
+        return None
+    node_hint = "write node names as Slurm knows them (sinfo -N)"
+    if isinstance(value, list):
+        if not value:
+            raise ck.fail(path, "an empty list of node pairs", "list e.g. [[n1, n2]]")
+        pairs = []
+        for i, item in enumerate(value):
+            names = ck.text_list(item, (*path, i), pattern=_NODE_RE, hint=node_hint)
+            if len(names) != 2 or names[0] == names[1]:
+                raise ck.fail((*path, i), "a node pair is two different node names",
+                              "write e.g. [n1, n2]")
+            pairs.append((names[0], names[1]))
+        return PairSpec(explicit=tuple(pairs))
+    doc = ck.mapping(value, path, ("random", "all-pairs", "switch", "partition", "seed"))
+    if ("random" in doc) == ("all-pairs" in doc):
+        raise ck.fail(path, "give exactly one of 'random: K' and 'all-pairs: CAP'",
+                      "or list the pairs explicitly: [[n1, n2], [n3, n4]]")
+    switch = ck.choices(doc.get("switch", "any"), (*path, "switch"), SWITCH_MODES,
+                        "switch mode")[0]
+    partition = doc.get("partition")
+    if partition is not None:
+        partition = ck.text(partition, (*path, "partition"), pattern=_SBATCH_RE,
+                            hint="a Slurm partition name")
+    seed = doc.get("seed")
+    if seed is not None:
+        seed = ck.integer(seed, (*path, "seed"), 0, 2**31 - 1)
+    if "random" in doc:
+        return PairSpec(random=ck.integer(doc["random"], (*path, "random"), 1, 1_000_000),
+                        switch=switch, partition=partition, seed=seed)
+    cap = doc["all-pairs"]
+    cap = 1_000_000 if cap is True else ck.integer(cap, (*path, "all-pairs"), 1, 1_000_000)
+    return PairSpec(all_pairs=cap, switch=switch, partition=partition, seed=seed)
+
+
+def _tools(ck: _Checker, value: Any, path: PathKey, base: Path | None) -> tuple[ToolSpec, ...]:
+    """The ``tools:`` list: each entry's keys and values are checked by its tool's own
+    module (kit.tools), so a new tool brings its own options schema."""
+    names = registry.plannable()
+    if not isinstance(value, list) or not value:
+        raise ck.fail(path, "'tools' must be a non-empty list",
+                      "add e.g. '- tool: probe' with its ops, sizes and samples")
+    specs = []
+    for i, entry in enumerate(value):
+        p = (*path, i)
+        if not isinstance(entry, dict) or "tool" not in entry:
+            raise ck.fail(p, "each tool entry needs 'tool:'",
+                          f"write '- tool: NAME' with NAME one of {', '.join(names)}")
+        tool = ck.choices(entry["tool"], (*p, "tool"), names, "tool")[0]
+        handler = registry.get(tool)
+        ck.mapping(entry, p, ("tool", "optional", *(handler.option_keys or ())))
+        options = handler.options(ck, entry, p, base)
+        optional = ck.boolean(entry.get("optional", False), (*p, "optional"))
+        specs.append(ToolSpec(tool=tool, options=options, optional=optional,
+                              line=ck.loc.line(p)))
+    return tuple(specs)
+
+
+def _transports(ck: _Checker, value: Any, mpi: str, table: TransportTable,
+                placements: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """Transport names, and the placements of each (``{shm: intra-node}`` narrows one)."""
+    known = table.transports(mpi)
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise ck.fail(("transports",), "expected a non-empty list of transports",
+                      f"choose from: {', '.join(known)}")
+    names: list[str] = []
+    where: dict[str, tuple[str, ...]] = {}
+    for i, item in enumerate(items):
+        path: PathKey = ("transports", i) if isinstance(value, list) else ("transports",)
+        own: tuple[str, ...] | None = None
+        if isinstance(item, dict):
+            if len(item) != 1:
+                raise ck.fail(path, "a transport with its own placement is one 'name: placement'",
+                              "write e.g. '{shm: intra-node}'")
+            item, raw = next(iter(item.items()))
+            own = ck.choices(raw, (*path, item), PLACEMENTS, "placement")
+        name = ck.choices(item, path, known, f"transport for {mpi}")[0]
+        if name in names:
+            raise ck.fail(path, f"transport '{name}' is listed twice", "list each one once")
+        entry = table.entry(mpi, name)
+        for placement in own or placements:
+            if placement not in entry.placements:
+                raise ck.fail(path,
+                              f"transport '{name}' cannot be measured {placement} "
+                              f"(it works only {' or '.join(entry.placements)})",
+                              f"remove '{name}', or narrow it with "
+                              f"'{{{name}: {entry.placements[0]}}}'")
+        names.append(name)
+        where[name] = own or placements
+    return tuple(names), where
+
+
+_TOP_KEYS = ("name", "description", "mpi", "transports", "placement", "tools", "repetitions",
+             "seed", "launcher", "slurm", "env", "spack_view", "pairs")
+
+
+def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
+             base: Path | None = None) -> Campaign:
+    """Turn a located YAML document into a :class:`Campaign`, or raise at the bad line."""
+    ck = _Checker(loc)
+    doc = ck.mapping(loc.data, (), _TOP_KEYS)
+    for key in ("name", "mpi", "transports", "tools"):
+        if key not in doc:
+            raise ck.fail((), f"the required key '{key}' is missing",
+                          f"add '{key}:' at the top level")
+    name = ck.text(doc["name"], ("name",), pattern=_NAME_RE,
+                   hint="use letters, digits, '.', '_' and '-' (at most 64, no blanks)")
+    mpi = ck.choices(doc["mpi"], ("mpi",), MPI_FLAVOURS, "MPI flavour")[0]
+    placements = ck.choices(doc.get("placement", ["intra-node"]), ("placement",), PLACEMENTS,
+                            "placement")
+    transports, per_transport = _transports(ck, doc["transports"], mpi, table, placements)
+    launcher_value = doc.get("launcher", site.launcher or "srun --mpi=pmix")
+    launcher = _launcher(ck, launcher_value, ("launcher",))
+    env_raw = doc.get("env") if doc.get("env") is not None else {}
+    env_doc = ck.mapping(env_raw, ("env",), tuple(env_raw) if isinstance(env_raw, dict) else ())
+    env: dict[str, str] = {}
+    for key, value in env_doc.items():
+        if not ENV_NAME_RE.match(key):
+            raise ck.fail(("env", key), f"invalid environment variable name '{key}'",
+                          "use letters, digits and _, not starting with a digit")
+        env[key] = ck.text(value, ("env", key), raw=True)
+        for tname in transports:
+            entry = table.entry(mpi, tname)
+            forced = set(entry.env).union(*(o.keys() for o in entry.env_by_major.values()))
+            if key in forced:
+                raise ck.fail(("env", key),
+                              f"'{key}' is set by the transport table for '{tname}'; "
+                              "overriding it would change the transport silently",
+                              "remove it here, or add a transport variant to "
+                              "jobs/transports.yaml")
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise ck.fail(("description",), "expected text", "quote the description")
+    spack_view = doc.get("spack_view", site.spack_view)
+    if spack_view is not None:
+        spack_view = ck.text(spack_view, ("spack_view",))
+    return Campaign(
+        name=name, mpi=mpi, transports=transports, placements=placements,
+        transport_placements=per_transport,
+        tools=_tools(ck, doc["tools"], ("tools",), base),
+        repetitions=ck.integer(doc.get("repetitions", 1), ("repetitions",), 1, 10_000),
+        seed=ck.integer(doc.get("seed", 1), ("seed",), 0, 2**31 - 1),
+        launcher=launcher, slurm=_slurm(ck, doc.get("slurm"), ("slurm",), site), env=env,
+        description=description, spack_view=spack_view, source=None,
+        pairs=_pairs(ck, doc.get("pairs"), ("pairs",)))
+
+
+def load_campaign(path: Path, *, table: TransportTable | None = None,
+                  site: SiteDefaults | None = None) -> Campaign:
+    """Read, validate and return the campaign at ``path``."""
+    loc = load_located_file(path)
+    campaign = validate(loc, table=table or load_table(), site=site or load_site(),
+                        base=path.resolve().parent)
+    return replace(campaign, source=path.resolve())

@@ -1,0 +1,1 @@
+"""Exports of fitted models to other tools (SimGrid/SMPI: :mod:`kit.outputs.export.simgrid`)."""

@@ -1,0 +1,444 @@
+"""Assemble the HTML report: one section per series, PNG figures next to ``index.html``.
+
+A report is made either from a model file (its provenance names the dataset and series
+whose samples are plotted under the curves) or from a dataset (every series, or the
+selected ones, is fitted and validated here). Each series that cannot be fitted gets a
+note in its section instead of aborting the whole report: a dataset often holds a few
+aggregate-only series next to the raw ones.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from jinja2 import Environment, FileSystemLoader
+from numpy.typing import NDArray
+
+from kit import __version__
+from kit.core.errors import ModelError, UserError
+from kit.core.paths import PACKAGE_DIR
+from kit.core.progress import track
+from kit.outputs.report.summary import TERMS, summarise
+
+TEMPLATE_DIR = PACKAGE_DIR / "templates" / "report"
+
+
+@dataclass
+class Section:
+    """What the template shows for one series."""
+
+    title: str
+    slug: str
+    provenance: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    regimes: list[dict[str, str]] = field(default_factory=list)
+    images: list[dict[str, str]] = field(default_factory=list)
+    validation: list[dict[str, str]] = field(default_factory=list)
+    validation_columns: list[str] = field(default_factory=list)
+    ranges: list[dict[str, str]] = field(default_factory=list)
+    range_models: list[str] = field(default_factory=list)
+    split: str = ""
+    #: "How sure": one row per breakpoint / regime quantity (kit.model.uncertainty)
+    intervals: list[dict[str, str]] = field(default_factory=list)
+    intervals_note: str = ""
+    #: run quality findings (kit.fit.runquality), one sentence each
+    quality: list[str] = field(default_factory=list)
+    #: The key numbers (kit.outputs.report.summary): the report's summary row and the series' card.
+    summary: Any = None
+
+
+def slugify(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "series"
+
+
+def _g(v: Any, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float | np.floating):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _size(v: float) -> str:
+    return "∞" if not math.isfinite(v) else f"{v:,.0f}"
+
+
+def regime_rows(model: Any, validation: Mapping[str, Any] | None = None
+                ) -> list[dict[str, str]]:
+    per_regime = (validation or {}).get("regimes") or []
+    rows = []
+    for k, r in enumerate(model.regimes_, start=1):
+        v = per_regime[k - 1] if k - 1 < len(per_regime) else {}
+        params = ", ".join(f"{n}={_g(float(v))}" for n, v in r.params.items())
+        comps = getattr(r, "components", None) or []
+        if comps:
+            params += f"; mixture of {len(comps)} bands (shares " + ", ".join(
+                _g(float(c.share), 2) for c in comps) + ")"
+        q = getattr(r.noise, "quantiles", {}) or {}
+        quant = " / ".join(
+            f"{_g(q[p].get('fitted'), 3)} vs {_g(q[p].get('empirical'), 3)}"
+            for p in ("p50", "p95", "p99") if p in q)
+        ov = getattr(r, "overlap", None)
+        overlap = "–" if ov is None else (
+            f"{_size(float(ov.size_lo))}–{_size(float(ov.size_hi))} B, 50 % at "
+            f"{_size(float(ov.center))} B")
+        rows.append({"index": str(k), "sizes": f"{_size(float(r.size_min))} – "
+                     f"{_size(float(r.size_max))}", "family": r.family, "params": params,
+                     "noise": r.noise.family, "quantiles": quant or "–",
+                     "n_samples": _g(getattr(r, "n_samples", None)),
+                     "n_outliers": _g(getattr(r, "n_outliers", None)), "overlap": overlap,
+                     "score": _regime_score(v, (validation or {}).get("best_baseline"))})
+    return rows
+
+
+def _regime_score(v: Mapping[str, Any], best: str | None) -> str:
+    """Held-out CRPS / floor of a regime, beside the best honest baseline's (named)."""
+    if "crps_over_floor" not in v:
+        return "–"
+    if best and "best_baseline_crps_over_floor" in v:
+        return (f"{_g(v.get('crps_over_floor'), 3)} "
+                f"({best} {_g(v.get('best_baseline_crps_over_floor'), 3)})")
+    return (f"{_g(v.get('crps_over_floor'), 3)} "
+            f"(Hockney {_g(v.get('hockney_crps_over_floor'), 3)})")
+
+
+def _validation_part(section: Section, validation: Mapping[str, Any]) -> None:
+    from kit.fit.validate import validation_table
+
+    table = validation_table(validation)
+    section.validation_columns = table.columns
+    section.validation = [{c: _g(v, 3) for c, v in row.items()}
+                          for row in table.iter_rows(named=True)]
+    models = [m for m in validation["summary"] if m != "floor"]
+    section.range_models = models
+    section.ranges = [
+        {"sizes": f"{_size(r['size_min'])} – {_size(r['size_max'])}",
+         "n_sizes": str(r["n_sizes"]), "floor": _g(r["floor"], 3),
+         **{m: _g(r[m]["crps_over_floor"], 3) for m in models if m in r}}
+        for r in validation.get("ranges", [])]
+    sp = validation.get("split", {})
+    section.split = (f"{sp.get('method')}, {sp.get('test_fraction')} held out, seed "
+                     f"{sp.get('seed')}, {sp.get('n_train')} training / {sp.get('n_test')} "
+                     "held-out samples")
+
+
+def series_section(out_dir: Path, model: Any, size: NDArray | None, time: NDArray | None, *,
+                   title: str, provenance: Mapping[str, Any] | None = None,
+                   validation: Mapping[str, Any] | None = None,
+                   samples: pl.DataFrame | None = None,
+                   intervals: Mapping[str, Any] | None = None,
+                   run_quality: Mapping[str, Any] | None = None) -> Section:
+    """Write the series' PNGs into ``out_dir`` and return its section.
+
+    ``samples`` (``run_id``, ``seq``, ``size``, ``time`` of the raw rows) adds the
+    time-vs-sequence figure of run quality.
+    """
+    from kit.fit.baselines import HockneyModel, RobustHockneyModel
+    from kit.outputs.report import plots
+
+    slug = slugify(title)
+    section = Section(title=title, slug=slug,
+                      provenance={str(k): str(v) for k, v in (provenance or {}).items()})
+    section.regimes = regime_rows(model, validation)
+    section.summary = summarise(model, title=title, slug=slug, validation=validation,
+                                n_samples=int(size.size) if size is not None else
+                                getattr(model, "n_samples_", None))
+    baselines = {}
+    if size is not None and time is not None and size.size >= 2:
+        baselines["robust Hockney (per-size medians)"] = RobustHockneyModel().fit(size, time)
+        baselines["Hockney (per-size means)"] = HockneyModel().fit(size, time)
+    else:
+        section.notes.append("The samples of this series were not available: the plots show "
+                             "the model alone.")
+    scatter = plots.scatter_plot(out_dir / f"{slug}-scatter.png", model, size, time, title,
+                                 baselines)
+    section.images.append({"file": scatter.name, "caption": "Samples, regimes (shaded "
+                           "alternately), fitted curves, model median and p05..p95 band, "
+                           "overlap windows, and the two Hockney lines (least squares on "
+                           "per-size means; relative least squares on per-size medians)."})
+    if size is not None and time is not None and size.size >= 2:
+        resid = plots.residual_plot(out_dir / f"{slug}-residuals.png", model, size, time,
+                                    title)
+        section.images.append({"file": resid.name, "caption": "Per regime: time / curve of "
+                               "the samples on a log axis (share of samples per log bin), the "
+                               "fitted noise, and draws from the model."})
+        tails = plots.tail_plot(out_dir / f"{slug}-tails.png", model, size, time, title)
+        section.images.append({"file": tails.name, "caption": "Per regime: share of samples "
+                               "above each time / curve, samples beside the fitted noise "
+                               "(log-log): where p95 and p99 are missed, the lines part."})
+    if validation:
+        _validation_part(section, validation)
+        vplot = plots.validation_plot(out_dir / f"{slug}-validation.png", validation, title,
+                                      breakpoints=list(model.breakpoints_))
+        section.images.append({"file": vplot.name, "caption": "How close each model's "
+                               "predicted distribution is to the held-out samples, as CRPS over "
+                               "the floor, pooled per half-decade of size: 1 is as good as the "
+                               "data allows; the baselines show what the regimes buy."})
+    else:
+        section.notes.append("No validation: the model file holds none and the samples were "
+                             "not available to compute it.")
+    _intervals_part(section, intervals)
+    _quality_part(section, out_dir, slug, title, run_quality, samples)
+    return section
+
+
+def _intervals_part(section: Section, intervals: Mapping[str, Any] | None) -> None:
+    """Rows "quantity: value [lo, hi]" from the model's bootstrap intervals."""
+    from kit.model.uncertainty import format_interval
+
+    if not intervals:
+        section.notes.append("No intervals: the model was fitted with --no-intervals (or "
+                             "before they existed); refit to see how sure each number is.")
+        return
+    section.intervals_note = (f"{int(float(intervals['level']) * 100)} % intervals, "
+                              f"{intervals['resample']} bootstrap, {intervals['n_boot']} "
+                              f"resamples of {intervals['n_units']} units")
+    rows = [{"what": f"breakpoint {k + 1} [B]",
+             "interval": format_interval(iv, "{:,.0f}".format)}
+            for k, iv in enumerate(intervals.get("breakpoints", []))]
+    for k, reg in enumerate(intervals.get("regimes", [])):
+        name = f"regime {k + 1} ({reg.get('family')})"
+        rows += [{"what": f"{name} {n}", "interval": format_interval(iv)}
+                 for n, iv in reg.get("params", {}).items()]
+        rows += [{"what": f"{name} noise {n}", "interval": format_interval(iv, "{:.3g}".format)}
+                 for n, iv in reg.get("noise", {}).items()]
+        rows += [{"what": f"{name} band {c + 1} share",
+                  "interval": format_interval(iv, "{:.2f}".format)}
+                 for c, iv in enumerate(reg.get("band_shares", []))]
+    section.intervals = rows
+
+
+def _quality_part(section: Section, out_dir: Path, slug: str, title: str,
+                  quality: Mapping[str, Any] | None, samples: pl.DataFrame | None) -> None:
+    """Run-quality sentences and the time-vs-sequence figure."""
+    from kit.fit.runquality import assess_frame
+    from kit.outputs.report import plots
+
+    if samples is not None and samples.height >= 2 and "seq" in samples.columns:
+        found = assess_frame(samples)
+        if not quality:
+            quality = found.to_dict()
+        seqp = plots.sequence_plot(out_dir / f"{slug}-sequence.png",
+                                   samples["run_id"].to_numpy(), samples["seq"].to_numpy(),
+                                   samples["size"].to_numpy().astype(float),
+                                   samples["time"].to_numpy(), found.disturbed, title)
+        section.images.append({"file": seqp.name, "caption": "Time in measurement order, "
+                               "relative to each run's quiet level at the same sizes (25 % "
+                               "quantile per size bin); red: flagged as disturbed."})
+    if not quality:
+        return
+    lines = []
+    for w in quality.get("windows", []):
+        lines.append(f"run {w['run_id']}: samples seq {w['seq_start']}..{w['seq_end']} "
+                     f"({w['n_samples']}) are {w['slowdown']:.3g}x above the run's quiet level")
+    for r in quality.get("runs", []):
+        if r.get("verdict") in ("disturbed throughout", "differs", "not judged"):
+            lines.append(f"run {r['run_id']}: {r['verdict']}"
+                         + (f" ({r['note']})" if r.get("note") else ""))
+    n_bad = int(quality.get("n_disturbed", 0))
+    head = (f"{n_bad} of {quality.get('n_samples')} samples flagged as disturbed, "
+            + ("excluded from the fit" if quality.get("excluded") else "kept in the fit")
+            if n_bad else f"{len(quality.get('runs', []))} run(s), no disturbed window found")
+    section.quality = [head, *lines]
+
+
+def aggregate_note(stat: str, reported: Mapping[str, Any] | None = None) -> str:
+    """What a section fitted to a tool's statistic must say before any figure; the
+    messages' noise is what the tool reported (``provenance.reported_noise``), if it did."""
+    summary = reported.get("summary") if isinstance(reported, Mapping) else None
+    messages = f"that noise, {summary}." if isinstance(summary, str) and summary else \
+        "which is unknown."
+    return (f"Fitted to aggregates: each point is the tool's per-size {stat}, not one message. "
+            "The curve and regimes are those of that statistic; the noise shown is its "
+            f"spread across sizes and runs, not the messages' noise: {messages}")
+
+
+def render(out_dir: Path, sections: list[Section], title: str, *,
+           loggp: tuple[list[Any], list[str]] | None = None,
+           contention: list[dict[str, Any]] | None = None) -> Path:
+    """Write ``index.html`` (atomically) from the sections (and the LogGP part, if any:
+    :func:`kit.outputs.report.loggp.loggp_part`'s tables and notes; the contention part:
+    :func:`contention_part`'s groups)."""
+    env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
+                      trim_blocks=True, lstrip_blocks=True)
+    blocks, loggp_notes = loggp if loggp is not None else ([], [])
+    html = env.get_template("index.html.j2").render(
+        loggp_blocks=blocks, loggp_notes=loggp_notes, contention=contention or [],
+        title=title, sections=sections, kit_version=__version__, terms=TERMS,
+        summaries=[s.summary for s in sections if s.summary is not None],
+        generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
+    path = out_dir / "index.html"
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+# --------------------------------------------------------------------------- data access
+
+
+def series_frame(dataset: Path, series: Mapping[str, Any]) -> pl.DataFrame:
+    """``size``, ``time``, ``run_id`` of the one series a model's provenance names.
+
+    kit.data.dataset's selector (aggregates allowed: the series' ``stat`` says which rows, raw
+    when absent), so validate and the report score exactly the rows fit used.
+    """
+    from kit.data import dataset as ds
+
+    data = ds.select_series(dataset, ds.model_selector(series), aggregates=True,
+                            where="series")
+    return pl.DataFrame({"size": data.size, "time": data.time, "run_id": data.run_id})
+
+
+def _raw_frame(dataset: Path | None, series: Mapping[str, Any]) -> pl.DataFrame | None:
+    """``run_id``, ``seq``, ``size``, ``time`` of the raw rows (for run quality), or None."""
+    from kit.data.dataset import model_selector
+    from kit.fit.runquality import read_frame
+
+    if dataset is None:
+        return None
+    try:
+        frame = read_frame(dataset, model_selector(series))
+    except (UserError, OSError, pl.exceptions.PolarsError):
+        return None
+    return frame if frame.height else None
+
+
+def series_samples(dataset: Path, series: Mapping[str, Any]) -> tuple[NDArray, NDArray]:
+    """Sizes and times of one series as float arrays."""
+    frame = series_frame(dataset, series)
+    return (frame["size"].to_numpy().astype(np.float64),
+            frame["time"].to_numpy().astype(np.float64))
+
+
+def _series_title(series: Mapping[str, Any]) -> str:
+    """``campaign / probe / tcp / ... / 4 pairs / pingpong / raw``: k = 1 is not named."""
+    from kit.data.schema import SERIES_KEYS, UNKNOWN, pairs_label
+
+    words = [pairs_label(series.get(k)) if k == "pairs" else str(series[k])
+             for k in SERIES_KEYS if series.get(k) is not None and series.get(k) != UNKNOWN]
+    return " / ".join(w for w in words if w)
+
+
+def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None = None) -> Path:
+    """Report for one saved model; samples come from ``dataset`` or the model's provenance."""
+    from kit.model.io import read_model
+
+    fitted = read_model(model_path)
+    model, prov = fitted.model, fitted.provenance
+    series = fitted.series or {}
+    ds_path = dataset or fitted.dataset
+    size = time = None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    notes = []
+    if ds_path is not None:
+        try:
+            size, time = series_samples(ds_path, series or {})
+        except UserError as err:
+            notes.append(f"Samples not loaded: {err.paragraph()}")
+    validation = fitted.validation or None
+    title = _series_title(series or {}) or model_path.stem
+    shown_prov = {"model": model_path, **{k: v for k, v in prov.items() if k != "series"}}
+    extra: dict[str, Any] = {
+        "samples": _raw_frame(ds_path, series or {}) if size is not None else None,
+        "intervals": fitted.intervals, "run_quality": fitted.run_quality}
+    try:
+        section = series_section(out_dir, model, size, time, title=title,
+                                 provenance=shown_prov, validation=validation, **extra)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+        # The file is untrusted and its stored validation is free-form JSON: a block that
+        # does not have the shape kit.fit.validate writes is reported as such, not a traceback.
+        if validation is None:
+            raise
+        notes.append("The model file's stored validation is not in the form 'pt2pt validate' "
+                     "writes; it is not shown (re-run 'pt2pt validate' on the model).")
+        section = series_section(out_dir, model, size, time, title=title,
+                                 provenance=shown_prov, validation=None, **extra)
+    if fitted.aggregate:
+        notes.insert(0, aggregate_note(str(series.get("stat", "aggregate")),
+                                       prov.get("reported_noise")))
+    section.notes[:0] = notes
+    loggp = None
+    if ds_path is not None and series:
+        from kit.outputs.report.loggp import GROUP_KEYS, group_key, loggp_part
+
+        group = {k: str(series[k]) for k in GROUP_KEYS if series.get(k) is not None}
+        bps = None
+        if series.get("op") == "pingpong" and len(group) == len(GROUP_KEYS):  # model's ranges
+            bps = {group_key(group): list(model.breakpoints_)}
+        loggp = loggp_part(Path(ds_path), group, breakpoints=bps)
+    return render(out_dir, [section], f"pt2pt report: {title}", loggp=loggp)
+
+
+def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | None = None,
+                   validate: bool = True, random_state: int = 0) -> Path:
+    """Fit (and validate) every series of ``dataset`` matching ``series``; one section each."""
+    from kit.data import dataset as ds
+    from kit.data.schema import SERIES_KEYS
+    from kit.fit.fitting import fit_samples
+    from kit.fit.validate import validate_into
+
+    table = ds.series_table(dataset)
+    for k, v in (series or {}).items():
+        if k not in SERIES_KEYS:
+            raise UserError(f"'{k}' is not a series key", where="option --series",
+                            hint=f"use {', '.join(SERIES_KEYS)}")
+        table = table.filter(pl.col(k) == v)
+    if table.height == 0:
+        raise UserError(f"no series in {dataset} matches {dict(series or {})}",
+                        where="option --series", hint="list them with 'pt2pt fit --help' "
+                        "or check the dataset path")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sections = []
+    from kit.outputs.report.loggp import group_key, loggp_part
+
+    pingpong_breaks: dict[tuple[str, ...], list[float]] = {}  # LogGP's size ranges
+    # A bar on a terminal: each series is fitted and validated here (minutes for many).
+    for row in track(table.iter_rows(named=True), "report", table.height,
+                     lambda r: _series_title({k: r[k] for k in SERIES_KEYS})):
+        sel = {k: row[k] for k in SERIES_KEYS}
+        title = _series_title(sel)
+        size, time = series_samples(dataset, sel)
+        try:
+            fitted = fit_samples(dataset, sel, size, time, random_state=random_state)
+            model = fitted.model
+            validation = None
+            if validate:
+                validation = validate_into(model, size, time, random_state=random_state)
+            from kit.model.uncertainty import bootstrap_intervals
+
+            intervals = bootstrap_intervals(model, size, time, random_state=random_state)
+        except ModelError as err:
+            sections.append(Section(title=title, slug=slugify(title),
+                                    notes=[f"Not fitted: {err.paragraph()}"]))
+            continue
+        section = series_section(out_dir, model, size, time, title=title,
+                                 provenance={"dataset": dataset, "samples": f"{size.size:,}"},
+                                 validation=validation, samples=_raw_frame(dataset, sel),
+                                 intervals=intervals)
+        if sel.get("stat") != ds.RAW:
+            section.notes.insert(0, aggregate_note(str(sel.get("stat")),
+                                                   fitted.provenance.get("reported_noise")))
+        elif sel.get("op") == "pingpong":
+            pingpong_breaks.setdefault(group_key(sel), list(model.breakpoints_))
+        sections.append(section)
+    loggp = loggp_part(dataset, series, breakpoints=pingpong_breaks, random_state=random_state)
+    return render(out_dir, sections, f"pt2pt report: {dataset.name}", loggp=loggp,
+                  contention=contention_part(dataset, series))
+
+
+def contention_part(dataset: Path, series: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    """The contention section's groups (title, headers, formatted rows, notes); empty when no
+    series of the dataset differ only in k, and then the report has no such section."""
+    from kit.analyses import contention as ct
+
+    return [{"title": g.title, "headers": ct.headers(g), "rows": ct.table_rows(g),
+             "notes": g.notes} for g in ct.contention(dataset, series)]
