@@ -31,7 +31,7 @@ from kit.model.mixture import (
 from kit.model.noise import NOISE_FAMILIES, Noise, fit_noise
 from kit.model.outliers import flag_outliers, stable_argsort
 from kit.model.overlap import fit_overlap
-from kit.model.persize import SHAPE_LEVELS, PerSize, estimate_shape
+from kit.model.persize import PerSize, attach_shapes
 from kit.model.persize import estimate as estimate_per_size
 from kit.model.predictive import cdf as _cdf
 from kit.model.predictive import quantiles as _quantiles
@@ -237,8 +237,12 @@ class RegimeModel(BaseEstimator):
                 lambda z: _quantiles(_terms(regimes, self.breakpoints_, z), len(z),
                                      np.array([0.5]))[:, 0], rng, fams)
             ps = self.per_size_
-            estimate_shape(ps, regimes, si, ti, lambda z, q: np.log(_quantiles(
-                _terms(regimes, self.breakpoints_, z, ps), len(z), np.asarray(q))))
+            bps = self.breakpoints_
+            attach_shapes(
+                ps, regimes, si, ti,
+                lambda z, q: np.log(_quantiles(_terms(regimes, bps, z, ps), len(z), q)),
+                lambda z, q: np.log(_quantiles(_terms(regimes, bps, z, ps, spread=False),
+                                               len(z), q)), rng)
         mask = np.zeros(len(s), dtype=bool)
         mask[order] = out_sorted
         self.outlier_mask_ = mask
@@ -557,7 +561,7 @@ class RegimeModel(BaseEstimator):
 
     def _shape_rows(self, s: NDArray, tl: list
                     ) -> tuple[PerSize, NDArray, NDArray, NDArray, list] | None:
-        """(per-size layer, rows, stored index, base ln quantiles at SHAPE_LEVELS, their
+        """(per-size layer, rows, stored index, base ln quantiles at its levels, their
         terms) of the sizes with a per-size shape, or None when there are none."""
         ps = getattr(self, "per_size_", None)
         if ps is None or not ps.has_shape():
@@ -567,7 +571,7 @@ class RegimeModel(BaseEstimator):
         if not len(at):
             return None
         sub = [(w[at], sc[at], nz) for w, sc, nz in tl]
-        knots = np.log(_quantiles(sub, len(at), SHAPE_LEVELS))
+        knots = np.log(_quantiles(sub, len(at), ps.levels))
         return ps, at, idx[at], knots, sub
 
     def regime_index(self, size: ArrayLike) -> NDArray:

@@ -21,6 +21,7 @@ own ``format_version`` is checked against :data:`kit.model.io.FORMAT_VERSION`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import warnings
@@ -159,6 +160,15 @@ _ESTIMATOR = {
 MAX_PER_SIZE = 1 << 20
 _LN_SHIFT = {"type": "number", "minimum": -20, "maximum": 20}
 _SD_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 20}
+#: A kernel-mean table for unseen sizes (per_size version 2): ln shifts on nodes x0 + k·step
+#: of ln size.
+MAX_TABLE_NODES = 4096
+_TABLE = {"type": ["object", "null"], "required": ["x0", "step", "values"],
+          "properties": {"x0": {"type": "number", "minimum": 0, "maximum": 100},
+                         "step": {"type": "number", "exclusiveMinimum": 0, "maximum": 100},
+                         # values: _check_per_size (like the columns, at once)
+                         "values": {"type": "array", "minItems": 1,
+                                    "maxItems": MAX_TABLE_NODES}}}
 _PER_SIZE = {
     "type": ["object", "null"],
     "required": ["estimated"],
@@ -167,12 +177,16 @@ _PER_SIZE = {
         "reason": {"type": "string"},
         "method": {"type": "string"},
         "min_repeats": {"type": "integer", "minimum": 1},
+        # 1 (absent): every repeated size with its location and share (format 1); 2: the
+        # sizes that differ, as shapes around the population (kit.model.sizeshape)
+        "version": {"type": "integer", "minimum": 1, "maximum": 2},
         # the per-size columns' values: _check_columns (see _COLUMNS)
         **{key: {"type": "array", "maxItems": MAX_PER_SIZE} for key in ("sizes", "n", "loc",
                                                                       "loc_slow", "share")},
-        "shape_levels": {"type": "array", "maxItems": MAX_SHAPE_LEVELS,
+        "shape_levels": {"type": "array", "minItems": 2, "maxItems": MAX_SHAPE_LEVELS,
                          "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}},
         "shape": {"type": "array", "maxItems": MAX_PER_SIZE},  # rows: _check_columns
+        "knots": {"type": "array", "maxItems": MAX_PER_SIZE},  # rows: _check_columns
         "variance_components": {"type": "array", "maxItems": MAX_REGIMES, "items": {
             "type": "object",
             "required": ["regime", "estimated"],
@@ -188,6 +202,10 @@ _PER_SIZE = {
                 "tau_loc_h": {"type": ["number", "null"], "exclusiveMinimum": 0},
                 "tau_loc_slow_h": {"type": ["number", "null"], "exclusiveMinimum": 0},
                 "kernel_min_n": {"type": "integer", "minimum": 0, "maximum": 2**32},
+                "kernel": _TABLE, "kernel_slow": _TABLE,
+                "alpha": {"type": ["array", "null"], "maxItems": MAX_SHAPE_LEVELS,
+                          "items": {"type": ["number", "null"], "minimum": 0}},
+                "n_candidates": _COUNT, "n_stored": _COUNT,
             }}},
     },
 }
@@ -204,6 +222,7 @@ _COLUMNS: dict[str, tuple[str, float, float]] = {
     "loc_slow": ("number-or-null", -20.0, 20.0),
     "share": ("number-or-null", 0.0, 1.0),
     "shape": ("number", -20.0, 20.0),
+    "knots": ("integer", 0.0, MAX_SHAPE_LEVELS - 1.0),
 }
 
 #: JSON Schema of a model file (format_version 1). Unknown keys are allowed everywhere.
@@ -374,13 +393,13 @@ def _check_columns(doc: dict[str, Any], where: str) -> None:
         column = ps.get(key)
         if not column:
             continue
-        if key == "shape":
+        if key in ("shape", "knots"):
             for i, row in enumerate(column):
                 if not isinstance(row, list):
-                    raise _fail(where, f"$.per_size.shape[{i}]",
+                    raise _fail(where, f"$.per_size.{key}[{i}]",
                                 _short(f"{row!r} is not of type 'array'", row))
                 if len(row) > MAX_SHAPE_LEVELS:
-                    raise _fail(where, f"$.per_size.shape[{i}]", f"a row of {len(row)} values "
+                    raise _fail(where, f"$.per_size.{key}[{i}]", f"a row of {len(row)} values "
                                 f"(at most {MAX_SHAPE_LEVELS} levels are read)")
             flat = [v for row in column for v in row]
         else:
@@ -389,7 +408,7 @@ def _check_columns(doc: dict[str, Any], where: str) -> None:
         if bad is None:
             continue
         index, message = bad
-        if key == "shape":
+        if key in ("shape", "knots"):
             widths = np.cumsum([len(row) for row in column])
             i = int(np.searchsorted(widths, index, side="right"))
             at = f"[{i}][{index - (int(widths[i - 1]) if i else 0)}]"
@@ -503,12 +522,18 @@ def _check_per_size(doc: dict[str, Any], where: str) -> None:
     if not isinstance(ps, dict):
         return
     sizes = ps.get("sizes", [])
-    for key in ("n", "loc", "loc_slow", "share"):
+    for key in ("n", "loc", "loc_slow", "share", "knots"):
         if key in ps and len(ps[key]) != len(sizes):
             raise _fail(where, f"$.per_size.{key}", f"{len(ps[key])} values for "
                         f"{len(sizes)} sizes")
-    if "shape" in ps:
-        n_lv = len(ps.get("shape_levels", []))
+    levels = ps.get("shape_levels", [])
+    for i in range(1, len(levels)):
+        if levels[i] <= levels[i - 1]:
+            raise _fail(where, f"$.per_size.shape_levels[{i}]", "levels must increase")
+    if ps.get("version", 1) >= 2:
+        _check_knots(ps, where)
+    elif "shape" in ps:
+        n_lv = len(levels)
         if len(ps["shape"]) != len(sizes):
             raise _fail(where, "$.per_size.shape", f"{len(ps['shape'])} rows for "
                         f"{len(sizes)} sizes")
@@ -524,6 +549,29 @@ def _check_per_size(doc: dict[str, Any], where: str) -> None:
         if comp["regime"] >= n_reg:
             raise _fail(where, f"$.per_size.variance_components[{i}].regime",
                         f"regime {comp['regime']} of a model with {n_reg}")
+        for key in ("kernel", "kernel_slow"):
+            table = comp.get(key)
+            if isinstance(table, dict):
+                bad = _first_bad(table["values"], "number", -20.0, 20.0)
+                if bad is not None:
+                    raise _fail(where, f"$.per_size.variance_components[{i}].{key}.values"
+                                f"[{bad[0]}]", bad[1])
+
+
+def _check_knots(ps: dict[str, Any], where: str) -> None:
+    """Version 2 rows: per stored size, the indices of its stored levels (increasing,
+    below the number of levels, at least one) and as many shifts."""
+    knots, shape = ps.get("knots", []), ps.get("shape", [])
+    n_lv = len(ps.get("shape_levels", []))
+    if len(shape) != len(knots):
+        raise _fail(where, "$.per_size.shape", f"{len(shape)} rows for {len(knots)} knot rows")
+    for i, (k, row) in enumerate(zip(knots, shape, strict=True)):
+        if not k or len(row) != len(k):
+            raise _fail(where, f"$.per_size.shape[{i}]", f"{len(row)} values for "
+                        f"{len(k)} knots (at least one)")
+        if any(b <= a for a, b in itertools.pairwise(k)) or k[-1] >= n_lv:
+            raise _fail(where, f"$.per_size.knots[{i}]", "knots must increase and index "
+                        f"the {n_lv} shape_levels")
 
 
 def _noises(reg: dict[str, Any], path: str) -> list[tuple[dict[str, Any], str]]:
