@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kit.measure.campaign.selftest import EXPECTED_BPS, SHAPE, TOLERANCE, run_selftest
+from kit.outputs.selftest import EXPECTED_BPS, SHAPE, TOLERANCE, run_selftest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
