@@ -14,8 +14,16 @@ _BW_UNITS = {"Bps": 1.0, "kBps": 1e3, "KBps": 1e3, "MBps": 1e6, "GBps": 1e9, "Ki
              "Mbps": 1e6 / 8, "Gbps": 1e9 / 8}
 
 
-def parse_quantity(text: str, units: dict[str, float], option: str) -> float:
-    """``10us`` / ``1.25GBps`` / ``10Gbps`` / plain SI number, SimGrid's unit names."""
+#: What a nominal route can be: 1 ns to 1 day; 1 B/s to 1 PB/s (beyond, SimGrid's factors
+#: overflow: a latency of 1e308 s wrote TCP-gamma:inf).
+LATENCY_RANGE = (1e-9, 86_400.0)
+BANDWIDTH_RANGE = (1.0, 1e15)
+
+
+def parse_quantity(text: str, units: dict[str, float], option: str,
+                   bounds: tuple[float, float]) -> float:
+    """``10us`` / ``1.25GBps`` / ``10Gbps`` / plain SI number, SimGrid's unit names, within
+    ``bounds`` (in seconds or bytes per second)."""
     m = re.fullmatch(r"\s*([0-9.]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
     if not m or (m.group(2) and m.group(2) not in units):
         raise UserError(f"cannot read '{text}'", where=f"option {option}",
@@ -23,6 +31,11 @@ def parse_quantity(text: str, units: dict[str, float], option: str) -> float:
     value = float(m.group(1)) * (units[m.group(2)] if m.group(2) else 1.0)
     if value <= 0:
         raise UserError(f"'{text}' must be positive", where=f"option {option}")
+    lo, hi = bounds
+    if not lo <= value <= hi:
+        raise UserError(f"'{text}' is out of range ({value:g}; from {lo:g} to {hi:g} is "
+                        "accepted)", where=f"option {option}",
+                        hint="give the nominal value of your platform's route")
     return value
 
 
@@ -70,8 +83,10 @@ def run(args: argparse.Namespace) -> int:
     from kit.model.io import load_model, read_model
     from kit.outputs.export.simgrid import detect_version, export_simgrid
 
-    latency = parse_quantity(args.latency, _TIME_UNITS, "--latency") if args.latency else None
-    bandwidth = (parse_quantity(args.bandwidth, _BW_UNITS, "--bandwidth")
+    latency = parse_quantity(args.latency, _TIME_UNITS, "--latency",
+                                                LATENCY_RANGE) if args.latency else None
+    bandwidth = (parse_quantity(args.bandwidth, _BW_UNITS, "--bandwidth",
+                                BANDWIDTH_RANGE)
                  if args.bandwidth else None)
     fitted = read_model(args.model)
     model = fitted.model

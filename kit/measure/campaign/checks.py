@@ -35,8 +35,9 @@ class Checker:
         if not isinstance(value, dict):
             raise self.fail(path, f"expected a mapping, found {type(value).__name__}",
                             "write 'key: value' lines indented under it")
+        known = frozenset(allowed)  # a set: 100,000 env keys were a quadratic tuple search
         for key in value:
-            if key not in allowed:
+            if key not in known:
                 raise self.fail((*path, key), f"unknown key '{key}'",
                                 f"allowed keys here: {', '.join(allowed)}")
         return value

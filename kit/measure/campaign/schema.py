@@ -274,14 +274,14 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
     env_raw = doc.get("env") if doc.get("env") is not None else {}
     env_doc = ck.mapping(env_raw, ("env",), tuple(env_raw) if isinstance(env_raw, dict) else ())
     env: dict[str, str] = {}
+    forced_by = {tname: set(entry.env).union(*(o.keys() for o in entry.env_by_major.values()))
+                 for tname in transports for entry in [table.entry(mpi, tname)]}
     for key, value in env_doc.items():
         if not ENV_NAME_RE.match(key):
             raise ck.fail(("env", key), f"invalid environment variable name '{key}'",
                           "use letters, digits and _, not starting with a digit")
         env[key] = ck.text(value, ("env", key), raw=True)
-        for tname in transports:
-            entry = table.entry(mpi, tname)
-            forced = set(entry.env).union(*(o.keys() for o in entry.env_by_major.values()))
+        for tname, forced in forced_by.items():
             if key in forced:
                 raise ck.fail(("env", key),
                               f"'{key}' is set by the transport table for '{tname}'; "
