@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from kit.core.errors import CampaignError
 from kit.core.paths import JOBS_DIR
+from kit.core.yamlmarks import MAX_DEPTH, load_located
 from kit.measure.campaign.schema import load_campaign
-from kit.measure.campaign.yamlmarks import MAX_DEPTH, load_located
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {"deadline": None, "database": None, "derandomize": True,

@@ -18,8 +18,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 
+from kit.core.blas import one_blas_thread
 from kit.core.errors import ModelError
-from kit.model.blas import one_blas_thread
 from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, evaluate, fit_family
 from kit.model.memo import ContentMemo, clear_all, content_rng
 from kit.model.mixture import (

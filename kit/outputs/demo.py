@@ -501,7 +501,7 @@ def run_demo(out: Path, *, campaign: Path = DEFAULT_CAMPAIGN, quick: bool = Fals
     to drop (0: measure at once, with a warning).
     """
     from kit.core.paths import probe_binary
-    from kit.measure.campaign.collect import collect, format_report
+    from kit.data.collect import collect, format_report
     from kit.measure.campaign.plan import plan_campaign
     from kit.measure.campaign.runlocal import run_local_with_progress
 
