@@ -49,7 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "plugin. Files: smpi-config.txt (--cfg= arguments for smpirun), smpi-config.xml "
         "(<config> block), platform.xml (the measured pair with that block), hostfile, "
         "simgrid-noise.json and simgrid-noise.tsv (read by libpt2pt_noise, see "
-        "'pt2pt simulate --noise'). A model that needs non-physical factors is refused.")
+        "'pt2pt simulate --noise'). The factors follow what 'pt2pt predict' prints, measured "
+        "sizes' own adjustments included. With --send/--recv the network carries the "
+        "ping-pong time minus smpi/os and smpi/or; a model whose overheads exceed it, or "
+        "that needs non-physical factors, is refused.")
     p.add_argument("model", type=Path, metavar="MODEL", help="ping-pong model JSON")
     p.add_argument("--simgrid", action="store_true", required=True,
                    help="export for SimGrid/SMPI (the only format so far)")
@@ -69,13 +72,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="write the option names this SimGrid reads (default: the installed "
                    "one, from smpirun --version; 3.32 uses smpi/lat-factor, 3.34+ "
                    "network/latency-factor)")
-    p.add_argument("--no-subtract-overheads", dest="subtract", action="store_false",
-                   help="keep the whole ping-pong time in the network factors even with "
-                   "--send/--recv (SMPI then adds smpi/os and smpi/or on top); by default "
-                   "they are taken out of the network time of eager messages")
     p.add_argument("--center", choices=("median", "curve"), default="median",
-                   help="line the factors follow: the model's median (pt2pt predict, "
-                   "default) or its regimes' central curves")
+                   help="what the factors follow: the model's median (pt2pt predict, "
+                   "measured sizes included; default) or its regimes' central curves "
+                   "(population noise)")
     p.set_defaults(func=run)
 
 
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     isend = load_model(args.isend) if args.isend else None
     result = export_simgrid(model, latency=latency, bandwidth=bandwidth, send_model=send,
                             recv_model=recv, isend_model=isend, version=args.simgrid_version,
-                            center=args.center, subtract_overheads=args.subtract,
+                            center=args.center,
                             provenance=fitted.provenance)
     out = args.output or args.model.with_name(args.model.stem + "-simgrid")
     for path in result.write(out):
