@@ -249,33 +249,32 @@ def test_checker_passes_a_clean_tree(fake_tree: Path) -> None:
     assert cycles(fake_tree) == []
 
 
-def test_checker_names_an_upward_lazy_import(fake_tree: Path) -> None:
-    (fake_tree / "kit/data/schema.py").write_text(
-        "from kit.core import errors\n\ndef f():\n    from kit.fit.fitting import g\n")
-    assert upward(fake_tree) == [
+# (file written into the clean tree, its text, what upward() says)
+_VIOLATIONS = {
+    "a lazy import up a layer": (
+        "kit/data/schema.py",
+        "from kit.core import errors\n\ndef f():\n    from kit.fit.fitting import g\n",
         "kit/data/schema.py:4: kit.data.schema (data) imports kit.fit.fitting (fit), "
-        "a higher layer"]
-
-
-def test_checker_names_a_literal_import_module(fake_tree: Path) -> None:
-    (fake_tree / "kit/core/errors.py").write_text(
-        "import importlib\n\nimportlib.import_module('kit.outputs.report')\n")
-    assert upward(fake_tree) == [
+        "a higher layer"),
+    "a literal import_module": (
+        "kit/core/errors.py", "import importlib\n\nimportlib.import_module('kit.outputs.report')\n",
         "kit/core/errors.py:3: kit.core.errors (core) imports kit.outputs.report (outputs), "
-        "a higher layer"]
-
-
-def test_checker_finds_kit_importing_tui(fake_tree: Path) -> None:
-    (fake_tree / "kit/outputs/report.py").write_text("from tui import app\n")
-    assert upward(fake_tree) == [
+        "a higher layer"),
+    "kit importing tui": (
+        "kit/outputs/report.py", "from tui import app\n",
         "kit/outputs/report.py:1: kit.outputs.report (outputs) imports tui.app (tui), "
-        "a higher layer"]
+        "a higher layer"),
+    "a module outside the layers": (
+        "kit/loose.py", "",
+        "kit/loose.py: module kit.loose belongs to no layer (put it in a stage package)"),
+}
 
 
-def test_checker_finds_a_module_outside_the_layers(fake_tree: Path) -> None:
-    (fake_tree / "kit/loose.py").write_text("")
-    assert upward(fake_tree) == [
-        "kit/loose.py: module kit.loose belongs to no layer (put it in a stage package)"]
+@pytest.mark.parametrize("case", list(_VIOLATIONS))
+def test_checker_names_the_violation(fake_tree: Path, case: str) -> None:
+    path, text, said = _VIOLATIONS[case]
+    (fake_tree / path).write_text(text)
+    assert upward(fake_tree) == [said]
 
 
 def test_checker_names_a_circle_within_a_layer(fake_tree: Path) -> None:
