@@ -43,7 +43,7 @@ from kit.model.noise import fit_noise
 from kit.model.regime import Regime
 from kit.model.runs import runs_of, sort_within_runs
 from kit.model.segmentation import robust_tau2
-from kit.model.sizeshape import MIN_OWN, SHAPE_LEVELS, fill_rows, tail_ratios
+from kit.model.sizeshape import MIN_OWN, SHAPE_LEVELS, SHAPE_UNIT, fill_rows, tail_ratios
 
 #: Fewest samples of one size for it to get an adjustment of its own.
 MIN_REPEATS = 2
@@ -61,6 +61,9 @@ SHARE_ROUNDS = 8
 MEAN_LIKE_N = MIN_OWN
 #: The nine levels of format-1 shapes (files written before kit.model.sizeshape).
 LEGACY_SHAPE_LEVELS = np.array([0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98])
+#: Between-size SD left at unseen sizes below this fraction of the within-size SD is not
+#: integrated out (the population is then one size's distribution at the kernel mean).
+NEGLIGIBLE_SPREAD = 0.1
 #: Semantics of the layer this kit writes (see the module docstring).
 VERSION = 2
 #: Most nodes of a kernel-mean table (over a regime's ln sizes, step h/4).
@@ -103,19 +106,36 @@ class PerSize:
         return (self.estimated and self.own and len(self.sizes) > 0
                 and self.shape.shape[0] == len(self.sizes))
 
-    def warp_map(self, idx: NDArray, base_knots: NDArray, z: NDArray,
-                 inverse: bool = False) -> NDArray:
-        """The stored sizes' monotone map of ln time, base -> own (``inverse``: own -> base).
+    def warp_rows(self, size: NDArray) -> tuple[NDArray, NDArray, NDArray] | None:
+        """(positions in ``size`` of stored sizes, their rows of ln shifts, the levels any of
+        the rows stores) or None. A version-2 row keeps a few levels: the map through them
+        is the map through every level (the others lie on its segments), so the base
+        quantiles are needed at those levels only."""
+        if not self.has_shape():
+            return None
+        idx = self.lookup(size)
+        at = np.flatnonzero(idx >= 0)
+        if not len(at):
+            return None
+        rows = self.shape[idx[at]]
+        cols = (np.arange(len(self.levels)) if self.version < 2
+                else np.flatnonzero(~np.isnan(rows).all(axis=0)))
+        return at, rows[:, cols], cols
 
-        ``base_knots`` (len(idx), len(levels)) are the base distribution's ln quantiles at
-        ``levels``; the map is piecewise linear in ln time through (base knot, base knot +
-        shift), so between levels a size keeps the base's shape, and quantiles, CDF and
-        draws are one distribution. Beyond the end knots: a plain shift (version 1), or the
-        base's tail compressed by :func:`kit.model.sizeshape.tail_ratios` (version 2).
-        ``z`` is (len(idx),) or (len(idx), m).
+    def warp_map(self, rows: NDArray, base_knots: NDArray, z: NDArray,
+                 inverse: bool = False) -> NDArray:
+        """The monotone map of ln time, base -> own (``inverse``: own -> base), of sizes with
+        ``rows`` of ln shifts (from :meth:`warp_rows`).
+
+        ``base_knots`` (len(rows), used levels) are the base distribution's ln quantiles at
+        the rows' levels; the map is piecewise linear in ln time through (base knot, base
+        knot + shift), so between levels a size keeps the base's shape, and quantiles, CDF
+        and draws are one distribution. Beyond the end knots: a plain shift (version 1), or
+        the base's tail compressed by :func:`kit.model.sizeshape.tail_ratios` (version 2).
+        ``z`` is (len(rows),) or (len(rows), m).
         """
         x = np.asarray(base_knots, dtype=float)
-        shift = self.shape[idx]
+        shift = np.asarray(rows, dtype=float)
         if self.version >= 2:
             shift = fill_rows(x, shift)
         y = np.maximum.accumulate(x + shift, axis=1)
@@ -167,7 +187,7 @@ class PerSize:
         if self.version >= 2:
             table = comp.get("kernel_slow" if band == 1 else "kernel")
             if not h or not table:
-                return np.zeros(len(size)), float(comp[key])
+                return np.zeros(len(size)), tau_u
             return table_mean(table, size), tau_u
         if not h or len(self.sizes) == 0:
             return np.zeros(len(size)), float(comp[key])
@@ -185,23 +205,29 @@ class PerSize:
         if self.version < 2:
             return self._to_dict_v1()
         rows = np.asarray(self.shape, dtype=np.float64)
-        kept = [np.flatnonzero(~np.isnan(r)) for r in rows]
+        kept = ~np.isnan(rows)
+        # each row: a bit mask of its stored levels, and its values (row by row, one flat
+        # list) in SHAPE_UNIT: 9,000 stored sizes of 9 levels each take 0.5 MB as written
+        # floats in nested lists, and 0.2 MB so
+        masks = (kept.astype(np.int64) << np.arange(rows.shape[1], dtype=np.int64)).sum(axis=1)
+        units = np.rint(rows[kept] / SHAPE_UNIT).astype(np.int64)
         return {
             "version": self.version, "estimated": self.estimated, "reason": self.reason,
             "method": ("random effects per regime: ln-median location and slow-band share "
                        "per size, variance components by the method of moments, kernel "
                        "means for unseen sizes; each size's own predictive quantiles "
                        "pooled with the population's as n / (n + alpha), alpha per level by "
-                       "two-fold cross-validation (pinball loss); stored where they differ "
-                       "by more than 0.1 %"),
+                       "five-fold cross-validation (pinball loss); stored where they differ "
+                       "beyond the noise"),
             "min_repeats": MIN_OWN,
             "variance_components": self.components,
             # tolist(): the same Python numbers as float()/int() of each element, without
             # a Python call per element
             "sizes": _floats(self.sizes), "n": np.asarray(self.n).astype(np.int64).tolist(),
             "shape_levels": _floats(self.levels),
-            "knots": [k.tolist() for k in kept],
-            "shape": [r[k].tolist() for r, k in zip(rows, kept, strict=True)],
+            "shape_unit": SHAPE_UNIT,
+            "knots": masks.tolist(),
+            "shape": units.tolist(),
         }
 
     def _to_dict_v1(self) -> dict[str, Any]:
@@ -230,8 +256,10 @@ class PerSize:
         if version >= 2:
             levels = np.asarray(d.get("shape_levels", SHAPE_LEVELS), dtype=float)
             shape = np.full((len(sizes), len(levels)), np.nan)
-            for i, (k, v) in enumerate(zip(d.get("knots", []), d.get("shape", []), strict=True)):
-                shape[i, np.asarray(k, dtype=np.int64)] = v
+            masks = np.asarray(d.get("knots", []), dtype=np.int64)
+            kept = (masks[:, None] >> np.arange(len(levels), dtype=np.int64)) & 1 == 1
+            shape[kept] = np.asarray(d.get("shape", []), dtype=float) * float(
+                d.get("shape_unit", SHAPE_UNIT))
             return cls(bool(d["estimated"]), str(d.get("reason", "")), sizes, n,
                        components=comps, shape=shape, version=version, levels=levels)
 
@@ -289,9 +317,12 @@ def _describe_shape(c: dict[str, Any], levels: NDArray) -> str:
     def kept(a: float | None) -> str:
         return "0%" if a is None else f"{n / (n + a):.0%}"
 
-    return (f"; a size seen {n} times keeps {kept(at['median'])} of its own median, "
-            f"{kept(at['p05'])} of its p05 and {kept(at['p95'])} of its p95 "
-            "(cross-validated); "
+    tau, sigma = c.get("tau_loc_unseen") or 0.0, c.get("sigma_within") or 0.0
+    v = (math.pi / 2) * sigma**2 / n
+    located = tau**2 / (tau**2 + v) if tau > 0 and v > 0 else 0.0
+    return (f"; a size seen {n} times keeps {located:.0%} of its own median's deviation, "
+            f"and beyond that {kept(at['median'])} of its own median, {kept(at['p05'])} of "
+            f"its p05 and {kept(at['p95'])} of its p95 (cross-validated); "
             f"{c.get('n_stored', 0)} of {c.get('n_candidates', 0)} sizes seen "
             f"{MIN_OWN}+ times differ from the population by more than 0.1 % and are stored")
 
@@ -501,6 +532,11 @@ def estimate(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: N
             h, t2u = _choose_bandwidth(np.log(np.maximum(sizes[mj][kern], 1.0)),
                                        d[mj, j][kern], loc[mj, j][kern], v[kern], tau2)
             comp[key + "_h"] = h
+            if t2u < (NEGLIGIBLE_SPREAD ** 2) * sig2:
+                # Integrating a spread this small moves no quantile by more than ~0.5 % of
+                # the within-size spread, and costs five terms instead of one at every size
+                # a model is asked about (an export asks at thousands).
+                t2u = 0.0
             comp[key + "_unseen"] = float(np.sqrt(t2u))
             if h:
                 comp["kernel_slow" if j == 1 else "kernel"] = kernel_table(

@@ -21,7 +21,6 @@ own ``format_version`` is checked against :data:`kit.model.io.FORMAT_VERSION`.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import warnings
@@ -222,7 +221,6 @@ _COLUMNS: dict[str, tuple[str, float, float]] = {
     "loc_slow": ("number-or-null", -20.0, 20.0),
     "share": ("number-or-null", 0.0, 1.0),
     "shape": ("number", -20.0, 20.0),
-    "knots": ("integer", 0.0, MAX_SHAPE_LEVELS - 1.0),
 }
 
 #: JSON Schema of a model file (format_version 1). Unknown keys are allowed everywhere.
@@ -391,9 +389,9 @@ def _check_columns(doc: dict[str, Any], where: str) -> None:
         return
     for key, (kind, lo, hi) in _COLUMNS.items():
         column = ps.get(key)
-        if not column:
-            continue
-        if key in ("shape", "knots"):
+        if not column or (key == "shape" and ps.get("version", 1) >= 2):
+            continue  # version 2's shape: _check_knots
+        if key == "shape":
             for i, row in enumerate(column):
                 if not isinstance(row, list):
                     raise _fail(where, f"$.per_size.{key}[{i}]",
@@ -408,7 +406,7 @@ def _check_columns(doc: dict[str, Any], where: str) -> None:
         if bad is None:
             continue
         index, message = bad
-        if key in ("shape", "knots"):
+        if key == "shape":
             widths = np.cumsum([len(row) for row in column])
             i = int(np.searchsorted(widths, index, side="right"))
             at = f"[{i}][{index - (int(widths[i - 1]) if i else 0)}]"
@@ -559,19 +557,26 @@ def _check_per_size(doc: dict[str, Any], where: str) -> None:
 
 
 def _check_knots(ps: dict[str, Any], where: str) -> None:
-    """Version 2 rows: per stored size, the indices of its stored levels (increasing,
-    below the number of levels, at least one) and as many shifts."""
+    """Version 2 rows: per stored size a bit mask of its stored levels (at least one, none
+    beyond the levels), and one flat list of their shifts (in ``shape_unit``, integers) as
+    long as the masks' bits, each within ±20 of ln time."""
     knots, shape = ps.get("knots", []), ps.get("shape", [])
     n_lv = len(ps.get("shape_levels", []))
-    if len(shape) != len(knots):
-        raise _fail(where, "$.per_size.shape", f"{len(shape)} rows for {len(knots)} knot rows")
-    for i, (k, row) in enumerate(zip(knots, shape, strict=True)):
-        if not k or len(row) != len(k):
-            raise _fail(where, f"$.per_size.shape[{i}]", f"{len(row)} values for "
-                        f"{len(k)} knots (at least one)")
-        if any(b <= a for a, b in itertools.pairwise(k)) or k[-1] >= n_lv:
-            raise _fail(where, f"$.per_size.knots[{i}]", "knots must increase and index "
-                        f"the {n_lv} shape_levels")
+    bad = _first_bad(knots, "integer", 1.0, float(2 ** n_lv - 1))
+    if bad is not None:
+        raise _fail(where, f"$.per_size.knots[{bad[0]}]", bad[1] + " (a bit mask of the "
+                    f"{n_lv} shape_levels)")
+    bits = sum(int(k).bit_count() for k in knots)
+    if len(shape) != bits:
+        raise _fail(where, "$.per_size.shape", f"{len(shape)} values for the {bits} levels "
+                    "the knots mark")
+    unit = ps.get("shape_unit", 1e-4)
+    if not isinstance(unit, int | float) or isinstance(unit, bool) or not 0 < unit <= 1:
+        raise _fail(where, "$.per_size.shape_unit", f"{unit!r} is not a unit in (0, 1]")
+    limit = math.floor(20.0 / unit)
+    bad = _first_bad(shape, "integer", -limit, limit)
+    if bad is not None:
+        raise _fail(where, f"$.per_size.shape[{bad[0]}]", bad[1])
 
 
 def _noises(reg: dict[str, Any], path: str) -> list[tuple[dict[str, Any], str]]:

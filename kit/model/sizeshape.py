@@ -37,7 +37,7 @@ not assumed:
   every level, is not stored (it is predicted as unseen, which is what its
   shifts say), and in a stored row a level whose shift lies within SHIFT_TOL of the line
   through its kept neighbours (in ln time) is dropped. The fitted model itself holds only
-  those values, rounded to 1e-5, so a model read back from its file predicts exactly what
+  those values, rounded to 1e-4, so a model read back from its file predicts exactly what
   the fitted one did.
 """
 
@@ -80,11 +80,17 @@ SHIFT_TOL = 1e-3
 MIN_WEIGHT = 0.05
 #: A size is stored when one of its shifts exceeds this fraction of the sampling SD of its
 #: median (σ/√n): below, what it says is within its own noise.
-NOISE_FRACTION = 0.25
+NOISE_FRACTION = 0.5
 #: Sampling variance of a ln interquartile range times n (normal theory).
 SPREAD_VAR = 1.36
-#: Stored shifts are rounded to this many decimals (1e-5 of ln time).
-DECIMALS = 5
+#: A size is stored only where its own samples weigh at least this much against its
+#: regime's, in its location, its spread or at one level they inform (:func:`own_weight`):
+#: a smooth truth's sizes seen a few times, pooled a fifth towards their own noise at some
+#: level, were 29,000 of a 1 M-sample log-uniform fit's rows.
+MIN_WEIGHT = 0.5
+#: Stored shifts are multiples of this (1e-4 of ln time: a tenth of SHIFT_TOL), written as
+#: integers.
+SHAPE_UNIT = 1e-4
 #: Least compression of the base's tail beyond a size's outermost level.
 MIN_TAIL_RATIO = 0.05
 
@@ -151,8 +157,32 @@ def pooled(own: NDArray, base: NDArray, n: NDArray, alpha: NDArray,
     a = np.broadcast_to(alpha, own.shape)
     with np.errstate(invalid="ignore"):
         weight = np.where(np.isinf(a), 0.0, nn / (nn + np.where(np.isinf(a), 1.0, a)))
-    full = extend(own, usable(n, levels), scale)
+    use = usable(n, levels)
+    # beyond its informed levels a size's own quantiles are an extrapolation: they weigh no
+    # more than at its outermost informed level
+    weight = np.minimum(weight, carry(np.where(use, weight, 0.0), use))
+    full = extend(own, use, scale)
     return np.maximum.accumulate(base + weight * (full - base), axis=1)
+
+
+def own_weight(n: NDArray, alpha: NDArray, levels: NDArray) -> NDArray:
+    """Per size, the most its own samples weigh (n/(n+α)) at a level its count informs."""
+    nn = np.asarray(n, dtype=float)[:, None]
+    with np.errstate(invalid="ignore"):
+        w = np.where(np.isinf(alpha), 0.0, nn / (nn + np.where(np.isinf(alpha), 1.0, alpha)))
+    return np.asarray(np.where(usable(n, levels), w, 0.0).max(axis=1))
+
+
+def carry(values: NDArray, use: NDArray) -> NDArray:
+    """``values`` with each level outside ``use`` given the value of the nearest level inside
+    it on its side of the median."""
+    out = values.copy()
+    mid = out.shape[1] // 2
+    for j in range(mid - 1, -1, -1):
+        out[:, j] = np.where(use[:, j], out[:, j], out[:, j + 1])
+    for j in range(mid + 1, out.shape[1]):
+        out[:, j] = np.where(use[:, j], out[:, j], out[:, j - 1])
+    return out
 
 
 def spread_ratio(own: NDArray, one: NDArray) -> NDArray:
@@ -218,7 +248,7 @@ def estimate_shape(sizes_all: NDArray, counts: NDArray, si_lt: NDArray, regime_o
     (:func:`prior_base`); ``edges``: sizes where those are not smooth (breakpoints, overlap
     windows' ends; :func:`base_on_grid`). Returns (stored sizes' indices into sizes_all,
     their ln shifts from the population (len, L) with NaN at dropped levels, per regime
-    {alpha (per level, None for ∞), tail_scale, n_candidates, n_stored}).
+    {alpha (per level, None for ∞), tail_scale, spread, n_candidates, n_stored}).
     """
     levels = SHAPE_LEVELS
     L = len(levels)
@@ -241,33 +271,42 @@ def estimate_shape(sizes_all: NDArray, counts: NDArray, si_lt: NDArray, regime_o
     sigma = np.array([location[k][1] for k in reg])
     ratio = spread_ratio(own, one)
     final = pop.copy()
+    alpha = np.full((len(cand), L), math.inf)
+    prior_weight = np.zeros(len(cand))
     for k in range(n_regimes):
         mine = np.flatnonzero(reg == k)
         info[k]["n_candidates"] = len(mine)
         if not len(mine):
             continue
         spread, spread_info = shrink_spread(ratio[mine], n[mine])
-        base, _ = prior_base(pop[mine], one[mine], own[mine, L // 2], n[mine], tau[mine],
-                             sigma[mine], spread)
+        base, located = prior_base(pop[mine], one[mine], own[mine, L // 2], n[mine],
+                                   tau[mine], sigma[mine], spread)
+        # what the size's own samples weigh in its prior: its location, and its spread
+        prior_weight[mine] = np.maximum(located, _spread_weight(spread_info, n[mine]))
         a_k, scale = choose_pooling(mine, n, local, lt, pop, one, tau, sigma, spread_info,
                                     rng)
+        alpha[mine] = a_k
         final[mine] = pooled(own[mine], base, n[mine], a_k, levels, scale)
         info[k]["spread"] = spread_info
         info[k]["alpha"] = [None if math.isinf(a) else float(a) for a in a_k]
         info[k]["tail_scale"] = list(scale)
-    shift = final - pop
-    # what differs beyond the noise: a quarter of the sampling SD of a median of n
+    # what differs beyond the noise: half the sampling SD of a median of n
     noise = NOISE_FRACTION * np.nan_to_num(sigma, nan=0.0) / np.sqrt(n)
-    keep = np.flatnonzero(np.max(np.abs(shift), axis=1) >= np.maximum(SHIFT_TOL, noise))
-    kept = thin_rows(pop[keep], shift[keep], SHIFT_TOL)
-    rows = np.where(kept, np.round(shift[keep], DECIMALS), np.nan)
+    shift = final - pop
+    keep = np.flatnonzero((np.max(np.abs(shift), axis=1) >= np.maximum(SHIFT_TOL, noise))
+                          & (np.maximum(own_weight(n, alpha, levels), prior_weight)
+                             >= MIN_WEIGHT))
+    # a row is kept to within a quarter of its own noise (at least SHIFT_TOL): finer knots
+    # would only describe the noise
+    kept = thin_rows(pop[keep], shift[keep], np.maximum(SHIFT_TOL, noise[keep] / 2))
+    rows = np.where(kept, np.rint(shift[keep] / SHAPE_UNIT) * SHAPE_UNIT, np.nan)
     for k in range(n_regimes):
         info[k]["n_stored"] = int(np.sum(reg[keep] == k))
     return cand[keep], rows, info
 
 
-#: Step in ln size of the nodes the base is computed at when sizes are many (0.2 %).
-GRID_STEP = 0.002
+#: Step in ln size of the nodes the base is computed at when sizes are many (0.5 %).
+GRID_STEP = 0.005
 
 
 def base_on_grid(sizes: NDArray, levels: NDArray, base_lnq: BaseQuantiles,
@@ -278,8 +317,8 @@ def base_on_grid(sizes: NDArray, levels: NDArray, base_lnq: BaseQuantiles,
     Why: the base at a size is a root of a mixture of up to ten terms per level, and a
     log-uniform run of 1 M samples has ~30,000 sizes seen three times or more, which made
     these roots 3/4 of the fit. Inside a stretch the base changes smoothly with size (curves,
-    logistic shares, kernel tables h/4 apart), by at most ~0.2 % of time per node step, so
-    the interpolation is within ~1e-6 of ln time; across a breakpoint or an overlap window's
+    logistic shares, kernel tables h/4 apart), by at most ~0.5 % of time per node step, so
+    the interpolation is within ~1e-5 of ln time; across a breakpoint or an overlap window's
     end it jumps, and sizes within a step of those are computed exactly."""
     x = np.log(np.maximum(np.asarray(sizes, dtype=float), 1.0))
     if len(x) < 2:
@@ -359,11 +398,9 @@ def choose_pooling(mine: NDArray, n: NDArray, local: NDArray, lt: NDArray, pop: 
         est = predictive_quantiles(fit_g, fit_v, levels)
         # the fold's own spread, shrunk with the regime's spread variance
         r = spread_ratio(est, one[cv])
-        v_r = SPREAD_VAR / n_fit
-        t2 = spread["tau"] ** 2
-        B_r = t2 / (t2 + v_r) if t2 > 0 else np.zeros(len(r))
         base, _ = prior_base(pop[cv], one[cv], est[:, L // 2], n_fit, tau[cv], sigma[cv],
-                             spread["median"] + B_r * (r - spread["median"]))
+                             spread["median"] + _spread_weight(spread, n_fit)
+                             * (r - spread["median"]))
         # the held-out fold scores, at most MAX_CV_SAMPLES of it per size (a random subset)
         other = held & (rank // CV_FOLDS < MAX_CV_SAMPLES)
         folds.append((n_fit, est, base, _PinballSums(
@@ -382,6 +419,11 @@ def choose_pooling(mine: NDArray, n: NDArray, local: NDArray, lt: NDArray, pop: 
              _one_se(by_scale[:, :, mid + 1:].sum(axis=2), TAIL_SCALES))
     loss = np.stack([losses(a, scale) for a in ALPHA_GRID])  # (α, size, level)
     return one_se_choice(loss), scale
+
+
+def _spread_weight(spread: dict[str, float], n: NDArray) -> NDArray:
+    t2 = spread["tau"] ** 2
+    return t2 / (t2 + SPREAD_VAR / np.asarray(n, dtype=float)) if t2 > 0 else np.zeros(len(n))
 
 
 def _one_se(loss: NDArray, grid: NDArray) -> float:
@@ -438,7 +480,7 @@ class _PinballSums:
         return np.asarray(out)
 
 
-def thin_rows(x: NDArray, shift: NDArray, tol: float) -> NDArray:
+def thin_rows(x: NDArray, shift: NDArray, tol: float | NDArray) -> NDArray:
     """(rows, L) mask of the levels to keep so that the piecewise-linear map through the
     kept (x, shift) of each row reproduces every level's shift within ``tol``: the map
     between kept levels is linear in ln time, so a level on the line through its kept
@@ -460,13 +502,12 @@ def thin_rows(x: NDArray, shift: NDArray, tol: float) -> NDArray:
         with np.errstate(divide="ignore", invalid="ignore"):
             frac = np.where(xr > xl, (x - xl) / (xr - xl), 0.0)
         err = np.where(keep, 0.0, np.abs(shift - (yl + frac * (yr - yl))))
-        # the largest error of its stretch (ties: the first)
-        seg = rows * L + left
-        order = np.lexsort((cols[None, :].repeat(R, 0).ravel(), -err.ravel(), seg.ravel()))
-        first = np.r_[True, seg.ravel()[order][1:] != seg.ravel()[order][:-1]]
-        top = np.zeros(R * L, dtype=bool)
-        top[order[first]] = True
-        add = top.reshape(R, L) & (err > tol)
+        # the largest error of its stretch: each kept level starts a stretch (row-major,
+        # so a stretch is a run of the flat array)
+        flat, kept = err.ravel(), keep.ravel()
+        stretch = np.cumsum(kept) - 1
+        top = flat == np.maximum.reduceat(flat, np.flatnonzero(kept))[stretch]
+        add = top.reshape(R, L) & (err > np.reshape(tol, (-1, 1)))
         if not add.any():
             break
         keep |= add
