@@ -91,6 +91,12 @@ def apply_job_record(run: ParsedRun, output: Path) -> ParsedRun:
     return run
 
 
+def job_plan(output: Path) -> dict[str, Any] | None:
+    """The ``plan`` of the valid ``job.json`` that names ``output`` (None without one)."""
+    record = _load(output)
+    return dict(record["plan"]) if record is not None else None
+
+
 def job_command(output: Path) -> list[str] | None:
     """The tool command line ``job.json`` planned for ``output`` (binary + options), if any.
 

@@ -499,6 +499,7 @@ class _Batch:
             "placement": where.placement, "placement_source": where.source,
             "host_pair": where.host_pair,
             "cpus": ",".join(str(c) for c in run.cpus) or None,
+            "program": run.program or None,
         })
         report.files_ok += 1
         report.rows_added += n_rows

@@ -319,7 +319,7 @@ def _series_title(series: Mapping[str, Any]) -> str:
     from kit.data.schema import SERIES_KEYS, UNKNOWN, pairs_label
 
     words = [pairs_label(series.get(k)) if k == "pairs" else str(series[k])
-             for k in SERIES_KEYS if series.get(k) is not None and series.get(k) != UNKNOWN]
+             for k in SERIES_KEYS if series.get(k) not in (None, UNKNOWN, "")]
     return " / ".join(w for w in words if w)
 
 
@@ -381,7 +381,7 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
     from kit.fit.fitting import fit_samples
     from kit.fit.validate import validate_into
 
-    table = ds.series_table(dataset)
+    table = ds.series_table(dataset).filter(pl.col("op") != "app")  # apps: predict-app
     for k, v in (series or {}).items():
         if k not in SERIES_KEYS:
             raise UserError(f"'{k}' is not a series key", where="option --series",
