@@ -185,3 +185,87 @@ def test_app_campaign_runs_locally_into_its_own_series(
     assert main(["fit", str(dataset), "--all", "--no-intervals", "-o", str(tmp_path / "m")]) == 0
     models = [p.name for p in (tmp_path / "m").glob("*.json")]
     assert models and not [m for m in models if "__app__" in m or "halo" in m], models
+    if shutil.which("smpirun") is None:
+        return
+    # predict-app: the same program simulated on a platform (synthetic models: no
+    # calibration series, hence no Hockney baseline, which the notes say), the report
+    # section and the TUI view read the same result
+    from kit.outputs.export.platform import cluster_platform
+
+    platform = tmp_path / "platform"
+    cluster_platform(three_linear_regimes(1e-8), hosts=2, cores=2,
+                     intra_model=linear_overhead_model(1e-6, 2e-10)).write(platform)
+    result = tmp_path / "apps.json"
+    assert main(["predict-app", str(dataset), "--platform", str(platform), "-o",
+                 str(result)]) == 0
+    doc = json.loads(result.read_text())
+    (prog,) = doc["programs"]
+    assert prog["program"] == "halo -n 2048 -w 256 -i 3 -c 10 np=2"
+    assert set(prog["comparisons"]) == {"calibrated", "nominal"}
+    cal = prog["comparisons"]["calibrated"]
+    assert cal["n_real"] == 2 and cal["n_sim"] == 5
+    assert cal["ratio_lo"] <= cal["ratio"] <= cal["ratio_hi"]
+    assert any("no Hockney baseline" in n for n in doc["notes"])
+    report = tmp_path / "report"
+    assert main(["report", str(dataset), "--apps", str(result), "--no-validate", "-o",
+                 str(report)]) == 0
+    html = (report / "index.html").read_text()
+    assert 'id="apps"' in html and "halo -n 2048 -w 256 -i 3 -c 10 np=2" in html
+    _tui_shows_the_apps(dataset, result)
+
+
+def _tui_shows_the_apps(dataset: Path, result: Path) -> None:
+    import asyncio
+
+    from textual.widgets import DataTable
+
+    from tui.app import ExplorerApp
+    from tui.screens.apps import AppsScreen
+
+    async def explore() -> None:
+        app = ExplorerApp(dataset, apps=result)
+        async with app.run_test(size=(160, 50)) as pilot:
+            for _ in range(200):
+                await pilot.pause(0.05)
+                if not any(w.is_running for w in app.workers):
+                    break
+            await pilot.press("ctrl+a")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, AppsScreen)
+            table = app.screen.query_one("#apps-table", DataTable)
+            assert table.row_count == 1
+            assert "halo" in str(table.get_row_at(0)[0])
+
+    asyncio.run(explore())
+
+
+def test_comparison_figures_on_synthetic_truth() -> None:
+    """The median ratio's interval covers 1 about 95 % of the time when simulated and real
+    runs come from one distribution; a baseline 20 % off is 'baseline' or 'calibrated' by
+    which is closer, never when the intervals overlap."""
+    import numpy as np
+
+    from kit.analyses.appcompare import closer, compare
+
+    rng = np.random.default_rng(3)
+    covered, inside = 0, 0
+    trials = 100
+    for _ in range(trials):
+        real = rng.lognormal(-7.0, 0.05, 8)
+        sim = rng.lognormal(-7.0, 0.05, 8)
+        c = compare(real, sim, "calibrated", n_boot=300)
+        covered += c.ratio_lo <= 1.0 <= c.ratio_hi
+        inside += c.inside
+        assert 0.0 <= c.real_p50_level <= 1.0
+    assert 0.88 <= covered / trials <= 1.0
+    assert inside / trials > 0.5
+    real = rng.lognormal(-7.0, 0.01, 10)
+    cal = compare(real, real * 1.01, "calibrated")
+    off = compare(real, np.full(1, np.median(real) * 1.2), "nominal")
+    assert off.ratio == pytest.approx(1.2, rel=0.01) and not off.inside
+    assert closer(cal, off) == "calibrated"
+    assert closer(off, cal) == "baseline"
+    near = compare(real, np.full(1, np.median(real) * 1.005), "nominal")
+    assert closer(cal, near) == "tie"
+    with pytest.raises(ValueError):
+        compare([], [1.0], "x")

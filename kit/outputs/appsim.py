@@ -53,6 +53,9 @@ COMPUTE_TEXT = {
                  "injects it at the platform's host speed",
 }
 DEFAULT_TIME_LIMIT_S = 600.0
+#: Collective algorithms as Open MPI's tuned component picks them (the real runs' MPI):
+#: SMPI's default selector would simulate other algorithms than ran for real.
+COLL_SELECTOR = "--cfg=smpi/coll-selector:ompi"
 #: SimGrid's words that mean the run did not complete, whatever its exit status (a
 #: deadlock exits 0).
 _FATAL = re.compile(r"CRITICAL|Deadlock|Not yet implemented|MPI_Abort|Segmentation|"
@@ -184,7 +187,7 @@ def simulate_app(program: str, args: list[str], *, np: int, platform: Path, reps
                     env.append("PT2PT_SIMGRID_DETERMINISTIC=1")
                 wrapper = ["-wrapper", "env " + " ".join(env)]
             cmd = ["smpirun", *wrapper, "-platform", str(platform.resolve() / "platform.xml"),
-                   "-hostfile", str(work / "hostfile"), "-np", str(np), *cfg,
+                   "-hostfile", str(work / "hostfile"), "-np", str(np), *cfg, COLL_SELECTOR,
                    *COMPUTE[compute], "--cfg=smpi/host-speed:" + str(doc.get("speed_flops",
                                                                              1e9)),
                    "--log=root.thres:critical", str(binary), *args]
@@ -193,7 +196,8 @@ def simulate_app(program: str, args: list[str], *, np: int, platform: Path, reps
     if count < reps:  # deterministic: every repetition is the same run
         runs = [AppRun(seed + i, runs[0].size, runs[0].seconds, runs[0].ranks)
                 for i in range(reps)]
-    notes = [COMPUTE_TEXT[compute]]
+    notes = [COMPUTE_TEXT[compute], "collectives: Open MPI's algorithm choices "
+             "(smpi/coll-selector:ompi)"]
     if variant == "nominal":
         notes.append("nominal: the platform's links with every factor 1, no smpi/os or "
                      "smpi/or, no noise (latency and bandwidth only)")
