@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from kit.core import argtypes
 from kit.core.argtypes import integer, real
 
 
@@ -29,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "repeatable")
     p.add_argument("--reps", type=integer(1, 10000, "runs"), metavar="R",
                    help="simulated runs per program (default: as many as real ones, >= 5)")
-    p.add_argument("--seed", type=int, default=1, help="first noise seed (default 1)")
+    p.add_argument("--seed", type=argtypes.seed, default=1, help="first noise seed (default 1)")
     p.add_argument("--compute", choices=("skip", "benchmark"), default="skip",
                    help="the programs' own computation: not simulated (default) or "
                    "benchmarked on this machine")
