@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "corrected for the number of tests, breakpoints that moved, appeared or vanished, and "
         "a verdict. A and B are dataset folders (DATASET#KEY=V,... selects a series, e.g. "
         "data#campaign=before,transport=tcp) or model files whose dataset is still there. "
-        f"Exit code {3} when a --fail-if threshold is exceeded.")
+        f"Exit code {3} when a --fail-if threshold is exceeded, {4} when no verdict is called "
+        "because a side was measured on a disturbed node.")
     p.add_argument("a", metavar="A", help="the reference: DATASET[#SELECTOR] or MODEL.json")
     p.add_argument("b", metavar="B", nargs="?",
                    help="the one compared with A (omit with --halves)")
@@ -38,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap", type=int, default=200, metavar="N",
                    help="bootstrap resamples (default 200)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap")
+    p.add_argument("--allow-disturbed", action="store_true",
+                   help="call a change even when a side was measured on a disturbed node "
+                   "(load, CPU pressure or stolen time recorded in runs.parquet); without it "
+                   f"the table is shown, no verdict is called and the exit code is {4}")
     p.add_argument("--no-params", action="store_true",
                    help="skip the per-regime parameter comparison")
     p.add_argument("--json", metavar="FILE", help="write the result as JSON ('-' for stdout)")
@@ -57,6 +62,7 @@ def _write_atomic(path: Path, text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from kit.analyses.diff import (
         EXIT_THRESHOLD,
+        EXIT_WITHHELD,
         broken,
         diff,
         halves,
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         b = load_side(args.b, series=args.series, label=f"B={args.b}")
     result = diff(a, b, alpha=args.alpha, min_effect=args.min_effect / 100.0,
                   n_boot=args.bootstrap, seed=args.seed, params=not args.no_params,
-                  reason=reason)
+                  reason=reason, allow_disturbed=args.allow_disturbed)
     text = json.dumps(result.as_dict(), indent=1) + "\n"
     if args.json == "-":
         sys.stdout.write(text)
@@ -102,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
         plot_diff(result, a, b, args.output / "diff.png")
         _write_atomic(args.output / "diff.html", render_html(result))
         print(f"wrote {args.output}/diff.html, diff.png and diff.json", file=sys.stderr)
+    if result.withheld:
+        print(f"pt2pt diff: no verdict, a side was measured on a disturbed node: "
+              f"{result.withheld}; measure again on a quiet node or pass --allow-disturbed",
+              file=sys.stderr)
+        return EXIT_WITHHELD
     hits = broken(result, rules)
     for h in hits:
         print(f"pt2pt diff: threshold exceeded: {h}", file=sys.stderr)

@@ -60,6 +60,8 @@ class SeriesResult:
     comparison: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # run quality: disturbed windows, odd runs
     coverage: float = math.nan  # share of held-out samples inside the model's [p05, p95]
+    #: run quality's verdict on the series' runs (kit.fit.runquality): quiet | disturbed | ...
+    run_quality: str = ""
     error: str = ""
 
 
@@ -207,12 +209,17 @@ def _summarise(fitted: ModelFile, res: SeriesResult) -> None:
     res.hockney_score = float(fitted.summary("hockney").get("crps_over_floor", math.nan))
     res.coverage = float(fitted.summary("model").get("coverage", math.nan))
     rq = fitted.run_quality
+    from kit.fit.runquality import overall_verdict, quality_lines
+
+    res.run_quality = str(rq.get("verdict") or overall_verdict(rq.get("runs", []),
+                                                                len(rq.get("windows", []))))
     if rq.get("n_disturbed"):
         res.warnings.append(
             f"{rq['n_disturbed']} of {rq.get('n_samples')} samples were far above their run's "
-            "quiet level (a busy node?) and were "
+            "quiet level or ran on a busy node and were "
             + ("left out of the fit" if rq.get("excluded") else "kept") + "; see the report's "
             "run quality section")
+    res.warnings += [line for line in quality_lines(rq) if "disturbed node" in line]
     validation = fitted.validation
     best = validation.get("best_baseline")
     if best and fitted.summary(str(best)):
@@ -330,23 +337,36 @@ def summary_table(results: list[SeriesResult]) -> Table:
                   caption="score = held-out CRPS / floor (1 = as good as the data allow); "
                   "coverage = share of held-out samples in the model's p05-p95 band; "
                   "best baseline = the honest baseline with the lowest CRPS / floor; "
+                  "runs = run quality (disturbed: a busy node or a slow stretch; see "
+                  "runs.parquet's conditions columns); "
                   f"t(64 B) = model median one-way time; {DEFINITION} (model median; "
                   "a smaller S is named in the cell when the series stops below it)")
     for col in ("series", "n", "regimes", "t(64 B)", label_at(LARGE), "score", "best baseline",
-                "cover"):
+                "cover", "runs"):
         table.add_column(col, justify="left" if col in ("series", "regimes") else "right",
                          no_wrap=col != "regimes")
     for r in sorted(results, key=lambda r: (r.series["transport"], r.series["op"])):
         name = f"{r.series['transport']} {r.series['op']} ({r.series['tool']})"
         if r.error:
-            table.add_row(name, f"{r.n_samples:,}", f"not fitted: {r.error}", "", "", "", "", "")
+            table.add_row(name, f"{r.n_samples:,}", f"not fitted: {r.error}", "", "", "", "", "",
+                          "")
             continue
         best = (f"{r.best_baseline} {_fmt(r.best_baseline_score, '')}" if r.best_baseline
                 else "-")
         table.add_row(name, f"{r.n_samples:,}", "\n".join(r.regimes),
                       _fmt(r.latency_s * 1e6, "us"), _bw_cell(r),
-                      _fmt(r.score, ""), best, _fmt(r.coverage * 100, "%"))
+                      _fmt(r.score, ""), best, _fmt(r.coverage * 100, "%"),
+                      _runs_cell(r.run_quality))
     return table
+
+
+def _runs_cell(verdict: str) -> str:
+    """Run quality in the summary: a disturbed node in red, unrecorded conditions dim."""
+    if verdict == "disturbed":
+        return "[bold red]disturbed[/]"
+    if verdict == "quiet":
+        return "[green]quiet[/]"
+    return "[dim]not recorded[/]" if verdict else "-"
 
 
 def baseline_table(results: list[SeriesResult]) -> Table | None:

@@ -478,6 +478,11 @@ def _apply_meta(path: Path, meta: dict[str, Any], run: ParsedRun) -> None:
     run.cpus = _int_list(meta.get(META_CPUS))
     run.sockets = _int_list(meta.get(META_SOCKETS))
     run.pair_ranks = _first_pair(meta.get("pairing"))
+    order = meta.get("order")
+    run.order = order if order in ("shuffled", "blocked") else None
+    ranks = meta.get("ranks")
+    if isinstance(ranks, list) and all(isinstance(r, dict) for r in ranks):
+        run.cpus_end = _int_list([r.get("cpu_end") for r in ranks])
     k = meta.get("pairs")
     if run.pair_ranks is None and isinstance(k, int) and not isinstance(k, bool) and k > 1:
         run.pair_ranks = (0, k)  # no pairing recorded: the probe's default, rank i with i + K

@@ -203,6 +203,7 @@ class Skampi(Tool):
     option_keys = ("ski", "params", "options")
     template = "skampi.sbatch.j2"
     sniff_order = HELP_CHECK_ORDER + 20
+    sample_order = "blocked"  # sizes in turn, each size's iterations back to back
 
     def options(self, ck: Checker, entry: dict[str, Any], path: PathKey,
                 base: Path | None) -> dict[str, Any]:

@@ -86,11 +86,26 @@ def apply_job_record(run: ParsedRun, output: Path) -> ParsedRun:
         from kit.tools.probe import transport_from_env
 
         run.transport_hint = transport_from_env(run.env, run.hosts)
+    conditions = record.get("conditions")
+    if run.conditions is None and isinstance(conditions, dict):
+        run.conditions = conditions
+    binding = record.get("binding")
+    if run.binding is None and isinstance(binding, dict) and isinstance(binding.get("policy"),
+                                                                        str):
+        run.binding = describe_binding(binding)
     state = record.get("state")
     if isinstance(state, str) and state != "completed":
         run.mark_incomplete(f"job state {state}", f"{output.name}: the job ended as "
                             f"{state!r}; run marked incomplete")
     return run
+
+
+def describe_binding(binding: dict[str, Any]) -> str:
+    """``cores 0,1`` / ``none``: the policy and the CPUs the ranks were pinned to."""
+    cpus = binding.get("cpus")
+    pinned = ([str(cpus[k]) for k in sorted(cpus, key=lambda r: int(r) if str(r).isdigit()
+                                              else 0)] if isinstance(cpus, dict) else [])
+    return " ".join([str(binding["policy"]), ",".join(pinned)]).strip()
 
 
 def job_command(output: Path) -> list[str] | None:

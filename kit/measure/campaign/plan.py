@@ -19,7 +19,7 @@ from typing import Any
 
 from kit import tools
 from kit.core.errors import CampaignError
-from kit.measure.campaign import jobrecord, pairs
+from kit.measure.campaign import jobrecord, nodestate, pairs
 from kit.measure.campaign.fileio import dump_json, write_atomic
 from kit.measure.campaign.manifest import MANIFEST_NAME, has_results, read_manifest
 from kit.measure.campaign.render import environment
@@ -367,6 +367,9 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
                             hint="build the probe or install the Spack environment")
     helper = out_dir / HELPER
     write_atomic(helper, Path(jobrecord.__file__).read_text(encoding="utf-8"), 0o755)
+    # the helper's own module, imported beside it (standard library only, like the helper)
+    write_atomic(helper.with_name("nodestate.py"),
+                 Path(nodestate.__file__).read_text(encoding="utf-8"))
     env = environment()
     templates: dict[str, Any] = {}
     records = []
