@@ -39,8 +39,8 @@ from kit.core.errors import IngestError, UserError
 from kit.data import dataset as ds
 from kit.data.ingest import sniff
 from kit.data.placement import resolve as resolve_placement
-from kit.measure.conditions import Conditions, columns
 from kit.data.schema import OPTIONAL_SAMPLE_DEFAULTS, PLACEMENTS, RUNS_SCHEMA
+from kit.measure.conditions import Conditions, columns
 from kit.tools.parsing import (
     Frame,
     ParsedRun,
