@@ -200,3 +200,71 @@ def test_diff_calls_no_change_on_a_disturbed_side_unless_told_to() -> None:
     plain = diff(Side("A", size, a_t, conditions=quiet), Side("B", size, b_t, conditions=quiet),
                  n_boot=40)
     assert plain.changed and not plain.withheld
+
+
+def _probe_job(folder: Path, conditions: dict[str, object], order: str) -> Path:
+    """A probe run (blocked or shuffled) in a job folder whose job.json records conditions."""
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(5)
+    sizes = np.repeat(2 ** np.arange(0, 23), 40)
+    rows = [f"{i},pingpong,{s},1,{2 * 20e-6 * (1 + s / 1.2e8) * rng.lognormal(0, .05):.9e},,0"
+            for i, s in enumerate(sizes)]
+    (folder / "probe.samples.csv").write_text("seq,op,size,count,time,call,warmup\n"
+                                              + "\n".join(rows) + "\n")
+    meta = {"probe_version": "0.1.0", "hosts": ["n1", "n1"], "order": order, "complete": True,
+            "samples_written": len(rows), "ops": ["pingpong"],
+            "env": {"OMPI_MCA_btl": "self,tcp"}}
+    (folder / "probe.meta.json").write_text(json.dumps(meta))
+    plan = {**PLAN, "outputs": ["probe.samples.csv"], "command": ["pt2pt-probe"]}
+    (folder / "job.json").write_text(json.dumps({
+        "plan": plan, "state": "completed", "host": "n1", "conditions": conditions,
+        "binding": {"policy": "cores", "cpus": {"0": 0, "1": 1}}}))
+    return folder / "probe.samples.csv"
+
+
+def _osu_job(tmp_path: Path, fixtures_dir: Path, conditions: dict[str, object]) -> Path:
+    job = tmp_path / "osu"
+    job.mkdir()
+    shutil.copy(fixtures_dir / "osu" / "osu_latency_tcp_7.4.txt", job / "osu_latency.txt")
+    (job / "job.json").write_text(json.dumps({
+        "plan": PLAN, "state": "completed", "host": "n1", "conditions": conditions,
+        "binding": {"policy": "cores", "cpus": {"0": 0, "1": 1}}}))
+    return job / "osu_latency.txt"
+
+
+@pytest.mark.parametrize("probe_order,probe_load,shown", [
+    ("blocked", 2.0, True), ("shuffled", 2.0, False), ("blocked", 7.6, False)],
+    ids=["same-conditions", "probe-shuffled", "probe-at-load-7.6"])
+def test_crosscheck_only_in_the_same_conditions(tmp_path: Path, fixtures_dir: Path,
+                                                probe_order: str, probe_load: float,
+                                                shown: bool) -> None:
+    from rich.console import Console
+
+    from kit.model import RegimeModel
+    from kit.model.io import save_model
+    from kit.outputs.demo import SeriesResult, crosscheck
+
+    data = tmp_path / "ds"
+    osu = _osu_job(tmp_path, fixtures_dir, record(2.0))
+    probe = _probe_job(tmp_path / "probe", record(probe_load), probe_order)
+    assert ingest([osu, probe], data, campaign="c", transport="tcp").ok
+    (series,) = [{k: str(v) for k, v in r.items()} for r in ds.series_table(data)
+                 .filter(pl.col("tool") == "probe").select(ds.SERIES_KEYS).to_dicts()]
+    frame = ds.select_series(data, series)
+    path = save_model(RegimeModel(random_state=0).fit(frame.size, frame.time),
+                      tmp_path / "m.json")
+    found = crosscheck(data, [SeriesResult(series=series, model_path=path)])
+    if shown:
+        assert found.table is not None and not found.withheld
+        console = Console(width=200, record=True)
+        console.print(found.table)
+        text = console.export_text()
+        assert "tcp osu mean" in text and "binding cores" in text and "order blocked" in text
+        assert "same conditions" in text
+        return
+    assert found.table is None and len(found.withheld) == 1
+    why = found.withheld[0]
+    if probe_order == "shuffled":
+        assert "order shuffled" in why and "order blocked" in why
+    else:
+        assert "probe: 1 of 1 run(s) disturbed (load 7.6" in why

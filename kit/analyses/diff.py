@@ -122,10 +122,7 @@ def load_side(spec: str, *, series: str | None = None, label: str | None = None)
                         "file written by 'pt2pt fit'")
     if path.is_dir():
         selector = parse_selector(sel_text or series, where=spec if sel_text else "--series")
-        _, frame = _select_frame(path, selector, spec)
-        return Side(name, frame["size"].to_numpy(), frame["time"].to_numpy(),
-                    frame["run_id"].to_numpy(), frame["seq"].to_numpy().astype(np.int64),
-                    conditions=side_conditions(path, frame["run_id"].unique()))
+        return dataset_side(path, selector, name)
     from kit.data.dataset import model_selector as ds_selector
     from kit.model.io import read_model
 
@@ -144,6 +141,54 @@ def load_side(spec: str, *, series: str | None = None, label: str | None = None)
                 frame["run_id"].to_numpy(), frame["seq"].to_numpy().astype(np.int64),
                 model=model, conditions=side_conditions(Path(str(data)),
                                                          frame["run_id"].unique()))
+
+
+@dataclass
+class SeriesPairs:
+    """The series of two datasets matched by key: (label, A's selector, B's selector) each,
+    and the series found on one side only."""
+
+    pairs: list[tuple[str, dict[str, str], dict[str, str]]]
+    only_a: list[str]
+    only_b: list[str]
+
+
+def pair_series(a: Path, b: Path) -> SeriesPairs:
+    """Match the raw series of datasets ``a`` and ``b`` by the keys that tell a dataset's
+    series apart (tool, transport, op, ... as they vary in either); keys constant on each side
+    (the campaign's name, the host pair of a one-pair machine) are what is compared, not
+    what is matched."""
+    import polars as pl
+
+    from kit.data import dataset as ds
+
+    tables = []
+    for path in (a, b):
+        table = ds.series_table(ds.require_ingested(path)).filter(
+            pl.col("stat").cast(pl.String) == ds.RAW)
+        tables.append([{k: str(r[k]) for k in ds.SERIES_KEYS} for r in table.to_dicts()])
+    keys = [k for k in ds.SERIES_KEYS
+            if any(len({row[k] for row in rows}) > 1 for rows in tables)] or ["op"]
+
+    def key(row: dict[str, str]) -> tuple[str, ...]:
+        return tuple(row[k] for k in keys)
+
+    def label(row: dict[str, str]) -> str:
+        return ",".join(f"{k}={row[k]}" for k in keys)
+
+    in_a = {key(r): r for r in tables[0]}
+    in_b = {key(r): r for r in tables[1]}
+    pairs = [(label(in_a[k]), in_a[k], in_b[k]) for k in sorted(in_a) if k in in_b]
+    return SeriesPairs(pairs, [label(in_a[k]) for k in sorted(in_a) if k not in in_b],
+                       [label(in_b[k]) for k in sorted(in_b) if k not in in_a])
+
+
+def dataset_side(path: Path, selector: dict[str, str], label: str) -> Side:
+    """One series of a dataset folder as a side (its samples and its runs' conditions)."""
+    _, frame = _select_frame(path, selector, label)
+    return Side(label, frame["size"].to_numpy(), frame["time"].to_numpy(),
+                frame["run_id"].to_numpy(), frame["seq"].to_numpy().astype(np.int64),
+                conditions=side_conditions(path, frame["run_id"].unique()))
 
 
 def halves(side: Side) -> tuple[Side, Side]:
@@ -599,10 +644,34 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}" if abs(x) < 0.1 else f"{100 * x:.0f}"
 
 
+def ratio_text(change: float, lo: float, hi: float) -> str:
+    """A change B/A - 1 with its interval, as a reader takes it in: percent up to a factor
+    2 either way (+7 % [+5, +9]), a ratio beyond (x240 [x120, x480]; x0.17 [x0.1, x0.3]):
+    +23,845 % says less than x240, and an interval [-100, +5e30] % hides that it spans a
+    factor 1e30."""
+    r, rl, rh = 1 + change, 1 + lo, 1 + hi
+    if 0.5 < r < 2 and rl > 0.25 and rh < 4:
+        return f"{_signed_pct(change)} % [{_signed_pct(lo)}, {_signed_pct(hi)}]"
+    return f"x{_ratio(r)} [x{_ratio(rl)}, x{_ratio(rh)}]"
+
+
+def _signed_pct(x: float) -> str:
+    return ("+" if x >= 0 else "") + _pct(x)
+
+
+def _ratio(r: float) -> str:
+    if not math.isfinite(r):
+        return "inf"
+    return f"{r:.3g}" if r < 1e4 else f"{r:.1e}"
+
+
 def band_phrase(c: BandChange) -> str:
     word = "slower" if c.change > 0 else "faster"
-    return (f"{c.stat} {word} by {_pct(abs(c.change))} % [{_pct(c.ci_lo)}, {_pct(c.ci_hi)}] "
-            f"in {human_size(c.size_lo)}–{human_size(c.size_hi)}")
+    where = f"in {human_size(c.size_lo)}–{human_size(c.size_hi)}"
+    text = ratio_text(c.change, c.ci_lo, c.ci_hi)
+    if text.startswith("x"):
+        return f"{c.stat} {word}: B/A {text} {where}"
+    return f"{c.stat} {word} by {_pct(abs(c.change))} % [{_pct(c.ci_lo)}, {_pct(c.ci_hi)}] {where}"
 
 
 def _verdict(bands: list[BandChange], params: list[ParamChange], breaks: list[BreakChange],
@@ -636,11 +705,15 @@ def _verdict(bands: list[BandChange], params: list[ParamChange], breaks: list[Br
             parts.append(f"break at {human_size(br.a)} gone")
     if len(confirmed) > 3:
         parts.append(f"{len(confirmed) - 3} more break change(s)")
-    tails = [c for c in bands if c.stat != "p50" and c.significant]
-    if tails and not sig50:
-        parts += [band_phrase(c) for c in sorted(tails, key=lambda c: -abs(c.change))[:2]]
-    elif tails:
-        parts.append(f"tails (p05/p95) changed in {len(tails)} band(s)")
+    tails = sorted((c for c in bands if c.stat != "p50" and c.significant),
+                   key=lambda c: -abs(math.log1p(c.change)))
+    # The largest tail changes are named whatever the median did: a p95 240 times slower is
+    # the news, not a footnote ("tails changed") under a 5 % median change.
+    shown_tails = tails[:2] if not sig50 else tails[:1]
+    parts += [band_phrase(c) for c in shown_tails]
+    if len(tails) > len(shown_tails):
+        parts.append(f"tails (p05/p95) changed in {len(tails) - len(shown_tails)} more "
+                     "band(s)")
     shown = 0
     for p in sorted(params, key=lambda p: -abs(p.change)):
         if shown < 2 and p.significant and p.param in ("latency_s", "bandwidth_Bps"):
@@ -728,16 +801,16 @@ def summary_lines(result: DiffResult) -> list[str]:
            f"{s['tests']} tests, Bonferroni-corrected 95 % intervals (bootstrap over "
            f"sizes or runs, {s['bootstrap']} resamples); reported when the interval "
            f"excludes 0 and |change| >= {100 * s['min_effect']:g} %",
-           "", f"{'size band':<24} {'stat':<5} {'n A':>7} {'n B':>7} {'change':>9} "
-           f"{'interval':>19}  "]
+           "", f"{'size band':<24} {'stat':<5} {'n A':>7} {'n B':>7} "
+           f"{'change [95 % interval]':>30}  "]
     for c in result.bands:
         band = f"{human_size(c.size_lo)}–{human_size(c.size_hi)}"
         if c.kind != "regime":
             band += " *"
         flag = ("changed" if not result.withheld else "differs (no verdict)") \
             if c.significant else ""
-        out.append(f"{band:<24} {c.stat:<5} {c.n_a:>7} {c.n_b:>7} {100 * c.change:>+8.1f}% "
-                   f"[{100 * c.ci_lo:>+7.1f}, {100 * c.ci_hi:>+7.1f}]  {flag}")
+        out.append(f"{band:<24} {c.stat:<5} {c.n_a:>7} {c.n_b:>7} "
+                   f"{ratio_text(c.change, c.ci_lo, c.ci_hi):>30}  {flag}")
     if any(c.kind != "regime" for c in result.bands):
         out.append("* between the two positions of a break that moved")
     if result.params:

@@ -99,11 +99,12 @@ def apply_job_record(run: ParsedRun, output: Path) -> ParsedRun:
 
 
 def describe_binding(binding: dict[str, Any]) -> str:
-    """``cores 0,1`` / ``none``: the policy and the CPUs the ranks were pinned to."""
+    """``cores 0,1`` / ``cpus 2,3`` / ``none``: the policy and the CPUs the ranks were pinned
+    to, in rank order."""
     cpus = binding.get("cpus")
     pinned = ([str(cpus[k]) for k in sorted(cpus, key=lambda r: int(r) if str(r).isdigit()
                                               else 0)] if isinstance(cpus, dict) else [])
-    return " ".join([str(binding["policy"]), ",".join(pinned)]).strip()
+    return " ".join([str(binding["policy"]).split(":")[0], ",".join(pinned)]).strip()
 
 
 def job_command(output: Path) -> list[str] | None:

@@ -11,6 +11,9 @@ not the planning checkout nor the kit's dependencies:
 ``begin LAUNCHER TOOL``
     checks both exist, snapshots the network/InfiniBand counters for the transport check;
     on a missing one writes ``job.json`` (failed, 127) and exits 127.
+``cpu RANK POLICY``
+    prints the CPU rank RANK is pinned to under the campaign's binding (nothing: not pinned);
+    the template's rank wrapper runs the tool under ``taskset -c`` that CPU.
 ``watch PID``
     samples the node's load, CPU pressure and stolen time while the tool (PID) runs
     (:mod:`kit.measure.campaign.nodestate`); ``begin`` and ``finish`` read them before and after.
@@ -103,6 +106,17 @@ def _slurm_id() -> str | None:
     if array and task:
         return f"{array}_{task}"
     return os.environ.get("SLURM_JOB_ID") or None
+
+
+def rank_cpus(job_dir: Path) -> dict[str, int]:
+    """The CPU each rank was pinned to, from rank-<N>.cpu (written by the rank wrapper)."""
+    cpus: dict[str, int] = {}
+    for path in job_dir.glob("rank-*.cpu"):
+        try:
+            cpus[str(int(path.stem.split("-", 1)[1]))] = int(path.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return cpus
 
 
 def rank_codes(job_dir: Path) -> dict[int, int]:
@@ -401,6 +415,7 @@ def write_record(job_dir: Path, plan: dict[str, Any], fields: dict[str, Any]) ->
         "start": begin.get("start"),
         "end": _now(),
         "conditions": conditions(job_dir, plan, begin),
+        "binding": {"policy": plan.get("binding") or "none", "cpus": rank_cpus(job_dir)},
         **fields,
     }
     _write_atomic(job_dir / "job.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -409,7 +424,7 @@ def write_record(job_dir: Path, plan: dict[str, Any], fields: dict[str, Any]) ->
 def _begin(args: argparse.Namespace, job_dir: Path) -> int:
     plan = _plan(job_dir)
     (job_dir / "job.json").unlink(missing_ok=True)
-    for old in [*job_dir.glob("rank-*.rc"), job_dir / DURING]:
+    for old in [*job_dir.glob("rank-*.rc"), *job_dir.glob("rank-*.cpu"), job_dir / DURING]:
         old.unlink(missing_ok=True)
     snap = {"start": _now(), "epoch": time.time(), "net": net_bytes(), "ib": ib_bytes(),
             "command": list(args.command), "conditions": nodestate.before()}
@@ -461,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("launcher")
     b.add_argument("tool")
     b.add_argument("command", nargs="*")
+    c = sub.add_parser("cpu")
+    c.add_argument("rank", type=int)
+    c.add_argument("policy")
     w = sub.add_parser("watch")
     w.add_argument("pid", type=int)
     f = sub.add_parser("finish")
@@ -475,6 +493,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"pt2pt: no task {args.index} of array {args.group} in {args.manifest}: "
                   f"{exc}", file=sys.stderr)
             return 1
+        return 0
+    if args.cmd == "cpu":
+        try:
+            cpu = nodestate.bind_cpu(args.rank, args.policy)
+        except (OSError, ValueError) as exc:
+            print(f"pt2pt: cannot choose a CPU for rank {args.rank} ({args.policy}): {exc}",
+                  file=sys.stderr)
+            return 1
+        print("" if cpu is None else cpu)
         return 0
     job_dir = Path.cwd()
     if args.cmd == "watch":

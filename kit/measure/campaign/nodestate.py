@@ -80,6 +80,54 @@ def governor() -> str | None:
     return ",".join(sorted(found)) or None
 
 
+def _topology(cpu: int, item: str) -> int:
+    try:
+        return int(Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/{item}").read_text())
+    except (OSError, ValueError):
+        return -1
+
+
+def cores(allowed: set[int] | None = None) -> list[int]:
+    """One CPU per physical core this process may run on, socket by socket: the lowest
+    CPU of each core (its hyperthread siblings are left out, so two ranks never share a
+    core), sockets with more allowed cores first."""
+    if allowed is None:
+        allowed = set(os.sched_getaffinity(0))
+    first: dict[tuple[int, int], int] = {}
+    for cpu in sorted(allowed):
+        key = (_topology(cpu, "physical_package_id"), _topology(cpu, "core_id"))
+        if key[1] < 0:
+            key = (key[0], cpu)  # no topology: every CPU is its own core
+        first.setdefault(key, cpu)
+    per_socket: dict[int, list[int]] = {}
+    for (socket, _), cpu in sorted(first.items(), key=lambda kv: kv[1]):
+        per_socket.setdefault(socket, []).append(cpu)
+    ordered = sorted(per_socket.values(), key=lambda cs: (-len(cs), cs[0]))
+    return [cpu for group in ordered for cpu in group]
+
+
+#: Binding policies a campaign may choose (``binding:``); ``cpus:A,B,..`` names the CPUs.
+BINDINGS = ("cores", "none")
+
+
+def bind_cpu(rank: int, policy: str) -> int | None:
+    """The CPU rank ``rank`` is pinned to under ``policy``, or None (not pinned).
+
+    ``cores``: the rank-th physical core of this node (:func:`cores`): the two ranks of an
+    intra-node run get the same two cores of one socket in every run, the ranks of an
+    inter-node run one core each on their own node (different ones, so that nodes sharing
+    a machine, like the local test cluster's, do not put both on one core). ``cpus:A,B``:
+    rank r on the r-th listed CPU. ``none``: not pinned (the scheduler may move it).
+    """
+    if policy == "none":
+        return None
+    if policy.startswith("cpus:"):
+        listed = [int(c) for c in policy[5:].split(",") if c.strip()]
+        return listed[rank % len(listed)] if listed else None
+    found = cores()
+    return found[rank % len(found)] if found else None
+
+
 def share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
     """Stolen share of the CPU time between two :func:`cpu_jiffies` readings."""
     if before is None or after is None or after[0] <= before[0]:

@@ -192,6 +192,16 @@ def _launch_words(campaign: Campaign, entry: TransportEntry,
     local = ["mpirun", "-n", str(ranks)]
     if ranks > 2 and campaign.mpi == "openmpi":  # contention mode on a small machine
         local.append("--oversubscribe")
+    # The job's rank wrapper pins the ranks (campaign ``binding``); the launcher must not pin
+    # them first (Open MPI binds two ranks to cores by default, srun per its TaskPlugin), or
+    # the wrapper would see one CPU, and ``binding: none`` would not float.
+    words = " ".join(campaign.launcher.args)
+    if campaign.mpi == "openmpi" and "--bind-to" not in words:
+        local += ["--bind-to", "none"]
+        if campaign.launcher.command in ("mpirun", "mpiexec"):
+            slurm += ["--bind-to", "none"]
+    if campaign.launcher.command == "srun" and "--cpu-bind" not in words:
+        slurm.append("--cpu-bind=none")
     if campaign.launcher.command in ("mpirun", "mpiexec"):
         slurm += forward
         local = [*local, *campaign.launcher.args, *forward]
@@ -253,6 +263,7 @@ def _context(campaign: Campaign, table: TransportTable, job: PlannedJob,
         "slurm_launch": slurm_launch, "local_launch": local_launch, "command": job.command,
         "stdout_name": job.stdout_name, "meta_file": job.meta_file,
         "tool": spec.options, "benchmark": job.benchmark or "",
+        "binding": campaign.binding,
     }
 
 
@@ -295,6 +306,7 @@ def _job_record(campaign: Campaign, job: PlannedJob, table: TransportTable) -> d
         "command": job.command, "outputs": job.outputs,
         "transport_env": entry.env, "transport_check": entry.check,
         "ops": tools.get(job.tool).record_ops(_spec_of(campaign, job)),
+        "binding": campaign.binding,
     }
 
 
@@ -414,7 +426,7 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
                      "source": str(campaign.source),
                      "sha256": hashlib.sha256(source).hexdigest(),
                      "pairs": [list(p) for p in node_pairs] if node_pairs else None,
-                     "throttle": campaign.slurm.throttle,
+                     "throttle": campaign.slurm.throttle, "binding": campaign.binding,
                      "partition": campaign.slurm.partition},
         "transport_table": {"path": table.source, "skipped_exit": table.skipped_exit,
                             "check_failed_exit": table.check_failed_exit},
