@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import nnls
-from sklearn.base import BaseEstimator
 
 from kit.core.errors import ModelError
+from kit.core.lsq import nnls2
+from kit.model.params import Params
 
 #: How many quantiles of the pooled noise ratio a baseline keeps (enough for smooth tails).
 _N_RATIO_QUANTILES = 1001
@@ -57,7 +57,7 @@ def _as_xy(size: ArrayLike, time: ArrayLike) -> tuple[NDArray[np.float64], NDArr
     return x[ok], y[ok]
 
 
-class _LineBaseline(BaseEstimator):
+class _LineBaseline(Params):
     """``alpha + size / beta`` with pooled multiplicative noise; subclasses pick the line."""
 
     alpha_: float
@@ -214,7 +214,7 @@ def _nnls_line(x: NDArray[np.float64], y: NDArray[np.float64],
     if relative:
         design = design / y[:, None]
         target = np.ones_like(y)
-    (alpha, per_scaled), _ = nnls(design, target)
+    (alpha, per_scaled), _ = nnls2(design, target)
     per_byte = per_scaled / scale
     beta = 1.0 / per_byte if per_byte > 0 else float("inf")
     return float(alpha), float(beta)

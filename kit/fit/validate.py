@@ -375,7 +375,7 @@ def summarize(per_size: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _clone_unfitted(estimator: Any) -> Any:
-    from sklearn.base import clone
+    from kit.model.params import clone
 
     try:
         return clone(estimator)
@@ -390,7 +390,7 @@ def validate(estimator: Any, size: ArrayLike, time: ArrayLike, *, method: str = 
              extra_models: Mapping[str, Predictive] | None = None) -> dict[str, Any]:
     """Refit a copy of ``estimator`` on a training split and score it on the held-out rest.
 
-    ``estimator`` may be fitted or not: only its parameters are used (``sklearn.clone``),
+    ``estimator`` may be fitted or not: only its parameters are used (``clone``),
     so the held-out samples never leak into the fit. ``baselines``: names from
     ``kit.fit.baselines.BASELINES`` (default ``DEFAULT_BASELINES``). ``extra_models`` are
     already fitted models to score alongside (e.g. the known truth of a synthetic series).
