@@ -135,14 +135,15 @@ def _summary(fitted: Any, quality: Any) -> list[str]:
     found = quality.lines() if quality is not None else []
     if quality is None:
         lines.append("run quality: not assessed (aggregates carry no measurement order)")
-    elif found:
+    elif quality.n_disturbed:
         what = ("kept (--keep-disturbed)" if not quality.excluded
                 else "excluded from the fit")
-        lines.append(f"run quality: {quality.n_disturbed} of {len(quality.disturbed)} samples "
-                     f"disturbed, {what}:")
-        lines += [f"  {line}" for line in found]
+        lines.append(f"run quality: {quality.verdict}: {quality.n_disturbed} of "
+                     f"{len(quality.disturbed)} samples disturbed, {what}:")
     else:
-        lines.append(f"run quality: {len(quality.runs)} run(s), no disturbed window found")
+        lines.append(f"run quality: {quality.verdict}: {len(quality.runs)} run(s), no "
+                     "disturbed window found")
+    lines += [f"  {line}" for line in found]
     validation = fitted.validation
     if validation.get("summary"):
         from kit.fit.validate import validation_table
