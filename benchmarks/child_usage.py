@@ -45,7 +45,9 @@ def run(cmd: Sequence[str], env: Mapping[str, str] | None = None,
                               env=dict(env) if env is not None else None, cwd=cwd,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         wall = time.perf_counter() - t0
-        usage = json.load(out)
+        text = out.read()
+    assert text, f"the launcher reported nothing (exit {proc.returncode}): {proc.stderr[-3000:]}"
+    usage = json.loads(text)
     assert proc.returncode == 0 and usage["code"] == 0, proc.stderr[-3000:]
     return wall, float(usage["cpu"]), usage["maxrss_kib"] / 2**20, proc.stderr
 

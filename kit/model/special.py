@@ -8,14 +8,14 @@ that work; ``scipy.stats`` (whose distributions the noises were) 0.6-0.9 s. So
 :func:`use_scipy`), and otherwise :data:`LIGHT`: the same functions from Python's ``math``
 and ``statistics`` modules (erf, erfc, the normal quantile of AS 241), element by element.
 They agree with SciPy's to a few units in the last place (tests/test_special.py holds them
-to it); arrays beyond :data:`LIGHT_MAX_ELEMENTS` elements, and the incomplete gamma
-function (gamma noise), load SciPy after all, where its import is the cheaper part.
+to it); past :data:`LIGHT_MAX_ELEMENTS` elements evaluated in a process, and for the
+incomplete gamma function (gamma noise), they load SciPy after all, where its import is
+the cheaper part.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 import sys
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -23,9 +23,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-#: Above this many elements a light function hands over to scipy.special (loading it once):
-#: ~0.2 µs an element in Python against ~0.2 s for the import.
-LIGHT_MAX_ELEMENTS = 50_000
+#: Elements the light functions evaluate in a process before they hand over to
+#: scipy.special (loading it once): ~0.3-0.5 µs an element in Python against ~0.15-0.3 s for
+#: the import. A predict at a few sizes stays well below; an export (SimGrid's factor
+#: tables: millions of CDF values) crosses it in its first tenth of a second.
+LIGHT_MAX_ELEMENTS = 200_000
+_light_used = [0]
 
 
 def use_scipy() -> ModuleType:
@@ -42,7 +45,10 @@ def functions() -> Any:
 
 
 def _large(x: NDArray) -> bool:
-    return x.size > LIGHT_MAX_ELEMENTS
+    """Whether to hand over to scipy.special: once the light functions have evaluated
+    :data:`LIGHT_MAX_ELEMENTS` elements in this process (counting this call's)."""
+    _light_used[0] += x.size
+    return _light_used[0] > LIGHT_MAX_ELEMENTS
 
 
 def _elementwise(fn: Any, x: NDArray) -> NDArray:
@@ -101,20 +107,20 @@ def _light_log_ndtr(x: ArrayLike) -> Any:
     return out if out.ndim else out[()]
 
 
-_NORMAL = statistics.NormalDist()
-
-
-def _ndtri1(p: float) -> float:
-    if not 0.0 < p < 1.0:
-        return -math.inf if p == 0.0 else math.inf if p == 1.0 else math.nan
-    return _NORMAL.inv_cdf(p)
-
-
 def _light_ndtri(q: ArrayLike) -> Any:
     arr = np.asarray(q, dtype=np.float64)
     if _large(arr):
         return use_scipy().ndtri(arr)
-    out = _elementwise(_ndtri1, arr)
+    from statistics import NormalDist  # here: ~15 ms, and most reads never ask
+
+    inv_cdf = NormalDist().inv_cdf
+
+    def one(p: float) -> float:
+        if not 0.0 < p < 1.0:
+            return -math.inf if p == 0.0 else math.inf if p == 1.0 else math.nan
+        return inv_cdf(p)
+
+    out = _elementwise(one, arr)
     return out if out.ndim else out[()]
 
 
