@@ -26,6 +26,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from tui.app import run
+    from tui.modelfiles import missing_models
+
+    # Said before the screen opens: a notification inside it is easy to miss.
+    for option, folder in (("--models", True), ("--model", False)):
+        for raw in getattr(args, option.strip("-")):
+            if not Path(raw).expanduser().exists():
+                err = missing_models(Path(raw), args.dataset, folder)
+                err.where = f"{option} {raw}"
+                raise err
 
     return run(args.dataset, model=args.model, models=args.models, apps=args.apps)

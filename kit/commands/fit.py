@@ -135,14 +135,15 @@ def _summary(fitted: Any, quality: Any) -> list[str]:
     found = quality.lines() if quality is not None else []
     if quality is None:
         lines.append("run quality: not assessed (aggregates carry no measurement order)")
-    elif found:
+    elif quality.n_disturbed:
         what = ("kept (--keep-disturbed)" if not quality.excluded
                 else "excluded from the fit")
-        lines.append(f"run quality: {quality.n_disturbed} of {len(quality.disturbed)} samples "
-                     f"disturbed, {what}:")
-        lines += [f"  {line}" for line in found]
+        lines.append(f"run quality: {quality.verdict}: {quality.n_disturbed} of "
+                     f"{len(quality.disturbed)} samples disturbed, {what}:")
     else:
-        lines.append(f"run quality: {len(quality.runs)} run(s), no disturbed window found")
+        lines.append(f"run quality: {quality.verdict}: {len(quality.runs)} run(s), no "
+                     "disturbed window found")
+    lines += [f"  {line}" for line in found]
     validation = fitted.validation
     if validation.get("summary"):
         from kit.fit.validate import validation_table
@@ -156,12 +157,23 @@ def _summary(fitted: Any, quality: Any) -> list[str]:
             lines.append(f"  {row['model']:<15} CRPS/floor {_num(row['crps_over_floor'])}  "
                          f"median err {_pct(row['median_err'])}  p95 err "
                          f"{_pct(row['p95_err'])}  ({label})")
+        lines += _cost("validation", "the refit on the training split and the scores",
+                       "--no-validate")
     intervals = fitted.intervals
     if intervals:
         from kit.model.uncertainty import summary_lines
 
         lines += summary_lines(intervals)
+        lines += _cost("intervals", "the bootstrap", "--no-intervals")
     return lines
+
+
+def _cost(part: str, what: str, flag: str) -> list[str]:
+    """What an optional part of the fit cost, next to the flag that skips it."""
+    from kit.core.cost import spent
+
+    cpu = spent(part)
+    return [] if cpu is None else [f"  ({what}: {cpu:.2f} CPU-s; {flag} skips it)"]
 
 
 def _num(v: Any) -> str:

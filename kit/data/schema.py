@@ -80,6 +80,25 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     "host_pair": pl.String(),  # "n1:n2" (rank order), from ``hosts``
     "cpus": pl.String(),  # comma-separated CPU of each rank (probe meta "cpus"), when known
     "program": pl.String(),  # tool app: program, arguments, rank count (a series key), else ""
+    # Run conditions (kit.measure.conditions; null where not recorded, e.g. older datasets):
+    # 1-minute load average before/after, mean runnable tasks during (ranks included),
+    # share of CPU time stolen by the hypervisor, share of wall time tasks waited for a CPU
+    "load_before": pl.Float64(),
+    "load_during": pl.Float64(),
+    "load_after": pl.Float64(),
+    "steal_before": pl.Float64(),
+    "steal_during": pl.Float64(),
+    "steal_after": pl.Float64(),
+    "cpu_pressure": pl.Float64(),
+    "node_cpus": pl.Int32(),
+    "ranks_per_node": pl.Int32(),
+    "governor": pl.String(),  # CPU frequency governor(s), when the node exposes them
+    "binding": pl.String(),  # how the ranks were pinned: "cores", "none", "cpus 2,3"
+    "cpus_end": pl.String(),  # CPU of each rank when measuring ended (a move = unbound)
+    "order": pl.String(),  # sample order: shuffled | blocked
+    "tenants": pl.String(),  # other Slurm jobs on the nodes ("" none, null unknown)
+    "conditions": pl.String(),  # quiet | disturbed | unknown (kit.measure.conditions.judge)
+    "conditions_why": pl.String(),
 }
 
 #: Columns of SAMPLES_SCHEMA that are per run and kept in the runs table, not the part files

@@ -192,11 +192,11 @@ def read_subsample(dataset: str | Path, chosen: Mapping[str, str], rows: int, n_
 def _quiet_subsample(dataset: str | Path, chosen: Mapping[str, str], opts: FitOptions,
                      subsample: dict[str, Any]) -> tuple[Any, Any]:
     """:func:`kit.fit.runquality.quiet_samples` on the subsample of a large series."""
-    from kit.fit.runquality import assess_frame, drop_disturbed
+    from kit.fit.runquality import assess_frame, drop_disturbed, run_conditions
     from kit.model.estimator import MIN_SAMPLES
 
     frame = read_subsample(dataset, chosen, int(opts.max_samples or 0), subsample["rows"])
-    quality = assess_frame(frame)
+    quality = assess_frame(frame, conditions=run_conditions(dataset))
     if opts.keep_disturbed or quality.n_disturbed == 0:
         return frame, quality
     kept = drop_disturbed(frame, quality)

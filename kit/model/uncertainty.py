@@ -56,6 +56,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from kit.core.blas import one_blas_thread
+from kit.core.cost import charged
 from kit.model.families import evaluate, fit_family, ln_evaluate
 from kit.model.outliers import group_order
 from kit.model.resampled_bins import Counts, RegimeBins, running_sum, weighted_quantiles
@@ -394,7 +395,7 @@ def bootstrap_intervals(model: Any, size: ArrayLike, time: ArrayLike, *,
     The result is JSON-ready (``null`` where not estimable, with the reason in
     ``not_estimated``).
     """
-    with one_blas_thread():
+    with one_blas_thread(), charged("intervals"):
         return _intervals(model, size, time, groups, seq, n_boot, level, random_state)
 
 

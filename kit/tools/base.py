@@ -96,6 +96,10 @@ class Tool:
     fragment: str | None = None
     #: order of :meth:`sniff` among all tools' sniffers (see HELP_CHECK_ORDER)
     sniff_order: int = DEFAULT_SNIFF_ORDER
+    #: the order its samples are taken in, when the tool fixes it: ``blocked`` (each size's
+    #: repetitions back to back, as OSU and SkaMPI do) or ``shuffled``; None: unknown or
+    #: recorded per run (the probe's ``--order``, in its meta file)
+    sample_order: str | None = None
 
     # --- campaign ---------------------------------------------------------------------
 

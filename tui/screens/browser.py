@@ -24,7 +24,7 @@ from tui.session import Session
 from tui.widgets.plot import format_bytes, format_seconds
 
 COLUMNS = ("", "campaign", "tool", "transport", "placement", "op", "MPI", "samples", "sizes",
-           "small lat.", "eff. bw", "fitted")
+           "small lat.", "eff. bw", "runs", "fitted")
 #: Shown only when some series knows where its ranks ran (placement or host pair).
 PLACEMENT_COLUMN = "placement"
 
@@ -58,6 +58,15 @@ def _bandwidth(v: float | None) -> str:
         if v >= scale:
             return f"{v / scale:.3g} {unit}"
     return f"{v:.3g} B/s"
+
+
+def conditions_cell(verdict: str) -> Text:
+    """The runs' conditions (kit.measure.conditions): a disturbed node in red."""
+    if verdict == "disturbed":
+        return Text("disturbed", style="bold red")
+    if verdict == "quiet":
+        return Text("quiet", style="green")
+    return Text("–", style="dim")
 
 
 def _op_cell(key: serieskey.SeriesKey) -> str:
@@ -260,6 +269,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
             Text(format_seconds(row.small_median_s) if row.small_median_s else "–",
                  justify="right"),
             Text(_bandwidth(row.large_bw_Bps), justify="right"),
+            conditions_cell(row.conditions),
             Text("yes", style="green") if fitted else Text("no", style="dim"),
         ]
 

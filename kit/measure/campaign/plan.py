@@ -19,7 +19,7 @@ from typing import Any
 
 from kit import tools
 from kit.core.errors import CampaignError
-from kit.measure.campaign import jobrecord, pairs
+from kit.measure.campaign import jobrecord, nodestate, pairs
 from kit.measure.campaign.fileio import dump_json, write_atomic
 from kit.measure.campaign.manifest import MANIFEST_NAME, has_results, read_manifest
 from kit.measure.campaign.render import environment
@@ -199,6 +199,16 @@ def _launch_words(campaign: Campaign, entry: TransportEntry,
     local = ["mpirun", "-n", str(ranks)]
     if ranks > 2 and campaign.mpi == "openmpi":  # contention mode on a small machine
         local.append("--oversubscribe")
+    # The job's rank wrapper pins the ranks (campaign ``binding``); the launcher must not pin
+    # them first (Open MPI binds two ranks to cores by default, srun per its TaskPlugin), or
+    # the wrapper would see one CPU, and ``binding: none`` would not float.
+    words = " ".join(campaign.launcher.args)
+    if campaign.mpi == "openmpi" and "--bind-to" not in words:
+        local += ["--bind-to", "none"]
+        if campaign.launcher.command in ("mpirun", "mpiexec"):
+            slurm += ["--bind-to", "none"]
+    if campaign.launcher.command == "srun" and "--cpu-bind" not in words:
+        slurm.append("--cpu-bind=none")
     if campaign.launcher.command in ("mpirun", "mpiexec"):
         slurm += forward
         local = [*local, *campaign.launcher.args, *forward]
@@ -260,6 +270,7 @@ def _context(campaign: Campaign, table: TransportTable, job: PlannedJob,
         "slurm_launch": slurm_launch, "local_launch": local_launch, "command": job.command,
         "stdout_name": job.stdout_name, "meta_file": job.meta_file,
         "tool": spec.options, "benchmark": job.benchmark or "",
+        "binding": campaign.binding,
     }
 
 
@@ -302,6 +313,7 @@ def _job_record(campaign: Campaign, job: PlannedJob, table: TransportTable) -> d
         "command": job.command, "outputs": job.outputs,
         "transport_env": entry.env, "transport_check": entry.check,
         "ops": tools.get(job.tool).record_ops(_spec_of(campaign, job)),
+        "binding": campaign.binding,
     }
 
 
@@ -375,6 +387,9 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
                             hint="build the probe or install the Spack environment")
     helper = out_dir / HELPER
     write_atomic(helper, Path(jobrecord.__file__).read_text(encoding="utf-8"), 0o755)
+    # the helper's own module, imported beside it (standard library only, like the helper)
+    write_atomic(helper.with_name("nodestate.py"),
+                 Path(nodestate.__file__).read_text(encoding="utf-8"))
     env = environment()
     templates: dict[str, Any] = {}
     records = []
@@ -418,7 +433,7 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
                      "source": str(campaign.source),
                      "sha256": hashlib.sha256(source).hexdigest(),
                      "pairs": [list(p) for p in node_pairs] if node_pairs else None,
-                     "throttle": campaign.slurm.throttle,
+                     "throttle": campaign.slurm.throttle, "binding": campaign.binding,
                      "partition": campaign.slurm.partition},
         "transport_table": {"path": table.source, "skipped_exit": table.skipped_exit,
                             "check_failed_exit": table.check_failed_exit},

@@ -214,7 +214,8 @@ def _intervals_part(section: Section, intervals: Mapping[str, Any] | None) -> No
 def _quality_part(section: Section, out_dir: Path, slug: str, title: str,
                   quality: Mapping[str, Any] | None, samples: pl.DataFrame | None) -> None:
     """Run-quality sentences and the time-vs-sequence figure."""
-    from kit.fit.runquality import assess_frame
+    from kit.fit.runquality import assess_frame, overall_verdict, quality_lines
+    from kit.measure.conditions import DISTURBED
     from kit.outputs.report import plots
 
     if samples is not None and samples.height >= 2 and "seq" in samples.columns:
@@ -230,19 +231,20 @@ def _quality_part(section: Section, out_dir: Path, slug: str, title: str,
                                "quantile per size bin); red: flagged as disturbed."})
     if not quality:
         return
-    lines = []
-    for w in quality.get("windows", []):
-        lines.append(f"run {w['run_id']}: samples seq {w['seq_start']}..{w['seq_end']} "
-                     f"({w['n_samples']}) are {w['slowdown']:.3g}x above the run's quiet level")
-    for r in quality.get("runs", []):
-        if r.get("verdict") in ("disturbed throughout", "differs", "not judged"):
-            lines.append(f"run {r['run_id']}: {r['verdict']}"
-                         + (f" ({r['note']})" if r.get("note") else ""))
+    lines = quality_lines(quality)
     n_bad = int(quality.get("n_disturbed", 0))
+    verdict = quality.get("verdict") or overall_verdict(quality.get("runs", []),
+                                                        len(quality.get("windows", [])))
     head = (f"{n_bad} of {quality.get('n_samples')} samples flagged as disturbed, "
             + ("excluded from the fit" if quality.get("excluded") else "kept in the fit")
             if n_bad else f"{len(quality.get('runs', []))} run(s), no disturbed window found")
-    section.quality = [head, *lines]
+    section.quality = [f"run quality: {verdict}. {head}", *lines]
+    if section.summary is not None:
+        section.summary.conditions = verdict
+    if verdict == DISTURBED:
+        section.notes.insert(0, "Measured on a disturbed node (run quality below): the "
+                             "numbers on this page describe the load as much as the network; "
+                             "measure again on a quiet node before comparing them.")
 
 
 def aggregate_note(stat: str, reported: Mapping[str, Any] | None = None) -> str:
