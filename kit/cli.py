@@ -36,7 +36,8 @@ COMMAND_MODULES = {
     "datasets": "datasets", "demo": "demo",
     "diff": "diff", "export": "export", "fit": "fit", "ingest": "ingest", "loggp": "loggp",
     "plan": "plan",
-    "predict": "predict", "sample": "predict", "report": "report", "run-local": "run_local",
+    "predict": "predict", "predict-app": "predict_app", "sample": "predict", "report": "report",
+    "run-local": "run_local",
     "selftest": "selftest", "simulate": "simulate", "status": "status", "submit": "submit",
     "validate": "validate",
 }

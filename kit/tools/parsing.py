@@ -85,6 +85,8 @@ class ParsedRun:
             self.warnings.append(warning)
     #: The placement the campaign planned (job.json), checked against ``hosts`` at ingest.
     placement: str | None = None
+    #: An application run's program, arguments and rank count (tool app; a series key).
+    program: str = ""
     #: CPU and socket (physical package) of each rank, rank order, when the tool recorded them.
     cpus: list[int] = field(default_factory=list)
     sockets: list[int] = field(default_factory=list)

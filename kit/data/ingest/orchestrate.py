@@ -500,6 +500,7 @@ class _Batch:
             "placement": where.placement, "placement_source": where.source,
             "host_pair": where.host_pair,
             "cpus": ",".join(str(c) for c in run.cpus) or None,
+            "program": run.program or None,
             **run_conditions(run),
         })
         report.files_ok += 1

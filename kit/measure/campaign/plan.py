@@ -68,6 +68,13 @@ def shape(placement: str, k: int = 0) -> tuple[int, int]:
     return nodes, per_node * max(k, 1)
 
 
+def job_shape(campaign: Campaign, job: PlannedJob) -> tuple[int, int]:
+    """(nodes, tasks per node) of a planned job: its tool's (app: np ranks), else the
+    placement's pair shape."""
+    own = tools.get(job.tool).shape(_spec_of(campaign, job), job.placement, job.k)
+    return own or shape(job.placement, job.k)
+
+
 def job_seed(campaign_seed: int, key: str) -> int:
     """A per-job seed derived from the campaign seed and the job's identity (not its order)."""
     digest = hashlib.sha256(f"{campaign_seed}:{key}".encode()).digest()
@@ -139,7 +146,7 @@ def expand(campaign: Campaign, out_dir: Path,
                     if tool_names.count(spec.tool) > 1:  # two entries of one tool
                         name += str(spec_index)
                     if k:
-                        name += f"-k{k}"
+                        name += f"-{tool.variant_tag}{k}"
                     group = f"{name}-{transport}-{_PLACEMENT_SHORT[placement]}"
                     for pair in _units(placement, node_pairs):
                         for rep in range(1, campaign.repetitions + 1):
@@ -245,7 +252,7 @@ def _context(campaign: Campaign, table: TransportTable, job: PlannedJob,
     entry = table.entry(campaign.mpi, job.transport).for_placement(job.placement)
     forced = list(dict.fromkeys([*entry.env, *(k for o in entry.env_by_major.values()
                                                 for k in o)]))
-    nodes, per_node = shape(job.placement, job.k)
+    nodes, per_node = job_shape(campaign, job)
     slurm_launch, local_launch = _launch_words(campaign, entry, forced, nodes * per_node)
     spec = _spec_of(campaign, job)
     return {
@@ -287,7 +294,7 @@ def campaign_python(campaign: Campaign) -> str:
 def _job_record(campaign: Campaign, job: PlannedJob, table: TransportTable) -> dict[str, Any]:
     flavour = table.entry(campaign.mpi, job.transport)
     entry = flavour.for_placement(job.placement)
-    nodes, per_node = shape(job.placement, job.k)
+    nodes, per_node = job_shape(campaign, job)
     forced = list(dict.fromkeys([*entry.env, *(k for o in entry.env_by_major.values()
                                                 for k in o)]))
     return {
@@ -347,7 +354,7 @@ def _write_new(path: Path, text: str, mode: int = 0o644) -> None:
 
 def _array_context(campaign: Campaign, group: str, jobs: list[PlannedJob],
                    out_dir: Path) -> dict[str, Any]:
-    nodes, per_node = shape(jobs[0].placement, jobs[0].k)
+    nodes, per_node = job_shape(campaign, jobs[0])
     return {
         "array": {"group": group, "size": len(jobs),
                   "slurm_name": f"{campaign.name}.{group}"[:120],
@@ -414,7 +421,7 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
                          "tool": members[0].benchmark or members[0].tool,
                          "transport": members[0].transport,
                          "placement": members[0].placement,
-                         "ntasks_per_node": shape(members[0].placement, members[0].k)[1]}
+                         "ntasks_per_node": job_shape(campaign, members[0])[1]}
     source = campaign_path.read_bytes()
     write_atomic(out_dir / "campaign.yaml", source.decode("utf-8"))
     manifest = {
