@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from kit import commands as _commands
-from kit.core.errors import UserError, format_error
+from kit.core.errors import UserError, format_error, show_data_warnings
 
 
 class _Parser(argparse.ArgumentParser):
@@ -99,6 +99,7 @@ def build_parser(only: set[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    show_data_warnings()
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_modules_for(words))
     try:
@@ -122,6 +123,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # The last net under every command: a full disk, a permission or a name too long
+        # for the file system met where no writer expected it is the user's situation, not
+        # a bug (kit.core.atomicwrite names it); anything else is a bug and keeps its trace.
+        from kit.core.atomicwrite import is_storage_error, output_error
+
+        if not is_storage_error(exc):
+            raise
+        failed = output_error(exc, exc.filename or "a file", "cannot read or write")
+        print(format_error(failed), file=sys.stderr)
+        return failed.exit_code
     return int(rc or 0)
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from kit.core import argtypes
+from kit.core.atomicwrite import write_text
 from kit.core.errors import UserError
 
 
@@ -45,14 +44,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=Path, metavar="DIR",
                    help="write diff.html (report page), diff.png and diff.json here")
     p.set_defaults(func=run)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,12 +87,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(summary_lines(result)))
         if args.json:
-            _write_atomic(Path(args.json), text)
+            write_text(Path(args.json), text)
             print(f"wrote {args.json}")
     if args.output:
-        _write_atomic(args.output / "diff.json", text)
+        write_text(args.output / "diff.json", text)
         plot_diff(result, a, b, args.output / "diff.png")
-        _write_atomic(args.output / "diff.html", render_html(result))
+        write_text(args.output / "diff.html", render_html(result))
         print(f"wrote {args.output}/diff.html, diff.png and diff.json", file=sys.stderr)
     hits = broken(result, rules)
     for h in hits:

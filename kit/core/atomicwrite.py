@@ -68,7 +68,7 @@ def error_code(exc: BaseException) -> int | None:
     (Polars reports a failed write so), else None."""
     if isinstance(exc, OSError) and exc.errno is not None:
         return exc.errno
-    found = _OS_ERROR_IN_TEXT.search(str(exc)) if not isinstance(exc, OSError) else None
+    found = _OS_ERROR_IN_TEXT.search(str(exc))  # Polars raises OSError("... (os error 28)")
     return int(found.group(1)) if found else None
 
 

@@ -78,6 +78,9 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     "placement_source": pl.String(),
     "host_pair": pl.String(),  # "n1:n2" (rank order), from ``hosts``
     "cpus": pl.String(),  # comma-separated CPU of each rank (probe meta "cpus"), when known
+    # JSON [{name, bytes, sha256}] of the run's part files, checked before they are read
+    # (kit.data.integrity); null for runs ingested before checksums were recorded.
+    "parts": pl.String(),
 }
 
 #: Columns of SAMPLES_SCHEMA that are per run and kept in the runs table, not the part files

@@ -37,6 +37,7 @@ import polars as pl
 from kit import tools
 from kit.core.errors import IngestError, UserError
 from kit.data import dataset as ds
+from kit.data import integrity
 from kit.data.ingest import sniff
 from kit.data.ingest.common import (
     Frame,
@@ -481,7 +482,10 @@ class _Batch:
             raise
         final = ds.part_path(self.dataset, campaign, run.tool, run_id)
         self.known.add(run_id)
-        self.parts.extend(zip(tmps, _final_names(final, len(tmps)), strict=True))
+        finals = _final_names(final, len(tmps))
+        self.parts.extend(zip(tmps, finals, strict=True))
+        # each part's size and checksum, committed with the run and checked by every reader
+        parts = integrity.describe(zip(tmps, [f.name for f in finals], strict=True))
         listed = [{"path": str(p.resolve()), "sha256": hashes.get(p) or _sha256(p)}
                   for p in run.sources]
         where = resolve_placement(run.hosts, self.placement or run.placement,
@@ -499,6 +503,7 @@ class _Batch:
             "placement": where.placement, "placement_source": where.source,
             "host_pair": where.host_pair,
             "cpus": ",".join(str(c) for c in run.cpus) or None,
+            integrity.PARTS_COLUMN: parts,
         })
         report.files_ok += 1
         report.rows_added += n_rows

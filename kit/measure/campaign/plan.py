@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kit import tools
+from kit.core.atomicwrite import output_error
 from kit.core.errors import CampaignError
 from kit.measure.campaign import jobrecord, pairs
 from kit.measure.campaign.fileio import dump_json, write_atomic
@@ -359,12 +360,31 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
     out_dir = out_dir.resolve()
     node_pairs = (pairs.resolve(campaign.pairs, campaign.seed, campaign.slurm.partition,
                                 slurm_env) if campaign.pairs else None)
+    created = not out_dir.exists()
     _prepare_dir(out_dir, force)
     jobs, not_planned = expand(campaign, out_dir, node_pairs)
     if not jobs:
         raise CampaignError("no job could be planned (every tool is missing its binary)",
                             where=str(campaign_path),
                             hint="build the probe or install the Spack environment")
+    try:
+        return _write_plan(campaign_path, campaign, table, out_dir, jobs, not_planned,
+                           node_pairs)
+    except OSError as exc:
+        # A full disk or a folder we may not write: no half plan is left to be submitted.
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        else:
+            for job in jobs:
+                shutil.rmtree(out_dir / "jobs" / job.id, ignore_errors=True)
+        raise output_error(exc, exc.filename or out_dir,
+                           "cannot write the campaign plan") from None
+
+
+def _write_plan(campaign_path: Path, campaign: Campaign, table: TransportTable, out_dir: Path,
+                jobs: list[PlannedJob], not_planned: list[Any],
+                node_pairs: Any) -> Path:
+    """Render and write every file of the plan; the manifest last (it names the rest)."""
     helper = out_dir / HELPER
     write_atomic(helper, Path(jobrecord.__file__).read_text(encoding="utf-8"), 0o755)
     env = environment()

@@ -56,6 +56,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import nnls
 
+from kit.core.atomicwrite import make_dirs, write_text
 from kit.core.errors import ModelError
 
 #: SimGrid reads bounds with std::stoi: they must fit a C int.
@@ -509,7 +510,7 @@ class SimgridExport:
         ``platform.xml`` (the measured pair with that block), ``hostfile``,
         ``simgrid-noise.json`` and its flat twin ``simgrid-noise.tsv`` for the noise plugin.
         """
-        out_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(out_dir)
         props = "\n".join(f'  <prop id="{k}" value="{v}"/>' for k, v in self.config.items())
         files = {
             "smpi-config.txt": "\n".join(self.cfg_args()) + "\n",
@@ -519,14 +520,7 @@ class SimgridExport:
             "simgrid-noise.json": json.dumps(self.document, indent=2, sort_keys=True) + "\n",
             "simgrid-noise.tsv": self.noise_table,
         }
-        written = []
-        for name, text in files.items():
-            path = out_dir / name
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
-            written.append(path)
-        return written
+        return [write_text(out_dir / name, text) for name, text in files.items()]
 
 
 def _ratio_table(model: Any, size: float, rng: np.random.Generator) -> list[float]:
