@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from kit import commands as _commands
+from kit.core import signals
 from kit.core.errors import UserError, format_error, show_data_warnings
 
 
@@ -99,9 +100,24 @@ def build_parser(only: set[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    show_data_warnings()
     words = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_modules_for(words))
+    only = _modules_for(words)
+    # A kit command: SIGTERM is an exception from here on (not for plugins: the TUI's event
+    # loop handles its own).
+    restore = signals.install() if only else (lambda: None)
+    show_data_warnings()
+    try:
+        return _main(words, only)
+    except signals.Stopped as stop:
+        print(f"pt2pt: stopped by {stop.name}; every file already written is kept whole, "
+              "and none was left half-written.", file=sys.stderr)
+        return 128 + stop.signum
+    finally:
+        restore()
+
+
+def _main(words: list[str], only: set[str] | None) -> int:
+    parser = build_parser(only)
     try:
         args = parser.parse_args(words)
     except SystemExit as stop:  # an option error (already printed), --help, --version

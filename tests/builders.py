@@ -29,6 +29,15 @@ def three_linear_regimes(per_byte: float) -> RegimeModel:
                        overlap=False).fit(size, time)
 
 
+def forget_checksums(dataset: Path) -> None:
+    """Make ``dataset`` look written before part checksums existed (runs.parquet ``parts``
+    null), for tests that rewrite part files the way an older kit wrote them."""
+    runs_file = dataset / ds.RUNS_FILE
+    meta = pl.read_parquet_metadata(runs_file)
+    (pl.read_parquet(runs_file).with_columns(parts=pl.lit(None, pl.String))
+     .write_parquet(runs_file, metadata=meta))
+
+
 def dataset_snapshot(dataset: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Samples and runs of a dataset in a stable order, to compare before/after a change."""
     samples = ds.scan(dataset).collect().sort("run_id", "seq", "op", "stat")

@@ -55,7 +55,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 #: command line of each writer; OUT is the output path inside the place under test.
 WRITERS = {
-    "fit": ["fit", "{ds}", "--series", "transport=tcp", "--no-intervals", "--no-validate", "-o", "{out}.json"],
+    "fit": ["fit", "{ds}", "--series", "transport=tcp", "--no-intervals", "--no-validate",
+            "-o", "{out}.json"],
     "validate": ["validate", "{model}", "-o", "{out}.json"],
     "report": ["report", "{model}", "-o", "{out}"],
     "export": ["export", "{model}", "--simgrid", "-o", "{out}"],
@@ -95,11 +96,10 @@ def full_fs(tmp_path: Path) -> Iterator[Path]:
     try:
         for name in ("fit", "validate", "report", "export", "plan", "diff", "compare"):
             (mnt / f"{name}-dir").mkdir()  # folders made while there was room
-        with open(mnt / "ballast", "wb") as fh:
-            with pytest.raises(OSError):
-                while True:
-                    fh.write(b"\0" * 65536)
-                    fh.flush()
+        with open(mnt / "ballast", "wb") as fh, pytest.raises(OSError):
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)

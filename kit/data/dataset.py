@@ -497,13 +497,20 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def commit(dataset: Path, parts: list[tuple[Path, Path]], new_runs: pl.DataFrame) -> None:
+def commit(dataset: Path, parts: list[tuple[Path, Path]], new_runs: pl.DataFrame,
+           drop: set[str] | None = None) -> None:
     """Make written temp parts visible: rename them, then replace runs.parquet atomically.
 
-    The runs.parquet replace is the single commit point (see the module docstring).
+    The runs.parquet replace is the single commit point (see the module docstring). Runs in
+    ``drop`` (replaced by a longer copy) leave the runs table in the same replace; their part
+    files are removed after it (a kill in between leaves them uncommitted: leftovers).
     """
-    if not parts and new_runs.height == 0:
+    drop = drop or set()
+    if not parts and new_runs.height == 0 and not drop:
         return
+    old = runs(dataset)
+    gone = committed_parts(dataset, old.filter(pl.col("run_id").is_in(list(drop)))) \
+        if drop else []
     for tmp, _final in parts:
         fsync_path(tmp)
     for tmp, final in parts:
@@ -511,12 +518,14 @@ def commit(dataset: Path, parts: list[tuple[Path, Path]], new_runs: pl.DataFrame
     for folder in {final.parent for _tmp, final in parts}:  # once per partition folder
         fsync_path(folder)
     added = new_runs.select(list(RUNS_SCHEMA)).cast(pl.Schema(RUNS_SCHEMA))
-    table = pl.concat([runs(dataset), added])
+    table = pl.concat([old.filter(~pl.col("run_id").is_in(list(drop))), added])
     tmp_runs = dataset / (RUNS_FILE + TMP_SUFFIX)
     table.write_parquet(tmp_runs, metadata={FORMAT_KEY: str(DATASET_FORMAT)})
     fsync_path(tmp_runs)
     os.replace(tmp_runs, dataset / RUNS_FILE)
     fsync_path(dataset)
+    for path in gone:
+        path.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------- one series

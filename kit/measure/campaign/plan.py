@@ -50,6 +50,7 @@ class PlannedJob:
     stdout_name: str = "stdout.txt"
     meta_file: str | None = None
     extra_files: dict[str, str] = field(default_factory=dict)
+    extra_modes: dict[str, int] = field(default_factory=dict)
     spec_index: int = 0
     id: str = ""
     seed: int = 0
@@ -171,7 +172,8 @@ def _job(spec: ToolSpec, bench: str | None, binary: Path, transport: str, placem
     parts = tools.get(spec.tool).job(spec, bench, binary)
     return PlannedJob(**common, template=parts.template, command=parts.command,
                       outputs=parts.outputs, stdout_name=parts.stdout_name,
-                      meta_file=parts.meta_file, extra_files=dict(parts.extra_files))
+                      meta_file=parts.meta_file, extra_files=dict(parts.extra_files),
+                      extra_modes=dict(parts.extra_modes))
 
 
 def _launch_words(campaign: Campaign, entry: TransportEntry,
@@ -327,10 +329,12 @@ def _write_new(path: Path, text: str, mode: int = 0o644) -> None:
     """A file in a job directory this plan just created: no reader can see it half-written
     before the manifest (written last, atomically) names it, so no temp file + rename (which
     costs two file operations per file in a 10,000-job campaign)."""
-    with open(path, "w", encoding="utf-8") as fh:
+    # created with its final bits (never readable by others, even for an instant, when the
+    # source was private)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w",
+                   encoding="utf-8") as fh:
         fh.write(text)
-    if mode != 0o644:
-        os.chmod(path, mode)
+    os.chmod(path, mode)
 
 
 def _array_context(campaign: Campaign, group: str, jobs: list[PlannedJob],
@@ -404,7 +408,7 @@ def _write_plan(campaign_path: Path, campaign: Campaign, table: TransportTable, 
         job_dir.mkdir(parents=True, exist_ok=True)
         _write_new(job_dir / "plan.json", dump_json(record))
         for name, text in sorted(job.extra_files.items()):
-            _write_new(job_dir / name, text)
+            _write_new(job_dir / name, text, job.extra_modes.get(name, 0o644))
         _write_new(job_dir / "job.sbatch", script, 0o755)
         records.append(record)
     array_template = env.get_template("array.sbatch.j2")
