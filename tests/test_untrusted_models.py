@@ -219,3 +219,33 @@ def test_a_saved_model_reads_back_through_the_gate(tmp_path: Path, fitted: Doc) 
     path = tmp_path / "m.json"
     path.write_text(json.dumps(fitted))
     assert load_model(path).regimes_
+
+
+# ------------------------------------------------------------------ line 10: FIFOs
+
+@pytest.mark.parametrize("argv", [["predict", "FIFO", "--sizes", "1"],
+                                  ["export", "FIFO", "--simgrid", "-o", "OUT"],
+                                  ["validate", "FIFO"],
+                                  ["predict", "MODEL", "--sizes-file", "FIFO"],
+                                  ["sample", "MODEL", "--sizes-file", "FIFO"]])
+def test_a_fifo_is_refused_without_blocking(argv: list[str], tmp_path: Path) -> None:
+    fifo = tmp_path / "m.json"
+    os.mkfifo(fifo)
+    model = tmp_path / "good.json"
+    model.write_text(json.dumps(base_model()))
+    names = {"FIFO": str(fifo), "MODEL": str(model), "OUT": str(tmp_path / "out")}
+    res = subprocess.run([sys.executable, "-m", "kit", *[names.get(a, a) for a in argv]],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert "named pipe" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_the_tui_reports_a_fifo_model_instead_of_hanging(tmp_path: Path) -> None:
+    from tui.modelfiles import load_models
+
+    fifo = tmp_path / "m.json"
+    os.mkfifo(fifo)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(base_model()))
+    loaded, errors = load_models([fifo, good])
+    assert len(loaded) == 1 and len(errors) == 1 and "named pipe" in errors[0].paragraph()

@@ -155,6 +155,7 @@ MAX_TEXT_BYTES = 256 << 20
 BLOCK_BYTES = 16 << 20
 _BOM = b"\xef\xbb\xbf"
 _LONG_LINE = re.compile(b"[^\n]{%d}" % (MAX_LINE_BYTES + 1))
+_LONG_TEXT_LINE = re.compile(b"[^\n\r]{%d}" % (MAX_LINE_BYTES + 1))
 _NOT_TEXT = "pass only text outputs of the supported tools"
 
 
@@ -176,6 +177,9 @@ def read_text(path: Path) -> list[str]:
             data = fh.read(MAX_TEXT_BYTES + 1)
     except OSError as exc:
         raise fail(path, None, f"cannot read the file ({exc.strerror})") from None
+    long_line = _LONG_TEXT_LINE.search(data)  # before decoding: no copy of a huge line
+    if long_line is not None:
+        raise _too_long(path, data.count(b"\n", 0, long_line.start()) + 1)
     try:
         text = data.removeprefix(_BOM).decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -185,11 +189,7 @@ def read_text(path: Path) -> list[str]:
         line = text[: text.index("\x00")].count("\n") + 1
         raise fail(path, line, "the file contains NUL bytes (a binary or corrupted file)",
                    _NOT_TEXT)
-    lines = text.splitlines()
-    for number, text_line in enumerate(lines, 1):
-        if len(text_line) > MAX_LINE_BYTES:
-            raise _too_long(path, number)
-    return lines
+    return text.splitlines()
 
 
 def line_blocks(path: Path, *, skip_header: bool = True) -> Iterator[tuple[int, bytes]]:
