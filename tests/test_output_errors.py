@@ -27,6 +27,7 @@ from kit.data.ingest import ingest
 from kit.fit import synth
 from kit.fit.fitting import fit_dataset
 from kit.model.io import write_model
+from tests.conftest import small_tmpfs
 
 REPO = Path(__file__).resolve().parent.parent
 SETTINGS = {"deadline": None, "database": None, "derandomize": True,
@@ -85,15 +86,7 @@ def _leftovers(folder: Path) -> list[Path]:
 @pytest.fixture
 def full_fs(tmp_path: Path) -> Iterator[Path]:
     """A real 4 MiB tmpfs with no space left, unmounted afterwards (root only)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-                         capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path, "4m") as mnt:
         for name in ("fit", "validate", "report", "export", "plan", "diff", "compare"):
             (mnt / f"{name}-dir").mkdir()  # folders made while there was room
         with open(mnt / "ballast", "wb") as fh, pytest.raises(OSError):
@@ -101,8 +94,6 @@ def full_fs(tmp_path: Path) -> Iterator[Path]:
                 fh.write(b"\0" * 65536)
                 fh.flush()
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.mark.parametrize("name", sorted(WRITERS))

@@ -23,33 +23,17 @@ from kit.core.errors import CampaignError
 from kit.core.paths import JOBS_DIR
 from kit.measure.campaign.schema import load_campaign
 from kit.measure.campaign.yamlmarks import MAX_DEPTH, load_located
+from tests.test_campaign_schema import BASE as SCHEMA_BASE
+from tests.test_campaign_schema import _no_site_file  # noqa: F401  (autouse fixture)
+from tests.test_campaign_schema import _write as _campaign
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {"deadline": None, "database": None, "derandomize": True,
             "suppress_health_check": list(HealthCheck)}
-BASE = """\
-name: demo
-mpi: openmpi
-transports: [shm, tcp]
-placement: intra-node
-launcher: mpirun
-tools:
-  - tool: probe
-    ops: [pingpong]
-    sizes: loguniform:0:1M
-    samples: 100
-"""
-
-
-@pytest.fixture(autouse=True)
-def _no_site_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
-
-
-def _campaign(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
+#: test_campaign_schema's campaign, launched by mpirun (run-local plans it for this host)
+BASE = SCHEMA_BASE.replace("launcher: srun --mpi=pmix", "launcher: mpirun").replace(
+    "slurm:\n  partition: debug\n  time: \"00:05:00\"\n", "").replace(
+    "    ops: [pingpong, send]\n", "    ops: [pingpong]\n")
 
 
 def _refused(path: Path) -> str:

@@ -13,6 +13,8 @@ from kit.core import argtypes
 from kit.core.errors import UserError
 from kit.core.inputs import read_bytes
 
+#: The largest message size the kit reads (ingest's bound too).
+MAX_SIZE = 1 << 48
 #: Draws made by one ``model.sample`` call of ``pt2pt sample`` (8 MiB of float64).
 SAMPLE_BLOCK = 1 << 20
 #: A sizes file lists message sizes: 64 MiB is millions of them.
@@ -50,6 +52,9 @@ def read_sizes(sizes: str | None, sizes_file: Path | None) -> np.ndarray:
                             hint="give whole numbers of bytes, e.g. 1,1024,65536") from None
         if not np.isfinite(val) or val < 0:
             raise UserError(f"size {v.strip()} must be >= 0 bytes", where=where)
+        if val > MAX_SIZE:  # beyond any message: a typo or a wrong unit
+            raise UserError(f"size {v.strip()} is more than 2^48 bytes (256 TiB)", where=where,
+                            hint="give message sizes in bytes")
         out.append(val)
     if not out:
         raise UserError("no sizes given", where="--sizes-file" if sizes_file else "--sizes")

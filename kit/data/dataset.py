@@ -428,7 +428,8 @@ def _has_leftovers(dataset: Path, committed: set[str]) -> bool:
     """Whether a killed writer left files behind (a listing, nothing is read)."""
     if (dataset / (RUNS_FILE + TMP_SUFFIX)).exists():
         return True
-    if any(dataset.glob(f"{SUMMARY_FILE}.*{TMP_SUFFIX}")):
+    if any(dataset.glob(f"{SUMMARY_FILE}.*{TMP_SUFFIX}")) or any(
+            dataset.glob(f".{SUMMARY_FILE}.*{TMP_SUFFIX}")):
         return True
     root = dataset / SAMPLES_DIR
     for folder in root.glob("campaign=*/tool=*") if root.is_dir() else ():
@@ -483,6 +484,7 @@ def remove_leftovers(dataset: Path, run_table: pl.DataFrame) -> int:
     if tmp_runs.exists():
         tmp_runs.unlink()
     for tmp in [*dataset.glob(f"{SUMMARY_FILE}.*{TMP_SUFFIX}"),  # a killed summary write
+                *dataset.glob(f".{SUMMARY_FILE}.*{TMP_SUFFIX}"),
                 *dataset.glob(f"{summary_file.OLD_SUMMARY_FILE}.*{TMP_SUFFIX}")]:
         tmp.unlink(missing_ok=True)
     return removed

@@ -247,7 +247,11 @@ def parse_version(text: str, where: str = "option --simgrid-version") -> tuple[i
     if not m:
         raise ModelError(f"cannot read a SimGrid version in {text!r}", where=where,
                          hint="give MAJOR.MINOR, e.g. 3.32")
-    return int(m.group(1)), int(m.group(2))
+    major, minor = int(m.group(1)), int(m.group(2))
+    if not (3 <= major <= 9 and minor <= 999):  # SimGrid 3.x today; a typo, not a version
+        raise ModelError(f"{text!r} is not a SimGrid version (3.x to 9.x)", where=where,
+                         hint="give MAJOR.MINOR, e.g. 3.32")
+    return major, minor
 
 
 def detect_version() -> tuple[int, int] | None:
