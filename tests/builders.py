@@ -66,6 +66,6 @@ def write_contention_run(folder: Path, k: int, rounds: list[tuple[int, list[floa
     samples = folder / f"{prefix}.samples.csv"
     samples.write_text(CONTENTION_HEADER + "\n".join(lines) + "\n")
     full = {"pairs": k, "contention": True, "pairing": [[i, i + k] for i in range(k)],
-            "samples_written": len(lines), **meta}
+            **meta, "samples_written": max(meta.get("samples_written", 0), len(lines))}
     (folder / f"{prefix}.meta.json").write_text(json.dumps(full))
     return samples

@@ -24,6 +24,8 @@ def write_run(folder: Path, prefix: str, lines: list[str], meta: dict | None = N
     body = HEADER + "\n".join(lines) + ("\n" if newline_at_end else "")
     samples.write_text(body)
     if meta is not None:
+        # an ended run's meta counts its lines (a fixture may say fewer: a truncated copy)
+        meta = {**meta, "samples_written": max(meta.get("samples_written", 0), len(lines))}
         (folder / f"{prefix}.meta.json").write_text(json.dumps(meta))
     return samples
 
@@ -207,7 +209,7 @@ HEADER_EXT = "seq,op,size,count,time,call,warmup,pair,round\n"
 def test_contention_run_keeps_pair_and_round_and_pair_count(tmp_path):
     """--pairs runs: pair kept, seq taken from round, pairs from the meta; old runs 1/0."""
     meta = dict(META, ops=["stream"], pairs=2, pairing=[[0, 2], [1, 3]], contention=True,
-                hosts=["n1", "n1", "n2", "n2"])
+                hosts=["n1", "n1", "n2", "n2"], samples_written=4)
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "k2.samples.csv").write_text(HEADER_EXT + "".join([

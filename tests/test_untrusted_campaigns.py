@@ -253,3 +253,43 @@ def test_the_list_of_100000_sizes_is_refused_before_it_reaches_a_command_line(
         tmp_path: Path) -> None:
     text = BASE.replace("loguniform:0:1M", "list:" + ",".join(str(k) for k in range(100_000)))
     assert "longer than 8191 characters" in _refused(_campaign(tmp_path, text))
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20)
+                     | st.sampled_from(["..", "/", "/etc", "jobs/../..", "jobs/x", "a/b",
+                                        "\x00", "~"]),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=120, **SETTINGS)
+@given(st.sampled_from(["dir", "script", "outputs", "id"]), _JSON,
+       st.sampled_from(["jobs", "arrays", "campaign"]))
+def test_any_manifest_value_reads_inside_the_folder_or_is_refused(
+        tmp_path_factory: pytest.TempPathFactory, key: str, value: object,
+        where: str) -> None:
+    """A manifest with any JSON in a job's fields (or in place of its jobs, arrays or
+    campaign): read_manifest refuses it as a CampaignError, or every path it names resolves
+    inside the campaign folder."""
+    import json
+
+    from kit.measure.campaign.manifest import output_paths, read_manifest
+
+    root = tmp_path_factory.mktemp("manifest")
+    doc = {"campaign": {"name": "c"}, "jobs": [{"id": "j", "dir": "jobs/j",
+                                                "script": "jobs/j/job.sbatch",
+                                                "outputs": ["probe.samples.csv"]}],
+           "arrays": {"g": {"script": "arrays/g.sbatch", "tasks": ["j"]}}}
+    if where == "jobs":
+        doc["jobs"][0][key] = value
+    else:
+        doc[where] = value
+    (root / "manifest.json").write_text(json.dumps(doc))
+    try:
+        manifest = read_manifest(root)
+    except CampaignError as err:
+        assert str(root) in err.paragraph()
+        return
+    for job in manifest["jobs"]:
+        for path in [root / job["dir"], *output_paths(root, job)]:
+            assert path.resolve().is_relative_to(root.resolve())

@@ -138,9 +138,13 @@ def parse(path: Path) -> ParsedRun:
     run = ParsedRun(tool="probe", sources=[path], rows=pl.DataFrame(), complete=None,
                     explain=lambda: locate_error(path))
     written = meta.get("samples_written") if meta else None
-    expected = written if isinstance(written, int) and not isinstance(written, bool) else None
+    expected = written if isinstance(written, int) and not isinstance(written, bool) \
+        and written >= 0 else None
+    # An ended run's meta counts every line; a killed one's only those flushed before its
+    # last meta write, so more lines than that are normal there.
+    ended = bool(meta) and meta.get("complete") is True
     run.rows = _frames(path, run, with_calls=with_calls, extended=extended, pairs=pairs,
-                       expected=expected)
+                       expected=expected, ended=ended)
     if meta is None:
         run.warnings.append(f"{path.name}: no {meta_file.name} beside it; run metadata unknown")
         if extended:
@@ -179,7 +183,8 @@ def _pairs(meta_file: Path, meta: dict[str, Any] | None) -> int:
 
 
 def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = False,
-            pairs: int = 1, expected: int | None = None) -> Iterator[Frame]:
+            pairs: int = 1, expected: int | None = None, ended: bool = False
+            ) -> Iterator[Frame]:
     """Tidy frames, one per slice of BLOCK_BYTES of whole lines, each as a function the
     orchestrator's writer thread calls (:func:`_slice_frame`); marks the run incomplete
     on a torn last line, or when fewer sample lines than the meta file's ``samples_written``
@@ -238,9 +243,9 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
     if expected is None:
         return
     if with_calls:
-        _check_written(run, path, lines, expected)
+        _check_written(run, path, lines, expected, ended)
     else:  # a row per line: the orchestrator's row count is the line count
-        run.check_rows = lambda rows: _check_written(run, path, rows, expected)
+        run.check_rows = lambda rows: _check_written(run, path, rows, expected, ended)
 
 
 def _slice_frame(data: bytes, *, with_calls: bool, extended: bool, pairs: int
@@ -292,10 +297,12 @@ def _fast_frame(data: bytes, with_calls: bool, extended: bool = False, pairs: in
     return pl.DataFrame(out)
 
 
-def _check_written(run: ParsedRun, path: Path, lines: int, expected: int) -> None:
-    """Fewer sample lines than the meta file's ``samples_written``: a truncated copy; more:
-    not this run alone (a file concatenated with itself was one run at double the rows)."""
-    if lines > expected:
+def _check_written(run: ParsedRun, path: Path, lines: int, expected: int,
+                   ended: bool = False) -> None:
+    """Fewer sample lines than the meta file's ``samples_written``: a truncated copy; more,
+    in a run the probe ended: not this run alone (a file concatenated with itself was one
+    complete run at double the rows)."""
+    if ended and lines > expected:
         raise fail(path, None, f"{lines} sample lines but the meta file says the probe wrote "
                    f"{expected}: the file holds more than this run (two runs concatenated?)",
                    "ingest each run's own samples file with its own meta file")
