@@ -2,7 +2,7 @@
 
 Line 8: a single-line CSV made ``--tool csv`` take 24 GB and ``--tool calibration`` 8 GB,
 CR-only line ends made Polars abort: the CSV is now streamed in blocks with a line-length
-limit (kit.data.ingest.common.line_blocks), text outputs are read whole only up to a size cap.
+limit (kit.tools.parsing.line_blocks), text outputs are read whole only up to a size cap.
 Line 9: symbolic links to folders are followed (each folder once), unreadable folders and
 FIFOs are reported, a dataset inside the ingested folder is skipped, a samples file holding
 more lines than its meta says is refused, a UTF-8 byte order mark is accepted by every format.
@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kit.data import dataset as ds
-from kit.data.ingest import common, ingest
+from kit.data.ingest import ingest
+from kit.tools import parsing as common
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {"deadline": None, "database": None, "derandomize": True,

@@ -2,7 +2,7 @@
 
 A probe run ingested while it is still being written, then again once it has ended, used to
 become two overlapping runs (300,000 samples became 339,990 in the series; a second collect
-gave 386,006). Now a run has an identity beyond its bytes (kit.data.ingest.identity: plan
+gave 386,006). Now a run has an identity beyond its bytes (kit.tools.identity: plan
 hash, start, hosts, seed, pairing) and a longer copy replaces a shorter one; a run whose
 writer is alive (the probe's lock on its samples file, its pid in the meta, or a meta without
 an end time that changed moments ago) is not committed unless ``--allow-running``;
@@ -29,11 +29,11 @@ from hypothesis import strategies as st
 
 from kit.core.liveness import start_time
 from kit.data import dataset as ds
+from kit.data.collect import collect
 from kit.data.ingest import ingest
-from kit.data.ingest.identity import GRACE_S
-from kit.measure.campaign.collect import collect
 from kit.measure.campaign.jobrecord import COUNTERS
 from kit.measure.campaign.plan import plan_campaign
+from kit.tools.identity import GRACE_S
 from kit.tools.probe import HEADER
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from kit.core.errors import CampaignError
 from kit.core.paths import JOBS_DIR
+from kit.core.yamlmarks import MAX_DEPTH, load_located
 from kit.measure.campaign.schema import load_campaign
-from kit.measure.campaign.yamlmarks import MAX_DEPTH, load_located
 from tests.test_campaign_schema import BASE as SCHEMA_BASE
 from tests.test_campaign_schema import _no_site_file  # noqa: F401  (autouse fixture)
 from tests.test_campaign_schema import _write as _campaign

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kit.core import argtypes
 from kit.core.errors import UserError
-from kit.measure.campaign.collect import collect, format_report
+from kit.data.collect import collect, format_report
 from kit.measure.campaign.plan import plan_campaign
 from kit.measure.campaign.runlocal import run_local_with_progress
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from kit.core import argtypes
-from kit.measure.campaign.selftest import EXPECTED_BPS, SHAPE, TOLERANCE, run_selftest
+from kit.outputs.selftest import EXPECTED_BPS, SHAPE, TOLERANCE, run_selftest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

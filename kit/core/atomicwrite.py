@@ -20,7 +20,6 @@ import contextlib
 import errno
 import os
 import re
-import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,7 +110,8 @@ def _temp_name(path: Path, suffix: str) -> Path:
     # Short and bounded: a target name of 250 bytes must not fail only because of the
     # temp name's extra characters. ``suffix`` keeps an extension tools look at (.png).
     stem = path.name[:40]
-    return path.with_name(f".{stem}.{secrets.token_hex(4)}{TMP_SUFFIX}{suffix}")
+    # os.urandom, not secrets: the latter imports random and hashlib (a model read avoids them)
+    return path.with_name(f".{stem}.{os.urandom(4).hex()}{TMP_SUFFIX}{suffix}")
 
 
 def make_dirs(folder: str | Path) -> Path:

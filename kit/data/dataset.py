@@ -162,7 +162,7 @@ def _fill_placement(table: pl.DataFrame) -> pl.DataFrame:
     missing = table["placement"].is_null()
     if not missing.any():
         return table
-    from kit.measure.placement import resolve
+    from kit.data.placement import resolve
 
     found = [resolve((hosts or "").split(",")) if gone else None
              for hosts, gone in zip(table["hosts"].to_list(), missing.to_list(), strict=True)]
@@ -333,6 +333,14 @@ class _Committed:
     rows: int  # committed rows, warm-up included (the runs table's n_samples)
     run_table: pl.DataFrame
     wanted: dict[Path, set[str]]  # partition folder -> committed runs (stored in the summary)
+
+
+def commit_stamp(dataset: str | Path) -> str:
+    """A fingerprint of the dataset's committed data (the runs table's bytes, the committed
+    part files' names and sizes): it changes with every ingest that adds anything. Caches
+    derived from the samples (series.json, the TUI's drawing summaries) are stamped with it
+    and ignored when it no longer matches."""
+    return _committed(_check(Path(dataset))).stamp
 
 
 def _committed(dataset: Path) -> _Committed:

@@ -81,7 +81,7 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     # JSON [{name, bytes, sha256}] of the run's part files, checked before they are read
     # (kit.data.integrity); null for runs ingested before checksums were recorded.
     "parts": pl.String(),
-    # The run beyond its bytes (kit.data.ingest.identity): a longer copy replaces a shorter
+    # The run beyond its bytes (kit.tools.identity): a longer copy replaces a shorter
     # one; null for tools that record nothing to tell two runs apart.
     "identity": pl.String(),
 }

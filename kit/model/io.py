@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kit import __version__
 from kit.core.atomicwrite import write_text
 from kit.core.errors import ModelError
 from kit.core.inputs import refuse_special
@@ -63,6 +62,7 @@ def model_to_dict(model: RegimeModel, provenance: Mapping[str, Any] | None = Non
     """The file's JSON object. ``provenance`` and ``validation`` are kept beside the model
     (kit.model.contract.ModelFile), never read off it. ``about`` holds further top-level
     keys about the fit (``intervals``, ``run_quality``), written only when non-empty."""
+    from kit import __version__  # importlib.metadata: only where a file is written
     from kit.model.outliers import RULE  # the engine is loaded: the model is fitted
 
     model._check_fitted()

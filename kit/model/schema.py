@@ -543,7 +543,7 @@ TIME_MAX_S = 86_400.0
 #: either side it is not noise around that curve (lognormal s=400, Weibull c=0.02...).
 RATIO_RANGE = (1e-6, 1e6)
 #: The predictive quantiles checked at every size of the grid.
-CHECK_QUANTILES = (0.001, 0.05, 0.5, 0.95, 0.999)
+CHECK_QUANTILES = (0.001, 0.5, 0.999)
 #: Draws per size of the grid (a fixed seed: the same model is always judged the same).
 CHECK_DRAWS = 8
 #: Stored sizes (a per-size layer's) checked besides the regime grids; above this many, an
@@ -595,7 +595,9 @@ def check_sizes(model: Any) -> np.ndarray:
     stored = stored[np.isfinite(stored)]
     if len(stored) > MAX_CHECKED_SIZES:
         stored = stored[np.linspace(0, len(stored) - 1, MAX_CHECKED_SIZES).astype(int)]
-    return np.unique(np.concatenate([*grids, np.maximum(stored, 1.0)]))
+    sizes = np.sort(np.concatenate([*grids, np.maximum(stored, 1.0)]))
+    # distinct sizes (np.unique would import numpy.ma, ~20 ms of a model read)
+    return sizes[np.r_[True, np.diff(sizes) > 0]]
 
 
 def check_physical(model: Any, where: str) -> None:
@@ -604,7 +606,7 @@ def check_physical(model: Any, where: str) -> None:
     Gates, cheapest first (a refusal costs well under a second): every noise's ratio
     quantiles (:data:`RATIO_RANGE`); every regime's curves (its own and its bands') on a
     dense log grid (:func:`check_sizes`); then what the model predicts there, whatever its
-    layers: finite p0.1 <= p5 <= p50 <= p95 <= p99.9 within [:data:`TIME_MIN_S`,
+    layers: finite p0.1 <= p50 <= p99.9 within [:data:`TIME_MIN_S`,
     :data:`TIME_MAX_S`], a median within :data:`RATIO_RANGE` of the regime's curve (a
     per-size shift of e^20 is no measurement), and :data:`CHECK_DRAWS` finite draws per
     size within the time range too.
@@ -643,7 +645,7 @@ def check_physical(model: Any, where: str) -> None:
         (np.any(~np.isfinite(q), axis=1), "predicts non-finite times"),
         (np.any((q < TIME_MIN_S) | (q > TIME_MAX_S), axis=1), "predicts times out of range"),
         (np.any(q[:, :-1] > q[:, 1:] * (1 + 1e-9), axis=1),
-         "predicts quantiles out of order (p0.1 <= p5 <= p50 <= p95 <= p99.9 fails)"),
+         "predicts quantiles out of order (p0.1 <= p50 <= p99.9 fails)"),
         (~np.isfinite(ratio) | (ratio < RATIO_RANGE[0]) | (ratio > RATIO_RANGE[1]),
          f"predicts a median more than {RATIO_RANGE[1]:g} times away from its regime's "
          "curve"),

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import polars as pl
 
-from kit.data.ingest.common import (
+from kit.tools.base import HELP_CHECK_ORDER, Tool
+from kit.tools.parsing import (
     MAX_SIZE,
     MAX_TIME_S,
     ROW_COLUMNS,
@@ -20,7 +21,6 @@ from kit.data.ingest.common import (
     fail,
     line_blocks,
 )
-from kit.tools.base import HELP_CHECK_ORDER, Tool
 
 HEADER = "size,duration"
 

@@ -40,8 +40,11 @@ from kit.core.errors import IngestError, UserError
 from kit.core.inputs import kind_of
 from kit.data import dataset as ds
 from kit.data import integrity
-from kit.data.ingest import identity, sniff
-from kit.data.ingest.common import (
+from kit.data.ingest import sniff
+from kit.data.placement import resolve as resolve_placement
+from kit.data.schema import OPTIONAL_SAMPLE_DEFAULTS, PLACEMENTS, RUNS_SCHEMA
+from kit.tools import identity
+from kit.tools.parsing import (
     Frame,
     ParsedRun,
     fail,
@@ -49,8 +52,6 @@ from kit.data.ingest.common import (
     safe_name,
     transport_from_name,
 )
-from kit.data.schema import OPTIONAL_SAMPLE_DEFAULTS, PLACEMENTS, RUNS_SCHEMA
-from kit.measure.placement import resolve as resolve_placement
 
 
 @dataclass
@@ -64,7 +65,7 @@ class IngestReport:
     files_skipped: list[tuple[Path, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
-    #: files not ingested because their writer is still at work (kit.data.ingest.identity)
+    #: files not ingested because their writer is still at work (kit.tools.identity)
     running: list[Path] = field(default_factory=list)
     #: (run replaced, run replacing it): a longer copy of the same run
     replaced: list[tuple[str, str]] = field(default_factory=list)
@@ -354,7 +355,7 @@ def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | 
     ``tcp``, ``vader``, ``eth``, ``loopback``), else ``unknown``.
     tool: force the format instead of detecting it. op: the op of ``csv`` files (pingpong).
     placement: what the campaign planned (intra-socket/intra-node/inter-node); default = the
-    job record's, if any. Checked against the hosts the run recorded (kit.measure.placement).
+    job record's, if any. Checked against the hosts the run recorded (kit.data.placement).
     on_file(index, n_files, path): called before each file is read (progress bars).
     allow_running: also commit runs whose writer is still at work (their samples so far,
     marked incomplete); by default they are skipped and listed in ``report.running``.
@@ -671,10 +672,11 @@ def write_part(run: ParsedRun, beside: Path) -> tuple[int, list[Path]]:
 
 
 #: Part files written at once: two streaming pipelines keep both cores busy where one
-#: alone idles at its start and end (BENCHMARKS.md, "Against Polars' own").
+#: alone idles at its start and end (git show 1da3baf:BENCHMARKS.md, "Against Polars' own").
 _IN_FLIGHT = 2
 
-#: zstd level 1: as small as the default level at half the CPU (BENCHMARKS.md).
+#: zstd level 1: as small as the default level at half the CPU (git show
+#: 1da3baf:BENCHMARKS.md, "Ingest").
 _PART_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 1}
 
 

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from kit import tools as registry
-from kit.measure.campaign.checks import ENV_NAME_RE
-from kit.measure.campaign.checks import Checker as _Checker
+from kit.core.checks import ENV_NAME_RE
+from kit.core.checks import Checker as _Checker
+from kit.core.yamlmarks import Located, PathKey, load_located_file
 from kit.measure.campaign.site import SiteDefaults, load_site
 from kit.measure.campaign.transports import TransportTable, load_table
-from kit.measure.campaign.yamlmarks import Located, PathKey, load_located_file
+from kit.tools.base import ToolSpec
 
 MPI_FLAVOURS = ("openmpi", "mpich", "intelmpi")
 PLACEMENTS = ("intra-node", "inter-node")
@@ -67,16 +68,6 @@ class PairSpec:
     switch: str = "any"  # any | same | across (needs Slurm's topology)
     partition: str | None = None
     seed: int | None = None
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """One tool entry; ``options`` holds the tool-specific, already validated settings."""
-
-    tool: str
-    options: dict[str, Any]
-    optional: bool = False
-    line: int = 0
 
 
 @dataclass(frozen=True)

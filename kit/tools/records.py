@@ -76,7 +76,7 @@ PROBE_META_SCHEMA: dict[str, Any] = {
                               "minItems": 2, "maxItems": 2}},
         "complete": {"type": ["boolean", "null"]},
         "stop_reason": _STR_OR_NULL,
-        # the process writing the files (kit.data.ingest.identity asks whether it still runs)
+        # the process writing the files (kit.tools.identity asks whether it still runs)
         "writer_pid": {"type": ["integer", "null"], "minimum": 0},
     },
 }

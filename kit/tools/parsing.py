@@ -98,11 +98,11 @@ class ParsedRun:
     #: Called by the orchestrator with the number of rows written, before the run is
     #: recorded: a parser that knows how many rows there should be checks them here.
     check_rows: Callable[[int], None] | None = None
-    #: The run's identity beyond its bytes (kit.data.ingest.identity.of): a longer copy of
+    #: The run's identity beyond its bytes (kit.tools.identity.of): a longer copy of
     #: the same run replaces a shorter one. None: identified by its bytes alone.
     identity: str | None = None
     #: {host, pid, program} of the process writing the files, when the tool recorded one
-    #: and no end time (kit.data.ingest.identity.live_writer asks whether it still runs).
+    #: and no end time (kit.tools.identity.live_writer asks whether it still runs).
     writer: dict[str, Any] | None = None
 
 
@@ -293,6 +293,38 @@ def transport_from_name(*names: str) -> str | None:
         for word, transport in _TRANSPORT_WORDS:
             if word in words:
                 return transport
+    return None
+
+
+def transport_from_env(env: dict[str, str], hosts: list[str] | None = None) -> str | None:
+    """The transport selected by the MPI environment variables the probe recorded.
+
+    Both ranks on one host with a shared-memory component enabled means shared memory,
+    whatever network components are also listed (MPI prefers shared memory on-node).
+    """
+    low = {k: v.lower() for k, v in env.items()}
+    btl = low.get("OMPI_MCA_btl", "")
+    tls = low.get("UCX_TLS", "")
+    provider = low.get("FI_PROVIDER", "")
+    fabrics = low.get("I_MPI_FABRICS", "")
+    words = {w.strip("^ ") for v in (btl, tls, provider, fabrics) for w in v.replace(
+        ":", ",").split(",") if w.strip()}
+    if btl.startswith("^"):
+        words = set()
+    shm = {"self", "vader", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem"}
+    same_host = bool(hosts) and len(set(hosts or [])) == 1
+    if same_host and words & (shm - {"self"}):
+        return "shm"
+    for candidates, transport in (
+        ({"tcp", "sockets"}, "tcp"),
+        ({"rc", "ud", "dc", "rc_x", "ud_x", "dc_x", "rc_verbs", "ud_verbs", "openib", "verbs",
+          "mlx", "ib"}, "ib"),
+        ({"psm2", "opa"}, "opa"),
+    ):
+        if words & candidates:
+            return transport
+    if words and words <= shm:
+        return "shm"
     return None
 
 

@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from kit.core.liveness import file_locked, pid_alive, this_host
-from kit.data.ingest.common import ParsedRun
+from kit.tools.parsing import ParsedRun
 
 #: A run without an end time whose files changed this recently is taken as still being
 #: written when its writer cannot be asked (another host, a file system without locks).
