@@ -212,3 +212,14 @@ def test_any_csv_reads_the_same_whatever_its_blocks(rows: list[tuple[int, float]
             common.BLOCK_BYTES = saved
     want = b"".join(b"%d,%r\n" % (s, t) for s, t in rows)
     assert got == want and first == [2]
+
+
+def test_the_tui_names_the_right_ingest_option(tmp_path: Path) -> None:
+    """It suggested `pt2pt ingest FILES -o DIR`; ingest has no -o."""
+    from kit.core.errors import UserError
+    from tui.loading import _check_dataset_dir
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError) as info:
+        _check_dataset_dir(tmp_path / "empty")
+    assert "--dataset DIR" in info.value.paragraph() and " -o " not in info.value.paragraph()
