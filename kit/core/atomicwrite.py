@@ -162,10 +162,10 @@ def replacing(path: str | Path, *, mode: int | None = None, suffix: str = "") ->
 def write_bytes(path: str | Path, data: bytes, *, mode: int | None = None) -> Path:
     """Write ``data`` to ``path`` atomically (see :func:`replacing`)."""
     path = Path(path)
-    with replacing(path, mode=mode) as tmp:
-        # O_EXCL: the temp name is ours alone (never a file or link someone put there)
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as fh:
-            fh.write(data)
+    # O_EXCL: the temp name is ours alone (never a file or link someone put there)
+    with replacing(path, mode=mode) as tmp, os.fdopen(
+            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as fh:
+        fh.write(data)
     return path
 
 

@@ -230,19 +230,26 @@ def _skampi_log(path: Path) -> str:
 
 # --- campaign: the options of a `- tool: skampi` entry, the binary, the command ---------
 
+#: The kit's own campaigns and their .ski templates (a relative ``ski:`` found nowhere else).
+SHIPPED_CAMPAIGNS = JOBS_DIR / "campaigns"
+
 def _options(ck: Checker, entry: dict[str, Any], path: PathKey,
             base: Path | None) -> dict[str, Any]:
     if "ski" not in entry:
         raise ck.fail(path, "a skampi entry needs 'ski' (the .ski input template)",
                       "add e.g. 'ski: pingpong.ski' (relative to the campaign file)")
-    ski = Path(ck.text(entry["ski"], (*path, "ski")))
-    if not ski.is_absolute() and base is not None:
-        ski = base / ski
+    given = Path(ck.text(entry["ski"], (*path, "ski")))
+    ski = base / given if not given.is_absolute() and base is not None else given
+    shipped = SHIPPED_CAMPAIGNS / given
+    if not ski.exists() and not given.is_absolute() and shipped.is_file():
+        # A campaign copied out of jobs/campaigns (as the tutorial says) keeps naming the
+        # kit's own templates, which stayed behind.
+        ski = shipped
     # The template is copied into every job folder: it must be a file meant to be shared,
     # beside the campaign (or one of the kit's own), never /etc/shadow, /proc/self/environ,
     # ../../.. or a symbolic link out of the folder.
     shared = [base.resolve()] if base is not None else []
-    shared.append((JOBS_DIR / "campaigns").resolve())
+    shared.append(SHIPPED_CAMPAIGNS.resolve())
     resolved = ski.resolve()
     if not any(resolved.is_relative_to(folder) for folder in shared):
         raise ck.fail((*path, "ski"), f"the .ski template {ski} is outside the campaign's "
@@ -250,8 +257,10 @@ def _options(ck: Checker, entry: dict[str, Any], path: PathKey,
                       "copy the template beside the campaign file (plan copies it into every "
                       "job folder) and name it relative to the campaign")
     if not ski.exists():
-        raise ck.fail((*path, "ski"), f"the .ski template {ski} does not exist",
-                      "give a path relative to the campaign file")
+        raise ck.fail((*path, "ski"), f"the .ski template {ski} does not exist (nor a "
+                      f"template of that name among the kit's, {SHIPPED_CAMPAIGNS})",
+                      "give a path relative to the campaign file, or copy the .ski beside it "
+                      f"(e.g. 'cp {SHIPPED_CAMPAIGNS / 'pingpong.ski'} .')")
     if not resolved.is_file():
         raise ck.fail((*path, "ski"), f"the .ski template {ski} is not a regular file",
                       "give a .ski text file")
@@ -289,6 +298,7 @@ class Skampi(Tool):
     option_keys = ("ski", "params", "options")
     template = "skampi.sbatch.j2"
     sniff_order = HELP_CHECK_ORDER + 20
+    sample_order = "blocked"  # sizes in turn, each size's iterations back to back
 
     def options(self, ck: Checker, entry: dict[str, Any], path: PathKey,
                 base: Path | None) -> dict[str, Any]:

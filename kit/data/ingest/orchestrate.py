@@ -43,6 +43,7 @@ from kit.data import integrity
 from kit.data.ingest import sniff
 from kit.data.placement import resolve as resolve_placement
 from kit.data.schema import OPTIONAL_SAMPLE_DEFAULTS, PLACEMENTS, RUNS_SCHEMA
+from kit.measure.conditions import Conditions, columns
 from kit.tools import identity
 from kit.tools.parsing import (
     Frame,
@@ -623,6 +624,8 @@ class _Batch:
             "cpus": ",".join(str(c) for c in run.cpus) or None,
             integrity.PARTS_COLUMN: parts,
             "identity": run.identity,
+            "program": run.program or None,
+            **run_conditions(run),
         })
         if run.identity is not None:
             self.identities[run.identity] = (run_id, n_rows)
@@ -630,6 +633,17 @@ class _Batch:
         report.rows_added += n_rows
         report.run_ids.append(run_id)
         report.warnings.extend(run.warnings)
+
+
+def run_conditions(run: ParsedRun) -> dict[str, Any]:
+    """The run's conditions columns (kit.measure.conditions), with the tool's own sample
+    order when the run does not record one."""
+    order = run.order
+    if order is None:
+        tool = tools.REGISTRY.get(run.tool)
+        order = tool.sample_order if tool is not None else None
+    return columns(Conditions.from_record(run.conditions, order=order, binding=run.binding,
+                                          cpus_end=run.cpus_end))
 
 
 def write_part(run: ParsedRun, beside: Path) -> tuple[int, list[Path]]:
