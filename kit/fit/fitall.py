@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.core import workers
+from kit.core.atomicwrite import make_dirs
 from kit.core.errors import ModelError, UserError
 
 #: Rows of one series above which the fit uses a deterministic uniform subsample of this
@@ -260,7 +261,7 @@ def fit_all(dataset: str | Path, series: list[dict[str, str]], out_dir: str | Pa
     Returns the results in the order of ``series``; failures are results with ``error``.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     tasks = [(dict(s), str(out / filename(s))) for s in series]
     jobs = max(1, min(jobs or workers.default_jobs(), len(tasks) or 1))
     results: list[SeriesFit | None] = [None] * len(tasks)
