@@ -98,7 +98,7 @@ def test_an_unknown_algorithm_lists_the_valid_ones(platform: Path, tmp_path: Pat
 def test_points_over_the_limits_are_recorded_and_the_sweep_goes_on(platform: Path,
                                                                    tmp_path: Path) -> None:
     base = collsweep.Sweep(platform, {"alltoall": ["pair"]}, [2, 4], [1024], reps=2)
-    # 1 KiB of PSS: every run exceeds it at its first sample
+    # 1 KiB: every run (even smpirun's shell) exceeds it at its first sample
     over = collsweep.run_sweep(collsweep.Sweep(**{**base.__dict__, "memory_limit": 1024}),
                                tmp_path / "mem")
     assert [p.status for p in over] == ["memory", "memory"]
