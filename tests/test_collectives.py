@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -98,7 +99,7 @@ def test_an_unknown_algorithm_lists_the_valid_ones(platform: Path, tmp_path: Pat
 def test_points_over_the_limits_are_recorded_and_the_sweep_goes_on(platform: Path,
                                                                    tmp_path: Path) -> None:
     base = collsweep.Sweep(platform, {"alltoall": ["pair"]}, [2, 4], [1024], reps=2)
-    # 1 KiB of PSS: every run exceeds it at its first sample
+    # 1 KiB: every run (even smpirun's shell) exceeds it at its first sample
     over = collsweep.run_sweep(collsweep.Sweep(**{**base.__dict__, "memory_limit": 1024}),
                                tmp_path / "mem")
     assert [p.status for p in over] == ["memory", "memory"]
@@ -160,3 +161,60 @@ def test_shares_and_intervals_on_synthetic_truth() -> None:
                  if s.algorithm == "b")
         covered += s.lo <= 0.3 <= s.hi
     assert covered >= 33  # 95 % nominal; 40 trials
+
+
+def _session_of(word: str) -> set[int]:
+    """The sessions of processes whose command line holds ``word``."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and word in (entry / "cmdline").read_bytes().decode(
+                    errors="replace"):
+                found.add(os.getsid(int(entry.name)))
+        except OSError:
+            continue
+    return found
+
+
+def _in_session(sid: int) -> list[str]:
+    names = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.getsid(int(entry.name)) == sid:
+                names.append((entry / "comm").read_text().strip())
+        except OSError:
+            continue
+    return names
+
+
+@needs_simgrid
+def test_a_stopped_sweep_stops_its_smpirun_and_keeps_its_points(platform: Path,
+                                                                tmp_path: Path) -> None:
+    import signal
+    import sys
+    import time
+
+    out = tmp_path / "sweep"
+    seed = "918273"  # marks this test's smpirun (it runs in a session of its own)
+    assert main(_sweep(out, platform, "--np", "2", "--sizes", "1K", "--algorithms", "pair",
+                       "--seed", seed)) == 0
+    kept = (out / collsweep.JOURNAL).read_text()
+    proc = subprocess.Popen([sys.executable, "-m", "kit", *_sweep(
+        out, platform, "--np", "2,4", "--sizes", "1K", "--algorithms", "pair", "--seed", seed,
+        "--reps", "10000")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (sessions := _session_of(f"PT2PT_SIMGRID_SEED={seed}")) or not any(
+                "smpimain" in _in_session(sid) for sid in sessions):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err
+    time.sleep(0.5)
+    assert [_in_session(sid) for sid in sessions] == [[]]
+    assert (out / collsweep.JOURNAL).read_text() == kept

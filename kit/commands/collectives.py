@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="The 2015 collective-algorithm study on a platform the kit exported: "
         "'sweep' runs the kit's driver (collbench) under smpirun for every collective x "
         "algorithm (--cfg=smpi/<collective>:<algorithm>) x numproc x size, recording the "
-        "simulated time of each repetition, host wall and CPU time and peak memory (PSS) per "
+        "simulated time of each repetition, host wall and CPU time and peak anonymous memory per "
         "point into OUT/collectives.parquet (resumable: finished points are kept in "
         "OUT/points.jsonl); 'analyze' prints per configuration the best algorithm and every "
         "algorithm's ratio to it, and per algorithm the share of configurations within X %% "
@@ -80,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--time-limit", type=real(0.1, 86400.0, "seconds"), default=600.0,
                    metavar="S", help="per point (default 600 s)")
     s.add_argument("--memory-limit", type=real(0.01, 4096.0, "GiB"), default=8.0,
-                   metavar="GIB", help="peak PSS per point (default 8 GiB)")
+                   metavar="GIB", help="peak anonymous resident memory per point (default 8 GiB)")
     s.add_argument("--ranks-per-host", type=integer(1, 4096, "ranks per host"), metavar="K")
     s.set_defaults(func=run_sweep)
     a = sub.add_parser("analyze", help="best algorithm per configuration, shares within X %%",
@@ -111,7 +111,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         t = f"{sorted(p.times)[len(p.times) // 2]:.6g} s" if p.times else p.reason[:100]
         print(f"[{i}/{n}] {p.collective} {p.algorithm} np={p.numproc} size={p.size}: "
               f"{p.status} {t} (wall {p.wall_s:.1f} s, cpu {p.cpu_s:.1f} s, "
-              f"PSS {p.peak_pss_bytes / 2**20:.0f} MiB)", flush=True)
+              f"memory {p.peak_memory_bytes / 2**20:.0f} MiB)", flush=True)
 
     points = run_sweep(sweep, args.out, show)
     bad = sum(p.status != "ok" for p in points)
