@@ -82,6 +82,12 @@ def test_sweep_records_every_point_and_resumes(platform: Path, tmp_path: Path,
     assert main(["collectives", "analyze", str(out)]) == 0
     text = capsys.readouterr().out
     assert "alltoall np=8 size=65536: best" in text and "within 5 %" in text
+    report = tmp_path / "report"
+    assert main(["collectives", "analyze", str(out), "--split", "4", "--report",
+                 str(report)]) == 0
+    page = (report / "index.html").read_text()
+    assert all((report / f"alltoall-{k}.png").stat().st_size > 5000 for k in ("times", "shares"))
+    assert "bruck" in page and "within 10 %" in page and "&lt;=4" in page
 
 
 @needs_simgrid
