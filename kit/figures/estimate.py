@@ -69,8 +69,8 @@ def median_exprs(x: pl.Expr, name: str) -> list[pl.Expr]:
     n = x.len().cast(pl.Float64)
     r = ((n + 1.0 - Z * n.sqrt()) / 2.0).floor().cast(pl.Int64)
     ordered = x.sort()
-    lo = ordered.gather((r - 1).clip(0)).first()
-    hi = ordered.gather((n.cast(pl.Int64) - r).clip(0)).first()
+    lo = ordered.get((r - 1).clip(0), null_on_oob=True)
+    hi = ordered.get((n.cast(pl.Int64) - r).clip(0), null_on_oob=True)
     ok = r >= 1
     return [x.median().alias(name),
             pl.when(ok).then(lo).otherwise(None).cast(pl.Float64).alias(f"{name}_lo"),

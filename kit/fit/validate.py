@@ -588,13 +588,14 @@ TABLE_COLUMNS = ("model", "crps", "crps_over_floor", "crps_over_floor_se",
 
 
 def _table_order(result: Mapping[str, Any]) -> list[str]:
-    """The model first, then the baselines best (lowest CRPS) first, then the lookup table
-    and any extra models."""
-    names = [n for n in result["summary"] if n != "floor"]
+    """The model first, then the baselines best (lowest CRPS) first, then any extra models,
+    then the lookup table (a reference, next to the floor)."""
+    names = [n for n in result["summary"] if n not in ("floor", LOOKUP)]
     base = set(result.get("baselines", {}))
     ranked = sorted((n for n in names if n in base), key=lambda n: result["summary"][n]["crps"])
     rest = [n for n in names if n not in base]
-    return rest[:1] + ranked + rest[1:]
+    lookup = [LOOKUP] if LOOKUP in result["summary"] else []
+    return rest[:1] + ranked + rest[1:] + lookup
 
 
 def validation_table(result: Mapping[str, Any]) -> pl.DataFrame:
