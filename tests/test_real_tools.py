@@ -27,8 +27,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from kit.data.collect import collect
 from kit.data.dataset import runs, series_table
-from kit.measure.campaign.collect import collect
 from kit.measure.campaign.plan import plan_campaign
 from kit.measure.campaign.runlocal import run_local
 from kit.tools import osu, skampi

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -100,6 +101,11 @@ def _quantiles(model: PointToPointModel, size: float) -> tuple[float, float, flo
     q = np.asarray(model.predict_quantiles(np.array([size], dtype=float), [0.05, 0.5, 0.95]),
                    dtype=float).reshape(-1)
     return float(q[0]), float(q[1]), float(q[2])
+
+
+def slugify(text: str) -> str:
+    """A title's HTML anchor (sections, LogGP blocks; the summary table links to them)."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "series"
 
 
 def summarise(model: RegimeModel, figures: SeriesFigures, *, title: str, slug: str,
