@@ -142,6 +142,8 @@ def _figures(dataset: Path, series: dict[str, str], validation: dict[str, Any]) 
     lines = [f"{figures.latency_label()}: {figures.latency_text()}; "
              f"{figures.bandwidth_label()}: {figures.bandwidth_text()} (measured medians, "
              "95 % intervals)"]
+    if figures.score is not None:
+        lines.append(f"score {figures.score_text()}; best baseline {figures.best_text()}")
     if figures.verdict:
         lines.append(f"verdict: {figures.verdict}")
     note = figures.score_note()
@@ -152,6 +154,7 @@ def _figures(dataset: Path, series: dict[str, str], validation: dict[str, Any]) 
 
 def _summary(fitted: ModelFile, quality: RunQuality | None) -> list[str]:
     """What the fit found beyond the regimes: run quality, baselines, intervals."""
+    from kit.figures.baseline import name
     from kit.figures.score import LEGEND, Score, format_score
 
     lines: list[str] = []
@@ -177,7 +180,7 @@ def _summary(fitted: ModelFile, quality: RunQuality | None) -> list[str]:
                 continue
             score = format_score(Score(float(row["crps_over_floor"]),
                                        row["crps_over_floor_se"]))
-            lines.append(f"  {row['model']:<15} score {score:<12} "
+            lines.append(f"  {name(str(row['model'])):<15} score {score:<12} "
                          f"median err {_pct(row['median_err'])}  p95 err "
                          f"{_pct(row['p95_err'])}  ({row['what']})")
     intervals = fitted.intervals
