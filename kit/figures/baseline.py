@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kit.figures.score import Score, score_of
+from kit.figures.score import Score, score_of, summary_of
 
 #: The baselines a verdict compares with, in kit.fit.baselines' names.
 HONEST: tuple[str, ...] = ("hockney_robust", "peak")
@@ -55,11 +55,8 @@ def label(key: str) -> str:
 
 def best_baseline_name(validation: Mapping[str, Any] | None) -> str | None:
     """The honest baseline with the lowest held-out CRPS (None when none was scored)."""
-    summary = (validation or {}).get("summary")
-    if not isinstance(summary, Mapping):
-        return None
-    scored = [(float(summary[k]["crps"]), k) for k in HONEST
-              if isinstance(summary.get(k), Mapping) and summary[k].get("crps") is not None]
+    scored = [(float(part["crps"]), k) for k in HONEST
+              if isinstance((part := summary_of(validation, k)).get("crps"), int | float)]
     return min(scored)[1] if scored else None
 
 

@@ -50,18 +50,24 @@ def _num(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def summary_of(validation: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
+    """``name``'s whole-series numbers in a validation result; empty when there are none (a
+    model file's validation is free-form JSON: a block of another shape counts as none)."""
+    summary = validation.get("summary") if isinstance(validation, Mapping) else None
+    part = summary.get(name) if isinstance(summary, Mapping) else None
+    return part if isinstance(part, Mapping) else {}
+
+
 def score_of(validation: Mapping[str, Any] | None, name: str = "model") -> Score | None:
     """``name``'s score in a validation result (kit.fit.validate), None when not scored."""
-    if not validation:
-        return None
-    summary = validation.get("summary")
-    part = summary.get(name) if isinstance(summary, Mapping) else None
-    if not isinstance(part, Mapping):
+    part = summary_of(validation, name)
+    if not part or validation is None:
         return None
     value = _num(part.get("crps_over_floor"))
     if value is None:
         return None
-    reference = "floor" if int(validation.get("version") or 1) >= FLOOR_VERSION else "lookup"
+    version = _num(validation.get("version")) or 1.0
+    reference = "floor" if version >= FLOOR_VERSION else "lookup"
     return Score(value, _num(part.get("crps_over_floor_se")), reference)
 
 

@@ -17,7 +17,7 @@ from kit.figures import bandwidth, latency
 from kit.figures.baseline import best_baseline, name
 from kit.figures.estimate import Estimate
 from kit.figures.score import LEGEND as SCORE_LEGEND
-from kit.figures.score import Score, explanation, format_score, score_of
+from kit.figures.score import Score, explanation, format_score, score_of, summary_of
 from kit.figures.text import format_size, format_with_interval
 from kit.figures.verdict import verdict
 
@@ -59,10 +59,8 @@ class SeriesFigures:
            validation: Mapping[str, Any] | None = None) -> SeriesFigures:
         """From a row of kit.data.dataset.series_table (``latency_s``, ``bandwidth_Bps`` with
         their ``_lo``/``_hi``, ``size_max``) and a validation (kit.fit.validate), if any."""
-        coverage = None
-        if validation:
-            cov = ((validation.get("summary") or {}).get("model") or {}).get("coverage")
-            coverage = float(cov) if cov is not None else None
+        cov = summary_of(validation, "model").get("coverage")
+        coverage = float(cov) if isinstance(cov, int | float) else None
         return cls(_estimate(summary_row, "latency_s"), _estimate(summary_row, "bandwidth_Bps"),
                    float(summary_row.get("size_min") or 0.0),
                    float(summary_row.get("size_max") or 0.0), score_of(validation),

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kit.figures.baseline import best_baseline, name
-from kit.figures.score import Score, score_of
+from kit.figures.score import Score, score_of, summary_of
 
 #: A baseline within this share of the model's score ties with it.
 TIE_RELATIVE = 0.05
@@ -48,15 +48,14 @@ def verdict(validation: Mapping[str, Any] | None) -> str:
     best = best_baseline(validation)
     if best is not None:
         key, score = best
-        summary = (validation or {}).get("summary") or {}
-        diff_se = summary.get(key, {}).get("vs_model_se")
+        diff_se = summary_of(validation, key).get("vs_model_se")
         if ties(model, score, diff_se if isinstance(diff_se, float) else None):
             parts.append(f"the regimes add nothing here: {name(key)} scores "
                          f"{score.value:.2f} against the model's {model.value:.2f}")
         else:
             parts.append(f"the regimes beat the best honest baseline ({name(key)} "
                          f"{score.value:.2f} against {model.value:.2f})")
-    coverage = ((validation or {}).get("summary") or {}).get("model", {}).get("coverage")
+    coverage = summary_of(validation, "model").get("coverage")
     if isinstance(coverage, float) and math.isfinite(coverage) and coverage < COVERAGE_LOW:
         parts.append(f"noise band too narrow (coverage {coverage:.2f}, 0.90 ideal)")
     return "; ".join(parts)
