@@ -49,6 +49,8 @@ class SeriesFigures:
     bandwidth: Estimate
     size_min: float
     size_max: float
+    #: the series' rows (the dataset's summary: disturbed windows included)
+    n_rows: int = 0
     score: Score | None = None
     best: tuple[str, Score] | None = None
     coverage: float | None = None
@@ -63,7 +65,8 @@ class SeriesFigures:
         coverage = float(cov) if isinstance(cov, int | float) else None
         return cls(_estimate(summary_row, "latency_s"), _estimate(summary_row, "bandwidth_Bps"),
                    float(summary_row.get("size_min") or 0.0),
-                   float(summary_row.get("size_max") or 0.0), score_of(validation),
+                   float(summary_row.get("size_max") or 0.0),
+                   int(summary_row.get("n_samples") or 0), score_of(validation),
                    best_baseline(validation), coverage,
                    verdict(validation) if validation else "")
 
@@ -71,7 +74,8 @@ class SeriesFigures:
         """The same latency and bandwidth with the score and verdict of ``validation``."""
         other = SeriesFigures.of({}, validation)
         return SeriesFigures(self.latency, self.bandwidth, self.size_min, self.size_max,
-                             other.score, other.best, other.coverage, other.verdict)
+                             self.n_rows, other.score, other.best, other.coverage,
+                             other.verdict)
 
     @classmethod
     def of_samples(cls, size: Sequence[float], time: Sequence[float]) -> SeriesFigures:
@@ -79,7 +83,14 @@ class SeriesFigures:
         if len(size) == 0:
             return cls(Estimate(None), Estimate(None), 0.0, 0.0)
         return cls(latency.latency_of(size, time), bandwidth.bandwidth_of(size, time),
-                   float(min(size)), float(max(size)))
+                   float(min(size)), float(max(size)), len(size))
+
+    def samples_text(self, fitted: int | None = None) -> str:
+        """``488 of 500``: the samples a model was fitted on, of the series' rows (run
+        quality left the others out); the rows alone without a model."""
+        if fitted is None or not self.n_rows or fitted == self.n_rows:
+            return f"{fitted if fitted is not None else self.n_rows:,}"
+        return f"{fitted:,} of {self.n_rows:,}"
 
     def latency_label(self) -> str:
         """``latency <= 64 B``: the figure's label with the sizes it was taken over."""

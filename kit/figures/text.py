@@ -55,4 +55,9 @@ def format_with_interval(value: float, lo: float | None, hi: float | None, kind:
         return text
     units = _TIME_UNITS if kind == "time" else _RATE_UNITS
     scale = next((sc for unit, sc in units if text.endswith(f" {unit}")), 1.0)
-    return f"{text} [{lo / scale:.3g}–{hi / scale:.3g}]"
+    return f"{text} [{_three(lo / scale)}–{_three(hi / scale)}]"
+
+
+def _three(v: float) -> str:
+    """Three significant digits, never an exponent (an interval can span units)."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"

@@ -50,7 +50,8 @@ class SeriesResult:
 
     series: dict[str, str]
     model_path: Path | None = None
-    n_samples: int = 0
+    n_samples: int = 0  # the series' rows
+    n_fitted: int | None = None  # of which the model was fitted on (run quality)
     regimes: list[str] = field(default_factory=list)
     #: latency, bandwidth, score, best honest baseline, verdict: kit.figures' (the same text
     #: as `pt2pt datasets`, the report and the TUI)
@@ -199,6 +200,7 @@ def _summarise(fitted: ModelFile, res: SeriesResult, row: dict[str, Any]) -> Non
     res.regimes = [f"{_fmt_size(r.size_min)}-{_fmt_size(r.size_max)} {r.family}"
                    + (" 2-band" if r.components else "") for r in model.regimes_]
     res.figures = SeriesFigures.of(row, fitted.validation)
+    res.n_fitted = model.n_samples_
     rq = fitted.run_quality
     if rq.get("n_disturbed"):
         res.warnings.append(
@@ -324,7 +326,7 @@ def summary_table(results: list[SeriesResult]) -> Table:
             continue
         f = r.figures
         cover = "-" if f.coverage is None else _fmt(f.coverage * 100, "%")
-        table.add_row(name, f"{r.n_samples:,}", "\n".join(r.regimes), f.latency_text(),
+        table.add_row(name, f.samples_text(r.n_fitted), "\n".join(r.regimes), f.latency_text(),
                       f.bandwidth_text(), f.score_text(), f.best_text(), cover)
     return table
 

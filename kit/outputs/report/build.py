@@ -159,7 +159,7 @@ def series_section(out_dir: Path, model: Any, samples: pl.DataFrame | None, *,
     baselines = {}
     if size is not None and time is not None and size.size >= 2:
         baselines["robust Hockney (per-size medians)"] = RobustHockneyModel().fit(size, time)
-        baselines["Hockney (per-size means)"] = HockneyModel().fit(size, time)
+        baselines["textbook line (per-size means)"] = HockneyModel().fit(size, time)
     else:
         section.notes.append("The samples of this series were not available: the plots show "
                              "the model alone.")
@@ -167,8 +167,8 @@ def series_section(out_dir: Path, model: Any, samples: pl.DataFrame | None, *,
                                  baselines)
     section.images.append({"file": scatter.name, "caption": "Samples, regimes (shaded "
                            "alternately), fitted curves, model median and p05..p95 band, "
-                           "overlap windows, and the two Hockney lines (least squares on "
-                           "per-size means; relative least squares on per-size medians)."})
+                           "overlap windows, robust Hockney (relative least squares on per-size "
+                           "medians) and the textbook line (least squares on per-size means)."})
     if size is not None and time is not None and size.size >= 2:
         resid = plots.residual_plot(out_dir / f"{slug}-residuals.png", model, size, time,
                                     title)

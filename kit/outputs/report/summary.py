@@ -117,7 +117,7 @@ def summarise(model: RegimeModel, figures: SeriesFigures, *, title: str, slug: s
     lo = max(float(regimes[0].size_min), 1.0)
     hi = float(regimes[-1].size_max)
     if n_samples is not None:
-        row.n_samples = f"{n_samples:,}"
+        row.n_samples = figures.samples_text(n_samples)
     cells = figures.cells()
     row.latency, row.bandwidth = cells["latency"], cells["bandwidth"]
     row.latency_size = figures.latency_label().removeprefix("latency ")
