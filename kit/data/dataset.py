@@ -333,6 +333,14 @@ class _Committed:
     wanted: dict[Path, set[str]]  # partition folder -> committed runs (stored in the summary)
 
 
+def commit_stamp(dataset: str | Path) -> str:
+    """A fingerprint of the dataset's committed data (the runs table's bytes, the committed
+    part files' names and sizes): it changes with every ingest that adds anything. Caches
+    derived from the samples (series.json, the TUI's drawing summaries) are stamped with it
+    and ignored when it no longer matches."""
+    return _committed(_check(Path(dataset))).stamp
+
+
 def _committed(dataset: Path) -> _Committed:
     run_table, data = _load_runs(dataset)
     wanted = _wanted(dataset, run_table)

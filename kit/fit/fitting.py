@@ -54,8 +54,9 @@ if TYPE_CHECKING:
 
 #: Rows of one series above which the fit uses a deterministic uniform subsample of this
 #: many rows: a fit holds ~150 bytes per sample, so this bounds a fit's memory (~1-2 GiB
-#: with validation and intervals) whatever the series' size; see BENCHMARKS.md "Fit" for
-#: what the subsample costs in accuracy against the full fit.
+#: with validation and intervals) whatever the series' size; see git show
+#: 1da3baf:BENCHMARKS.md, "Bounded memory", for what the subsample costs in accuracy
+#: against the full fit.
 MAX_FIT_SAMPLES = 4_000_000
 #: Samples a preview fit uses (every k-th in run order).
 PREVIEW_SAMPLES = 100_000

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kit import __version__
 from kit.core.errors import ModelError
 from kit.model.contract import ModelFile
 from kit.model.schema import (
@@ -63,6 +61,7 @@ def model_to_dict(model: RegimeModel, provenance: Mapping[str, Any] | None = Non
     """The file's JSON object. ``provenance`` and ``validation`` are kept beside the model
     (kit.model.contract.ModelFile), never read off it. ``about`` holds further top-level
     keys about the fit (``intervals``, ``run_quality``), written only when non-empty."""
+    from kit import __version__  # importlib.metadata: only where a file is written
     from kit.model.outliers import RULE  # the engine is loaded: the model is fitted
 
     model._check_fitted()
@@ -137,6 +136,8 @@ def save_model(model: RegimeModel, path: str | Path,
                validation: Mapping[str, Any] | None = None,
                about: Mapping[str, Any] | None = None) -> Path:
     """Write the model atomically (temp file + rename) so a crash never leaves half a file."""
+    import tempfile  # here: reading a model needs neither it nor the random module
+
     path = Path(path)
     text = dumps(model, provenance, validation, about)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -546,10 +546,11 @@ def write_part(run: ParsedRun, beside: Path) -> tuple[int, list[Path]]:
 
 
 #: Part files written at once: two streaming pipelines keep both cores busy where one
-#: alone idles at its start and end (BENCHMARKS.md, "Against Polars' own").
+#: alone idles at its start and end (git show 1da3baf:BENCHMARKS.md, "Against Polars' own").
 _IN_FLIGHT = 2
 
-#: zstd level 1: as small as the default level at half the CPU (BENCHMARKS.md).
+#: zstd level 1: as small as the default level at half the CPU (git show
+#: 1da3baf:BENCHMARKS.md, "Ingest").
 _PART_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 1}
 
 

@@ -56,9 +56,9 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import nnls
 
 from kit.core.errors import ModelError
+from kit.core.lsq import nnls2
 from kit.outputs.export.persize import (
     OVERHEADS_EXCEED,
     OverheadsExceed,
@@ -186,7 +186,7 @@ def fit_line(size: NDArray[np.float64], time: NDArray[np.float64],
     design[:, 1] /= scale
     if min_b > 0:  # shift b by its lower bound: fit (a, b - min_b) >= 0
         target = target - min_b * size * w
-    (a, b_scaled), _ = nnls(design, target)
+    (a, b_scaled), _ = nnls2(design, target)
     return float(a), float(b_scaled / scale + min_b)
 
 
