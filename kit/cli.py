@@ -32,11 +32,12 @@ class _Parser(argparse.ArgumentParser):
 #: before ``pt2pt --version`` can answer (issue 19). A command missing here still works (all
 #: modules are then imported); tests/test_cli_startup.py checks the table is complete.
 COMMAND_MODULES = {
-    "collect": "collect", "compare": "compare", "contention": "contention",
+    "cluster": "cluster", "collect": "collect", "compare": "compare", "contention": "contention",
     "datasets": "datasets", "demo": "demo",
     "diff": "diff", "export": "export", "fit": "fit", "ingest": "ingest", "loggp": "loggp",
     "plan": "plan",
-    "predict": "predict", "sample": "predict", "report": "report", "run-local": "run_local",
+    "predict": "predict", "predict-app": "predict_app", "sample": "predict", "report": "report",
+    "run-local": "run_local",
     "selftest": "selftest", "simulate": "simulate", "status": "status", "submit": "submit",
     "validate": "validate",
 }

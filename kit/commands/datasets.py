@@ -54,8 +54,10 @@ def _print(dataset: Path, summary: series_summary.Summary) -> None:
     out = Table(title=f"{dataset}: {len(rows)} series",
                 caption=f"{latency.DEFINITION}; {bandwidth.DEFINITION}")
     # The pairs column only when a contention run is there (the CSV always has it).
-    keys = [k for k in SERIES_KEYS if k != "pairs"
-            or any(pairs_count(r["pairs"]) > 1 for r in rows)]
+    # ... and the program column only when an app run is there.
+    keys = [k for k in SERIES_KEYS if (k != "pairs" or any(pairs_count(r["pairs"]) > 1
+                                                            for r in rows))
+            and (k != "program" or any(r["program"] for r in rows))]
     for key in keys:
         out.add_column(key)
     for name in ("samples", "size min", "size max", latency.LABEL, bandwidth.LABEL):

@@ -44,6 +44,7 @@ from kit.data.schema import (
     SERIES_KEYS,
     UNKNOWN,
 )
+from kit.data.series_keys import OPTIONAL_KEYS, series_dict
 from kit.data.series_summary import (  # noqa: F401  (the layout's names, re-exported)
     PART_PREFIX,
     RUNS_FILE,
@@ -223,7 +224,9 @@ def _scan_files(files: list[Path], run_table: pl.DataFrame) -> pl.LazyFrame:
     """
     if not files:
         return pl.LazyFrame(schema=SAMPLES_SCHEMA)
-    values = {r[0]: (r[0], *(v or UNKNOWN for v in r[1:])) for r in
+    # a run without a program (every tool but app, runs from before the column) has ""
+    blank = [UNKNOWN if c != "program" else "" for c in RUN_LEVEL_COLUMNS[1:]]
+    values = {r[0]: (r[0], *(v or b for v, b in zip(r[1:], blank, strict=True))) for r in
               run_table.select(*RUN_LEVEL_COLUMNS).iter_rows()}
     groups: dict[str, list[Path]] = {}
     for path in files:
@@ -237,7 +240,7 @@ def _scan_files(files: list[Path], run_table: pl.DataFrame) -> pl.LazyFrame:
                             "hive_schema": hive}
 
     def run_values(run_id: str) -> tuple[str, ...]:
-        return values.get(run_id, (run_id, *[UNKNOWN] * (len(RUN_LEVEL_COLUMNS) - 1)))
+        return values.get(run_id, (run_id, *blank))
 
     if len(groups) <= _MAX_RUN_GROUPS:
         frames = [pl.scan_parquet(paths, **part)
@@ -519,8 +522,10 @@ def parse_selector(text: str | None, where: str = "--series") -> dict[str, str]:
 
 
 def describe(series: Mapping[str, object]) -> str:
-    """``campaign=c,tool=probe,...`` for messages (keys in SERIES_KEYS order)."""
-    return ",".join(f"{k}={series[k]}" for k in SERIES_KEYS if k in series)
+    """``campaign=c,tool=probe,...`` for messages (keys in SERIES_KEYS order; an empty
+    optional key, e.g. the program of a non-app series, left out)."""
+    return ",".join(f"{k}={series[k]}" for k in SERIES_KEYS
+                    if k in series and (series[k] != "" or k not in OPTIONAL_KEYS))
 
 
 def model_selector(series: Mapping[str, object] | None) -> dict[str, str]:
@@ -626,7 +631,7 @@ def resolve_series(dataset: str | Path, series: Mapping[str, str] | None = None,
         raise ModelError(f"{found.height} series match, a model needs one: {listing}",
                          where=where, hint="add keys to --series to pick exactly one")
     row = found.row(0, named=True)
-    return {k: str(row[k]) for k in SERIES_KEYS}
+    return series_dict(row)
 
 
 #: The columns of :func:`series_frame`, in its order and dtypes.

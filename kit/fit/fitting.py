@@ -44,6 +44,7 @@ from numpy.typing import NDArray
 from kit.core.errors import ModelError
 from kit.data import dataset as ds
 from kit.data.schema import OP_QUANTITY, SERIES_KEYS
+from kit.data.series_keys import OPTIONAL_KEYS, series_dict
 from kit.fit.reportednoise import ReportedNoise, reported_noise
 from kit.model.contract import ModelFile
 from kit.model.families import FAMILIES
@@ -195,8 +196,9 @@ def resolve(dataset: str | Path, series: Mapping[str, str] | None,
     """The one series ``series`` selects, all keys (no scan when every key of a raw series,
     or of an aggregate one with ``opts.aggregates``, is given)."""
     chosen = {k: str(v) for k, v in (series or {}).items()}
-    if set(chosen) >= set(SERIES_KEYS) and (opts.aggregates or chosen["stat"] == ds.RAW):
-        return {k: chosen[k] for k in SERIES_KEYS}
+    required = set(SERIES_KEYS) - set(OPTIONAL_KEYS)
+    if set(chosen) >= required and (opts.aggregates or chosen["stat"] == ds.RAW):
+        return series_dict({k: chosen.get(k, "") for k in SERIES_KEYS})
     return ds.resolve_series(dataset, chosen, aggregates=opts.aggregates)
 
 
@@ -213,7 +215,7 @@ def read_series(dataset: str | Path, series: Mapping[str, str] | None,
     if keys.get("stat", ds.RAW) != ds.RAW:
         frame = ds.series_frame(path, keys)
         return SeriesSamples(path, keys, frame, None, frame.height)
-    from kit.fit.runquality import assess_frame, drop_disturbed
+    from kit.fit.runquality import assess_frame, drop_disturbed, run_conditions
 
     subsample: dict[str, Any] | None = None
     n_rows = 0
@@ -228,7 +230,7 @@ def read_series(dataset: str | Path, series: Mapping[str, str] | None,
         n_rows = frame.height
     else:
         frame = read_subsample(path, keys, int(opts.max_samples or 0), n_rows)
-    quality = assess_frame(frame)
+    quality = assess_frame(frame, conditions=run_conditions(path))
     if not opts.keep_disturbed and quality.n_disturbed:
         from kit.model.estimator import MIN_SAMPLES
 
@@ -389,6 +391,16 @@ def fit_read(samples: SeriesSamples, opts: FitOptions = FitOptions()) -> FitResu
     return result
 
 
+def fit_arrays(keys: Mapping[str, str], size: Any, time: Any, opts: FitOptions = FitOptions(),
+               *, dataset: str | Path | None = None) -> RegimeModel:
+    """The model of samples that are no one dataset series (the cluster model's pooled
+    pairs): :func:`fit_read` of :meth:`SeriesSamples.of_arrays`, no validation, no bootstrap.
+    ``keys`` name what the samples are (their ``stat`` decides whether they are aggregates)."""
+    samples = SeriesSamples.of_arrays(size, time, keys=keys,
+                                      dataset=Path(dataset) if dataset is not None else None)
+    return fit_read(samples, replace(opts, validate=False, intervals=False)).model
+
+
 def with_edits(opts: FitOptions, breakpoints: list[float] | None,
                families: list[str | None] | None) -> FitOptions:
     """``opts`` with a user's breakpoints and families (None: the automatic search)."""
@@ -450,6 +462,7 @@ def read_model_series(fitted: ModelFile, dataset: str | Path | None = None,
 
 
 __all__ = ["FAMILY_CHOICES", "MAX_FIT_SAMPLES", "PREVIEW_SAMPLES", "FitOptions", "FitResult",
-           "ModelFile", "SeriesSamples", "aggregate_noise_note", "fit_read", "fit_samples",
+           "ModelFile", "SeriesSamples", "aggregate_noise_note", "fit_arrays", "fit_read",
+           "fit_samples",
            "fit_series", "intervals_of", "provenance", "read_model_series", "read_series",
            "resolve", "validate_fit", "with_edits"]

@@ -20,7 +20,9 @@ leads with a line that misses the data's own median by orders of magnitude.
 The split keeps every size on both sides ("repetition": per size, a seeded random share of
 the repetitions is held out), or is a plain seeded random split, or holds out whole runs
 (``groups``). When sizes were drawn log-uniformly and rarely repeat, sizes are pooled into
-narrow log-spaced cells so that each cell has enough samples for a distribution.
+narrow log-spaced cells so that each cell has enough samples for a distribution. Of more
+than :data:`MAX_SCORED_SAMPLES` held-out samples (series of ~3 x 10^5 samples and more), a
+seeded uniform subsample that many is scored, and the split records it (``n_scored``).
 
 The result is a plain JSON-compatible dict (kept beside the model as
 ``kit.model.contract.ModelFile.validation``, so the model file keeps it);
@@ -38,6 +40,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import ArrayLike, NDArray
 
+from kit.core.cost import charged
 from kit.core.errors import ModelError
 from kit.figures.baseline import best_baseline_name
 from kit.model.outliers import group_medians
@@ -515,6 +518,25 @@ def _clone_unfitted(estimator: Any) -> Any:
                          hint="pass an estimator with get_params()/set_params()") from exc
 
 
+#: Held-out samples scored at most; above, a seeded uniform subsample of them (the rest are
+#: neither trained on nor scored; the split records ``n_scored``). Scoring costs in
+#: proportion to the samples scored (the predictive quantiles at each one's own size, the
+#: CRPS sorts: most of validation at 10^6 samples), while the score's sampling error at
+#: 10^5 held-out samples is already far below the differences between the models.
+MAX_SCORED_SAMPLES = 100_000
+
+
+def _scored(test: NDArray[np.bool_], random_state: int) -> NDArray[np.bool_]:
+    """``test``, or a uniform subsample of :data:`MAX_SCORED_SAMPLES` of its samples."""
+    held = np.flatnonzero(test)
+    if held.size <= MAX_SCORED_SAMPLES:
+        return test
+    rng = np.random.default_rng(np.random.SeedSequence(random_state, spawn_key=(2,)))
+    out = np.zeros_like(test)
+    out[rng.choice(held, MAX_SCORED_SAMPLES, replace=False)] = True
+    return out
+
+
 def validate(estimator: Any, size: ArrayLike, time: ArrayLike, *, method: str = "repetition",
              test_fraction: float = 0.3, random_state: int = 0, groups: ArrayLike | None = None,
              baselines: Sequence[str] | None = None, n_draws: int = 400,
@@ -542,13 +564,15 @@ def validate(estimator: Any, size: ArrayLike, time: ArrayLike, *, method: str = 
     test = holdout_mask(x, method=method, test_fraction=test_fraction,
                         random_state=random_state, groups=g)
     train = ~test
+    xtr, ytr = x[train], y[train]
     models: dict[str, Predictive] = {}
-    models["model"] = _clone_unfitted(estimator).fit(x[train], y[train])
+    models["model"] = _clone_unfitted(estimator).fit(xtr, ytr)
     for name in baselines:
-        models[name] = BASELINES[name]().fit(x[train], y[train])
+        models[name] = BASELINES[name]().fit(xtr, ytr)
     if extra_models:
         models.update(extra_models)
-    scored = score_models(models, (x[train], y[train]), (x[test], y[test]),
+    scored_test = _scored(test, random_state)
+    scored = score_models(models, (xtr, ytr), (x[scored_test], y[scored_test]),
                           n_draws=n_draws, random_state=random_state)
     summary = summarize(scored["per_size"], scored["se"])
     ranked = sorted(baselines, key=lambda b: summary["summary"][b]["crps"])
@@ -557,7 +581,8 @@ def validate(estimator: Any, size: ArrayLike, time: ArrayLike, *, method: str = 
         "score": "crps_relative_to_heldout_median",
         "floor_definition": FLOOR_DEFINITION,
         "split": {"method": method, "test_fraction": test_fraction, "seed": random_state,
-                  "n_train": int(train.sum()), "n_test": int(test.sum())},
+                  "n_train": int(train.sum()), "n_test": int(test.sum()),
+                  **({"n_scored": int(scored_test.sum())} if scored_test is not test else {})},
         "baselines": {name: {**models[name].to_dict(),  # type: ignore[attr-defined]
                              "label": LABELS.get(name, name)} for name in baselines},
         "baseline_order": ranked,
@@ -606,9 +631,10 @@ def validate_into(model: Any, size: ArrayLike, time: ArrayLike, **kwargs: Any) -
     The result is returned, never written onto ``model``: the caller keeps it beside the
     estimator (``ModelFile.validation``), which ``kit.model.io.write_model`` saves.
     """
-    result = validate(model, size, time, **kwargs)
-    if getattr(model, "regimes_", None) and hasattr(model, "regime_index"):
-        result["regimes"] = per_regime(result, model)
+    with charged("validation"):
+        result = validate(model, size, time, **kwargs)
+        if getattr(model, "regimes_", None) and hasattr(model, "regime_index"):
+            result["regimes"] = per_regime(result, model)
     return result
 
 

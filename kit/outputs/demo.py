@@ -59,6 +59,8 @@ class SeriesResult:
     #: model and baselines (best first): name, what, crps_over_floor, median_err, p95_err
     comparison: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # run quality: disturbed windows, odd runs
+    #: run quality's verdict on the series' runs (kit.fit.runquality): quiet | disturbed | ...
+    run_quality: str = ""
     error: str = ""
 
 
@@ -202,12 +204,17 @@ def _summarise(fitted: ModelFile, res: SeriesResult, row: dict[str, Any]) -> Non
     res.figures = SeriesFigures.of(row, fitted.validation)
     res.n_fitted = model.n_samples_
     rq = fitted.run_quality
+    from kit.fit.runquality import overall_verdict, quality_lines
+
+    res.run_quality = str(rq.get("verdict") or overall_verdict(rq.get("runs", []),
+                                                                len(rq.get("windows", []))))
     if rq.get("n_disturbed"):
         res.warnings.append(
             f"{rq['n_disturbed']} of {rq.get('n_samples')} samples were far above their run's "
-            "quiet level (a busy node?) and were "
+            "quiet level or ran on a busy node and were "
             + ("left out of the fit" if rq.get("excluded") else "kept") + "; see the report's "
             "run quality section")
+    res.warnings += [line for line in quality_lines(rq) if "disturbed node" in line]
     validation = fitted.validation
     if validation.get("summary"):
         from kit.fit.validate import validation_table
@@ -314,21 +321,33 @@ def summary_table(results: list[SeriesResult]) -> Table:
     """
     table = Table(title="pt2pt demo: one model per series, scored on held-out samples",
                   caption=f"{LEGEND}; cover = share of held-out samples in the model's "
-                  "p05-p95 band (0.90 ideal)")
+                  "p05-p95 band (0.90 ideal); runs = run quality (disturbed: a busy node or "
+                  "a slow stretch; see runs.parquet's conditions columns)")
     for col in ("series", "n", "regimes", "latency", "eff. bw (top octave)", "score",
-                "best baseline", "cover"):
+                "best baseline", "cover", "runs"):
         table.add_column(col, justify="left" if col in ("series", "regimes") else "right",
                          no_wrap=col != "regimes")
     for r in sorted(results, key=lambda r: (r.series["transport"], r.series["op"])):
         name = f"{r.series['transport']} {r.series['op']} ({r.series['tool']})"
         if r.error or r.figures is None:
-            table.add_row(name, f"{r.n_samples:,}", f"not fitted: {r.error}", "", "", "", "", "")
+            table.add_row(name, f"{r.n_samples:,}", f"not fitted: {r.error}", "", "", "", "", "",
+                          "")
             continue
         f = r.figures
         cover = "-" if f.coverage is None else _fmt(f.coverage * 100, "%")
         table.add_row(name, f.samples_text(r.n_fitted), "\n".join(r.regimes), f.latency_text(),
-                      f.bandwidth_text(), f.score_text(), f.best_text(), cover)
+                      f.bandwidth_text(), f.score_text(), f.best_text(), cover,
+                      _runs_cell(r.run_quality))
     return table
+
+
+def _runs_cell(verdict: str) -> str:
+    """Run quality in the summary: a disturbed node in red, unrecorded conditions dim."""
+    if verdict == "disturbed":
+        return "[bold red]disturbed[/]"
+    if verdict == "quiet":
+        return "[green]quiet[/]"
+    return "[dim]not recorded[/]" if verdict else "-"
 
 
 def verdicts_text(results: list[SeriesResult]) -> list[str]:
@@ -385,50 +404,103 @@ def _num(v: Any) -> float:
 CROSSCHECK_STATS = ("p50", "median", "mean")
 
 
-def crosscheck_table(dataset: Path, results: list[SeriesResult]) -> Table | None:
-    """OSU/SkaMPI latency figures next to the probe model's median at the same sizes.
+#: What a user runs to cross-check the probe against OSU/SkaMPI in the same conditions.
+CROSSCHECK_CAMPAIGN = JOBS_DIR / "campaigns" / "local-crosscheck.yaml"
+
+
+@dataclass
+class CrossCheck:
+    """Other tools beside the probe's model: the comparisons made, and those withheld."""
+
+    table: Table | None
+    #: one paragraph per tool series not compared, saying why (conditions differ or unknown)
+    withheld: list[str] = field(default_factory=list)
+
+
+def _run_conditions(runs: pl.DataFrame, series: Mapping[str, Any]) -> list[Any]:
+    """The recorded conditions of a series' runs (its run-level keys in the runs table)."""
+    from kit.measure.conditions import RUN_KEYS, Conditions
+
+    chosen = runs
+    for key in RUN_KEYS:
+        value = series.get(key)
+        if value is not None and key in runs.columns:
+            chosen = chosen.filter(pl.col(key).cast(pl.String) == str(value))
+    return [Conditions.from_row(row) for row in chosen.iter_rows(named=True)]
+
+
+def _withheld_note(name: str, why: str) -> str:
+    return (f"{name} vs the probe's model: not compared, the two were not measured in the same "
+            f"conditions: {why}. Compared across conditions the ratio measures the conditions "
+            "(the probe's shuffled order alone costs x1.3-1.5 over shared memory against a "
+            "tool's blocked sweep, kit/probe/README.md, 'Fidelity against OSU'; a busy node "
+            "slows the probe's single messages more than a tool's averaged loop). To compare "
+            "like with like, measure both in one campaign, the probe in blocked order, on a "
+            f"quiet machine: 'pt2pt demo --campaign {CROSSCHECK_CAMPAIGN} -o crosscheck-out "
+            "--wait-idle'.")
+
+
+def crosscheck(dataset: Path, results: list[SeriesResult]) -> CrossCheck:
+    """OSU/SkaMPI latency figures next to the probe model's median at the same sizes, when
+    both were measured in the same conditions; otherwise why not.
 
     Those tools print one aggregate per size (not modelled: there is no noise to fit), so the
-    demo shows them as a cross-check: the same transport measured by two instruments. They time
-    a loop of identical messages and divide, the probe times each message of a random mix, so
-    their medians usually read lower for the smallest messages (warm paths, pipelining).
+    demo shows them as a cross-check: the same transport measured by two instruments. A ratio
+    is shown only when every run of both was quiet and they share binding and sample order
+    (:func:`kit.measure.conditions.withheld`): the issue that made this rule read "probe 4x
+    off" at load 7.6, shuffled against OSU's blocked sweep, with nothing saying either.
     """
+    from kit.measure.conditions import describe, withheld
     from kit.model.io import load_model
 
     agg = (ds.series_table(dataset)  # sorted by the series keys
            .filter(pl.col("stat").is_in(CROSSCHECK_STATS) & (pl.col("op") == "pingpong")
                    & (pl.col("tool") != "probe")))
     if agg.height == 0:
-        return None
-    models = {r.series["transport"]: load_model(r.model_path) for r in results
+        return CrossCheck(None)
+    probes = {r.series["transport"]: r for r in results
               if r.model_path is not None and r.series["tool"] == "probe"
               and r.series["op"] == "pingpong"}
-    if not models:
-        return None
-    table = Table(title="other tools vs the probe's model (one-way latency)",
+    if not probes:
+        return CrossCheck(None)
+    runs = ds.runs(dataset)
+    table = Table(title="other tools vs the probe's model (one-way latency), measured in the "
+                  "same conditions",
                   caption="ratio = tool / probe model median; a mean carries the tail that "
-                  "a median leaves out")
-    for col in ("series", "size", "tool", "probe model", "ratio"):
-        table.add_column(col, justify="left" if col == "series" else "right")
+                  "a median leaves out; shown only where both ran quiet, with the same "
+                  "binding and sample order (conditions column)")
+    for col in ("series", "size", "tool", "probe model", "ratio", "conditions"):
+        table.add_column(col, justify="left" if col in ("series", "conditions") else "right")
+    notes: list[str] = []
     keys = list(ds.SERIES_KEYS)
     for row in agg.iter_rows(named=True):
-        model = models.get(row["transport"])
-        if model is None:
+        probe = probes.get(row["transport"])
+        if probe is None or probe.model_path is None:
             continue
+        name = f"{row['transport']} {row['tool']} {row['stat']}"
+        tool_runs = _run_conditions(runs, row)
+        probe_runs = _run_conditions(runs, probe.series)
+        why = withheld({row["tool"]: tool_runs, "probe": probe_runs}, quiet_only=True,
+                       same_settings=True)
+        if why:
+            notes.append(_withheld_note(name, why))
+            continue
+        model = load_model(probe.model_path)
         points = (ds.series_rows(dataset, {k: row[k] for k in keys}, aggregates=True)
                   .filter(pl.col("size") > 0)
                   .select("size", "time").collect())
         if points.height == 0:
             continue
         sizes = points["size"].to_numpy()
+        same = describe(probe_runs[0]) if probe_runs else ""
         for target in (SMALL, 64 * 1024, LARGE):
             i = int(np.argmin(np.abs(np.log(sizes) - math.log(target))))
             size, measured = int(sizes[i]), float(points["time"][i])
             predicted = float(model.predict(np.array([size], dtype=float))[0])
-            table.add_row(f"{row['transport']} {row['tool']} {row['stat']}", _fmt_size(size),
-                          _fmt(measured * 1e6, "us"), _fmt(predicted * 1e6, "us"),
-                          _fmt(measured / predicted, ""))
-    return table if table.row_count else None
+            table.add_row(name, _fmt_size(size), _fmt(measured * 1e6, "us"),
+                          _fmt(predicted * 1e6, "us"), _fmt(measured / predicted, ""), same)
+            same = "same"
+    return CrossCheck(table if table.row_count else None, notes)
 
 
 #: Tool name in the manifest -> what a user calls it.
@@ -486,6 +558,29 @@ def _fmt(v: float, unit: str) -> str:
     return f"{text} {unit}".rstrip()
 
 
+def _other_campaign(campaign_dir: Path, campaign: Path, quick: bool) -> str | None:
+    """What the user should know when ``campaign_dir`` holds another campaign than the one
+    asked for (``--quick`` after a full demo, or the reverse): it is reused as it is."""
+    from kit.measure.campaign.manifest import read_manifest
+
+    try:
+        asked = yaml.safe_load(campaign.read_text(encoding="utf-8")).get("name")
+        manifest = read_manifest(campaign_dir)
+    except (OSError, yaml.YAMLError, AttributeError, UserError):
+        return None
+    planned = manifest.get("campaign", {}).get("name")
+    if not planned or planned == asked:
+        return None
+    jobs = manifest.get("jobs") or []
+    out = campaign_dir.parent
+    what = ("--quick asked for the quick campaign" if quick
+            else f"the campaign {asked!r} was asked for")
+    return (f"{out} already holds the campaign {planned!r} ({len(jobs)} jobs): {what}, but "
+            "a demo folder keeps the campaign it was planned with, so its results are reused "
+            "as they are and nothing smaller or different is measured. For a separate run: "
+            f"'pt2pt demo{' --quick' if quick else ''} -o {out}-{'quick' if quick else 'new'}'.")
+
+
 def run_demo(out: Path, *, campaign: Path = DEFAULT_CAMPAIGN, quick: bool = False,
              rerun: bool = False, console: Console | None = None,
              wait_idle_s: float = 0.0) -> DemoResult:
@@ -515,6 +610,10 @@ def run_demo(out: Path, *, campaign: Path = DEFAULT_CAMPAIGN, quick: bool = Fals
     notes: list[str] = []
     if (campaign_dir / "manifest.json").is_file():
         console.print(f"reusing the planned campaign in {campaign_dir}")
+        other = _other_campaign(campaign_dir, campaign, quick)
+        if other:
+            console.print(f"[yellow]note[/]: {other}", highlight=False)
+            notes.append(other)
     else:
         with _step(console, f"plan {campaign.name} -> {campaign_dir}"):
             plan_campaign(campaign, campaign_dir)

@@ -357,8 +357,14 @@ static void sb_meta(struct sb *b, const struct meta *m)
     for (int i = 0; i < o->n_ops; i++)
         sb_printf(b, "%s\"%s\"", i ? ", " : "", op_name(o->ops[i]));
     sb_printf(b, "],\n  \"warmup\": %llu,\n  \"window\": %d,\n  \"inject_delay_us\": %lu,\n"
-              "  \"flush_every\": %llu,\n  \"fsync_interval_s\": %g,\n  \"max_seconds\": ",
-              (unsigned long long)o->warmup, o->window, o->inject_delay_us,
+              "  \"inject_delay_host\": ", (unsigned long long)o->warmup, o->window,
+              o->inject_delay_us);
+    if (o->inject_delay_host)
+        sb_str(b, o->inject_delay_host);
+    else
+        sb_printf(b, "null");
+    sb_printf(b, ",\n  \"inject_delay_sleep\": %s", o->inject_delay_sleep ? "true" : "false");
+    sb_printf(b, ",\n  \"flush_every\": %llu,\n  \"fsync_interval_s\": %g,\n  \"max_seconds\": ",
               (unsigned long long)o->flush_every, o->fsync_interval);
     if (o->max_seconds > 0)
         sb_printf(b, "%g", o->max_seconds);

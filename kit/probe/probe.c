@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "cpu.h"
@@ -177,7 +178,7 @@ int main(int argc, char **argv)
     int st = plan_build(&o, &plan, err) ? 1 : 0;
     size_t bytes = o.sizes.max ? (size_t)o.sizes.max : 1;
     struct op_ctx ctx = {role, peer, MPI_COMM_WORLD, NULL, NULL, NULL, o.window,
-                         o.bidirectional, o.inject_delay_us, timer_get(o.timer)};
+                         o.bidirectional, o.inject_delay_us, 0, timer_get(o.timer)};
     struct sample *rec = NULL, *rec_in = NULL;
     if (!st) {
         ctx.sbuf = page_alloc(bytes);
@@ -229,6 +230,14 @@ int main(int argc, char **argv)
     int len = 0;
     memset(me, 0, sizeof me);
     MPI_Get_processor_name(me, &len);
+    /* Who injects the delay: the peer by default, else every rank on the named host. */
+    if (o.inject_delay_host)
+        ctx.inject_delay_us = strcmp(me, o.inject_delay_host) == 0 ? o.inject_delay_us : 0;
+    else
+        ctx.inject_delay_us = role == 1 ? o.inject_delay_us : 0;
+    ctx.inject_sleep = o.inject_delay_sleep;
+    if (ctx.inject_sleep && ctx.inject_delay_us)
+        prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); /* wake at the deadline, not 50 us on */
     MPI_Gather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
                MPI_COMM_WORLD);
     int place[4] = {where.cpu, where.socket, where.core, -1};

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -84,9 +85,18 @@ class ParsedRun:
             self.warnings.append(warning)
     #: The placement the campaign planned (job.json), checked against ``hosts`` at ingest.
     placement: str | None = None
+    #: An application run's program, arguments and rank count (tool app; a series key).
+    program: str = ""
     #: CPU and socket (physical package) of each rank, rank order, when the tool recorded them.
     cpus: list[int] = field(default_factory=list)
     sockets: list[int] = field(default_factory=list)
+    #: each rank's CPU when measuring ended (probe meta ``ranks[].cpu_end``)
+    cpus_end: list[int] = field(default_factory=list)
+    #: sample order (``shuffled`` | ``blocked``), when the tool says (else the tool's own)
+    order: str | None = None
+    #: the node's load etc. around the run (``conditions`` of job.json) and the binding
+    conditions: dict[str, Any] | None = None
+    binding: str | None = None
     #: The ranks of the run's first pair (initiator, peer) when they are not 0 and 1: in the
     #: probe's contention mode ranks 0 and 1 are two initiators, often on one node.
     pair_ranks: tuple[int, int] | None = None

@@ -482,6 +482,11 @@ def _apply_meta(path: Path, meta: dict[str, Any], run: ParsedRun) -> None:
     run.cpus = _int_list(meta.get(META_CPUS))
     run.sockets = _int_list(meta.get(META_SOCKETS))
     run.pair_ranks = _first_pair(meta.get("pairing"))
+    order = meta.get("order")
+    run.order = order if order in ("shuffled", "blocked") else None
+    ranks = meta.get("ranks")
+    if isinstance(ranks, list) and all(isinstance(r, dict) for r in ranks):
+        run.cpus_end = _int_list([r.get("cpu_end") for r in ranks])
     k = meta.get("pairs")
     if run.pair_ranks is None and isinstance(k, int) and not isinstance(k, bool) and k > 1:
         run.pair_ranks = (0, k)  # no pairing recorded: the probe's default, rank i with i + K
@@ -533,6 +538,11 @@ def _options(ck: Checker, entry: dict[str, Any], path: PathKey) -> dict[str, Any
                                   0, 10_000_000),
         "timer": ck.text(entry.get("timer", "mpi"), (*path, "timer"),
                          pattern=re.compile(r"^(mpi|monotonic)$"), hint="use mpi or monotonic"),
+        # sample order: shuffled (the kit's design) or blocked (each size's repetitions back
+        # to back, as OSU sweeps: what a like-for-like cross-check with OSU needs)
+        "order": ck.text(entry.get("order", "shuffled"), (*path, "order"),
+                         pattern=re.compile(r"^(shuffled|blocked)$"),
+                         hint="use shuffled (default) or blocked"),
         "extra_args": list(ck.text_list(entry.get("extra_args", []), (*path, "extra_args"))),
         "concurrent_pairs": _concurrent(ck, entry.get("concurrent_pairs"),
                                         (*path, "concurrent_pairs")),
@@ -576,6 +586,8 @@ def _probe_command(spec: ToolSpec, probe: Path, seed: int, job_dir: Path,
         cmd += ["--pairs", str(k)]
     if o["max_seconds"]:
         cmd += ["--max-seconds", str(o["max_seconds"])]
+    if o.get("order", "shuffled") != "shuffled":
+        cmd += ["--order", o["order"]]
     return cmd + list(o["extra_args"])
 
 
@@ -586,7 +598,7 @@ class Probe(Tool):
     description = "pt2pt-probe: raw per-message samples (PREFIX.samples.csv + meta.json)"
     order = 10
     option_keys = ("ops", "sizes", "samples", "warmup", "max_seconds", "timer", "extra_args",
-                   "concurrent_pairs")
+                   "concurrent_pairs", "order")
     template = "probe.sbatch.j2"
     sniff_order = 10
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kit.core.checks import ENV_NAME_RE
 from kit.core.errors import CampaignError
+from kit.core.paths import JOBS_DIR
 from kit.tools import binaries
 from kit.tools.base import HELP_CHECK_ORDER, Executable, JobParts, Tool
 from kit.tools.jobrecord import apply_job_record
@@ -228,17 +229,26 @@ def _skampi_log(path: Path) -> str:
 
 # --- campaign: the options of a `- tool: skampi` entry, the binary, the command ---------
 
+#: The kit's own campaigns and their .ski templates (a relative ``ski:`` found nowhere else).
+SHIPPED_CAMPAIGNS = JOBS_DIR / "campaigns"
+
 def _options(ck: Checker, entry: dict[str, Any], path: PathKey,
             base: Path | None) -> dict[str, Any]:
     if "ski" not in entry:
         raise ck.fail(path, "a skampi entry needs 'ski' (the .ski input template)",
                       "add e.g. 'ski: pingpong.ski' (relative to the campaign file)")
-    ski = Path(ck.text(entry["ski"], (*path, "ski")))
-    if not ski.is_absolute() and base is not None:
-        ski = base / ski
+    given = Path(ck.text(entry["ski"], (*path, "ski")))
+    ski = base / given if not given.is_absolute() and base is not None else given
+    shipped = SHIPPED_CAMPAIGNS / given
+    if not ski.is_file() and not given.is_absolute() and shipped.is_file():
+        # A campaign copied out of jobs/campaigns (as the tutorial says) keeps naming the
+        # kit's own templates, which stayed behind.
+        ski = shipped
     if not ski.is_file():
-        raise ck.fail((*path, "ski"), f"the .ski template {ski} does not exist",
-                      "give a path relative to the campaign file")
+        raise ck.fail((*path, "ski"), f"the .ski template {ski} does not exist (nor a "
+                      f"template of that name among the kit's, {SHIPPED_CAMPAIGNS})",
+                      "give a path relative to the campaign file, or copy the .ski beside it "
+                      f"(e.g. 'cp {SHIPPED_CAMPAIGNS / 'pingpong.ski'} .')")
     raw = entry.get("params") if entry.get("params") is not None else {}
     params = ck.mapping(raw, (*path, "params"), tuple(raw) if isinstance(raw, dict) else ())
     for key in params:
@@ -267,6 +277,7 @@ class Skampi(Tool):
     option_keys = ("ski", "params", "options")
     template = "skampi.sbatch.j2"
     sniff_order = HELP_CHECK_ORDER + 20
+    sample_order = "blocked"  # sizes in turn, each size's iterations back to back
 
     def options(self, ck: Checker, entry: dict[str, Any], path: PathKey,
                 base: Path | None) -> dict[str, Any]:

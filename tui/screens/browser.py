@@ -26,7 +26,7 @@ from tui.session import Session
 from tui.widgets.plot import format_bytes
 
 COLUMNS = ("", "campaign", "tool", "transport", "placement", "op", "MPI", "samples", "sizes",
-           "latency", "eff. bw", "model")
+           "latency", "eff. bw", "runs", "model")
 #: Shown only when some series knows where its ranks ran (placement or host pair).
 PLACEMENT_COLUMN = "placement"
 
@@ -51,6 +51,15 @@ def column_widths(labels: Sequence[str], rows: Sequence[Sequence[Text]]) -> list
     for cells in rows:
         widths = [max(w, cell.cell_len) for w, cell in zip(widths, cells, strict=True)]
     return widths
+
+
+def conditions_cell(verdict: str) -> Text:
+    """The runs' conditions (kit.measure.conditions): a disturbed node in red."""
+    if verdict == "disturbed":
+        return Text("disturbed", style="bold red")
+    if verdict == "quiet":
+        return Text("quiet", style="green")
+    return Text("–", style="dim")
 
 
 def _op_cell(key: serieskey.SeriesKey) -> str:
@@ -89,6 +98,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
         Binding("space", "mark", "Mark"),  # for compare (ctrl+g); short: the footer is full
         Binding("ctrl+g", "compare", "Compare marked"),
         Binding("ctrl+o", "open_dataset", "Open dataset"),
+        Binding("ctrl+a", "apps", "Apps"),
         Binding("escape", "clear_filter", "Clear filter"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "app.quit", "Quit", group=QUIT_GROUP),  # last: beside the app's ctrl+q
@@ -253,6 +263,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
             Text(f"{format_bytes(row.size_min)}–{format_bytes(row.size_max)}"),
             Text(format_time(row.figures.latency.value), justify="right"),
             Text(format_rate(row.figures.bandwidth.value), justify="right"),
+            conditions_cell(row.conditions),
             self._model_cell(row, fitted),
         ]
 
@@ -318,7 +329,25 @@ class BrowserScreen(HelpMixin, Screen[None]):
     def _open(self, key: serieskey.SeriesKey) -> None:
         from tui.screens.series import SeriesScreen
 
+        if key.get("op") == "app":  # runs of a program: not fitted
+            self.action_apps()
+            return
         self.app.push_screen(SeriesScreen(self.session, key))
+
+    def action_apps(self) -> None:
+        from tui import appsview
+        from tui.screens.apps import AppsScreen
+
+        if self.session.apps is None:
+            self.notify("No applications result: run pt2pt predict-app DATASET --platform DIR "
+                        "-o FILE, then pt2pt tui DATASET --apps FILE.", severity="warning")
+            return
+        try:
+            view = appsview.load(self.session.apps)
+        except UserError as err:
+            notify_error(self, err)
+            return
+        self.app.push_screen(AppsScreen(view))
 
     def action_mark(self) -> None:
         key = self._highlighted()

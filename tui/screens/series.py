@@ -392,6 +392,14 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     def _detail(self, state: SeriesState, views: list[fitting.RegimeView]) -> Text:
         text = Text()
+        row = next((r for r in self.session.rows if r.key == self.key), None)
+        if row is not None and row.conditions == "disturbed":
+            # Said first: every figure below describes the load as much as the network.
+            text.append(f"runs: disturbed: {row.conditions_why}\n\n", "bold red")
+        elif row is not None:
+            text.append("runs: ", "bold").append(
+                "quiet\n" if row.conditions == "quiet" else "conditions not recorded\n",
+                "green" if row.conditions == "quiet" else "dim")
         note = state.aggregate_note()
         if note is not None:
             # Said before any figure: the points are a tool's statistic, not messages.

@@ -40,6 +40,7 @@ from kit.data import dataset as ds
 from kit.data.ingest import sniff
 from kit.data.placement import resolve as resolve_placement
 from kit.data.schema import OPTIONAL_SAMPLE_DEFAULTS, PLACEMENTS, RUNS_SCHEMA
+from kit.measure.conditions import Conditions, columns
 from kit.tools.parsing import (
     Frame,
     ParsedRun,
@@ -499,11 +500,24 @@ class _Batch:
             "placement": where.placement, "placement_source": where.source,
             "host_pair": where.host_pair,
             "cpus": ",".join(str(c) for c in run.cpus) or None,
+            "program": run.program or None,
+            **run_conditions(run),
         })
         report.files_ok += 1
         report.rows_added += n_rows
         report.run_ids.append(run_id)
         report.warnings.extend(run.warnings)
+
+
+def run_conditions(run: ParsedRun) -> dict[str, Any]:
+    """The run's conditions columns (kit.measure.conditions), with the tool's own sample
+    order when the run does not record one."""
+    order = run.order
+    if order is None:
+        tool = tools.REGISTRY.get(run.tool)
+        order = tool.sample_order if tool is not None else None
+    return columns(Conditions.from_record(run.conditions, order=order, binding=run.binding,
+                                          cpus_end=run.cpus_end))
 
 
 def write_part(run: ParsedRun, beside: Path) -> tuple[int, list[Path]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from kit import tools
 from kit.core.errors import CampaignError
-from kit.measure.campaign import jobrecord, pairs
+from kit.measure.campaign import jobrecord, nodestate, pairs
 from kit.measure.campaign.fileio import dump_json, write_atomic
 from kit.measure.campaign.manifest import MANIFEST_NAME, has_results, read_manifest
 from kit.measure.campaign.render import environment
@@ -66,6 +66,13 @@ def shape(placement: str, k: int = 0) -> tuple[int, int]:
     or all 2K on one node (rank i measures against rank i+K)."""
     nodes, per_node = _PLACEMENT_SHAPE[placement]
     return nodes, per_node * max(k, 1)
+
+
+def job_shape(campaign: Campaign, job: PlannedJob) -> tuple[int, int]:
+    """(nodes, tasks per node) of a planned job: its tool's (app: np ranks), else the
+    placement's pair shape."""
+    own = tools.get(job.tool).shape(_spec_of(campaign, job), job.placement, job.k)
+    return own or shape(job.placement, job.k)
 
 
 def job_seed(campaign_seed: int, key: str) -> int:
@@ -139,7 +146,7 @@ def expand(campaign: Campaign, out_dir: Path,
                     if tool_names.count(spec.tool) > 1:  # two entries of one tool
                         name += str(spec_index)
                     if k:
-                        name += f"-k{k}"
+                        name += f"-{tool.variant_tag}{k}"
                     group = f"{name}-{transport}-{_PLACEMENT_SHORT[placement]}"
                     for pair in _units(placement, node_pairs):
                         for rep in range(1, campaign.repetitions + 1):
@@ -192,6 +199,16 @@ def _launch_words(campaign: Campaign, entry: TransportEntry,
     local = ["mpirun", "-n", str(ranks)]
     if ranks > 2 and campaign.mpi == "openmpi":  # contention mode on a small machine
         local.append("--oversubscribe")
+    # The job's rank wrapper pins the ranks (campaign ``binding``); the launcher must not pin
+    # them first (Open MPI binds two ranks to cores by default, srun per its TaskPlugin), or
+    # the wrapper would see one CPU, and ``binding: none`` would not float.
+    words = " ".join(campaign.launcher.args)
+    if campaign.mpi == "openmpi" and "--bind-to" not in words:
+        local += ["--bind-to", "none"]
+        if campaign.launcher.command in ("mpirun", "mpiexec"):
+            slurm += ["--bind-to", "none"]
+    if campaign.launcher.command == "srun" and "--cpu-bind" not in words:
+        slurm.append("--cpu-bind=none")
     if campaign.launcher.command in ("mpirun", "mpiexec"):
         slurm += forward
         local = [*local, *campaign.launcher.args, *forward]
@@ -235,7 +252,7 @@ def _context(campaign: Campaign, table: TransportTable, job: PlannedJob,
     entry = table.entry(campaign.mpi, job.transport).for_placement(job.placement)
     forced = list(dict.fromkeys([*entry.env, *(k for o in entry.env_by_major.values()
                                                 for k in o)]))
-    nodes, per_node = shape(job.placement, job.k)
+    nodes, per_node = job_shape(campaign, job)
     slurm_launch, local_launch = _launch_words(campaign, entry, forced, nodes * per_node)
     spec = _spec_of(campaign, job)
     return {
@@ -253,6 +270,7 @@ def _context(campaign: Campaign, table: TransportTable, job: PlannedJob,
         "slurm_launch": slurm_launch, "local_launch": local_launch, "command": job.command,
         "stdout_name": job.stdout_name, "meta_file": job.meta_file,
         "tool": spec.options, "benchmark": job.benchmark or "",
+        "binding": campaign.binding,
     }
 
 
@@ -276,7 +294,7 @@ def campaign_python(campaign: Campaign) -> str:
 def _job_record(campaign: Campaign, job: PlannedJob, table: TransportTable) -> dict[str, Any]:
     flavour = table.entry(campaign.mpi, job.transport)
     entry = flavour.for_placement(job.placement)
-    nodes, per_node = shape(job.placement, job.k)
+    nodes, per_node = job_shape(campaign, job)
     forced = list(dict.fromkeys([*entry.env, *(k for o in entry.env_by_major.values()
                                                 for k in o)]))
     return {
@@ -295,6 +313,7 @@ def _job_record(campaign: Campaign, job: PlannedJob, table: TransportTable) -> d
         "command": job.command, "outputs": job.outputs,
         "transport_env": entry.env, "transport_check": entry.check,
         "ops": tools.get(job.tool).record_ops(_spec_of(campaign, job)),
+        "binding": campaign.binding,
     }
 
 
@@ -335,7 +354,7 @@ def _write_new(path: Path, text: str, mode: int = 0o644) -> None:
 
 def _array_context(campaign: Campaign, group: str, jobs: list[PlannedJob],
                    out_dir: Path) -> dict[str, Any]:
-    nodes, per_node = shape(jobs[0].placement, jobs[0].k)
+    nodes, per_node = job_shape(campaign, jobs[0])
     return {
         "array": {"group": group, "size": len(jobs),
                   "slurm_name": f"{campaign.name}.{group}"[:120],
@@ -368,6 +387,9 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
                             hint="build the probe or install the Spack environment")
     helper = out_dir / HELPER
     write_atomic(helper, Path(jobrecord.__file__).read_text(encoding="utf-8"), 0o755)
+    # the helper's own module, imported beside it (standard library only, like the helper)
+    write_atomic(helper.with_name("nodestate.py"),
+                 Path(nodestate.__file__).read_text(encoding="utf-8"))
     env = environment()
     templates: dict[str, Any] = {}
     records = []
@@ -399,7 +421,7 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
                          "tool": members[0].benchmark or members[0].tool,
                          "transport": members[0].transport,
                          "placement": members[0].placement,
-                         "ntasks_per_node": shape(members[0].placement, members[0].k)[1]}
+                         "ntasks_per_node": job_shape(campaign, members[0])[1]}
     source = campaign_path.read_bytes()
     write_atomic(out_dir / "campaign.yaml", source.decode("utf-8"))
     manifest = {
@@ -411,7 +433,7 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
                      "source": str(campaign.source),
                      "sha256": hashlib.sha256(source).hexdigest(),
                      "pairs": [list(p) for p in node_pairs] if node_pairs else None,
-                     "throttle": campaign.slurm.throttle,
+                     "throttle": campaign.slurm.throttle, "binding": campaign.binding,
                      "partition": campaign.slurm.partition},
         "transport_table": {"path": table.source, "skipped_exit": table.skipped_exit,
                             "check_failed_exit": table.check_failed_exit},

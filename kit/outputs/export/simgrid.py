@@ -462,8 +462,17 @@ class _Target:
         dense = getattr(self, "_dense", None)
         if dense is not None and s.size:
             idx = np.clip(np.searchsorted(dense, s), 0, dense.size - 1)
-            if np.all(dense[idx] == s):
-                return np.asarray(self._dense_centre[idx], dtype=np.float64)
+            hit = dense[idx] == s
+            if not np.all(hit):  # evaluate the misses once and keep them (the line split
+                # and the check after it ask for the same narrow ranges again)
+                new = np.unique(s[~hit])
+                merged = np.concatenate([dense, new])
+                order = np.argsort(merged, kind="stable")
+                self._dense = dense = merged[order]
+                self._dense_centre = np.concatenate(
+                    [self._dense_centre, self._centre_uncached(new)])[order]
+                idx = np.clip(np.searchsorted(dense, s), 0, dense.size - 1)
+            return np.asarray(self._dense_centre[idx], dtype=np.float64)
         return self._centre_uncached(s)
 
     def _centre_uncached(self, size: ArrayLike) -> NDArray[np.float64]:
@@ -698,8 +707,9 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
         if key != "smpi/ois":
             overheads.append(text)
     own = (own_sizes(full, model, full.stored_sizes())
-           if center == "median" and hasattr(full, "stored_sizes") else np.zeros(0))
-    target = _Target(model, center, overheads, DETACHED_THRESH, envelope, own)
+           if center == "median" and hasattr(full, "stored_sizes") else None)
+    target = _Target(model, center, overheads, DETACHED_THRESH, envelope,
+                     own.sizes if own is not None else None)
     target.prefetch()
     for k, r in enumerate(target.regimes_):
         grid = target.grid(r.size_min, r.size_max, k == len(target.regimes_) - 1)
@@ -771,9 +781,9 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
                  "values": [float(v) for v in row]}
                 for size, row in zip(table_sizes, ratios, strict=True)],
         })
-    points = size_points(full, own, envelope=envelope, probs=NOISE_PROBS,
-                         overhead=target.overhead, line=lambda t: _line_at(pieces, bounds, t),
-                         latency=latency, bandwidth=bandwidth)
+    points = [] if own is None else size_points(
+        own, envelope=envelope, overhead=target.overhead,
+        line=lambda t: _line_at(pieces, bounds, t), latency=latency, bandwidth=bandwidth)
     merged = with_points([e.bound for e in lat_entries],
                          [(a.values[0], b.values[0])
                           for a, b in zip(lat_entries, bw_entries, strict=True)], points)

@@ -74,6 +74,11 @@ TERMS: dict[str, str] = {
                      "verdict (stalls pull it off the median by orders of magnitude).",
     "lookup table": BASELINE_LABELS["lookup"] + "; a pooled model beats it where sizes have "
                     "few samples.",
+    "run quality": "quiet: every run was recorded on a quiet node (load, CPU pressure, stolen "
+                   "time: kit.measure.conditions) and no stretch of samples stood out; "
+                   "disturbed: a run's node was busy or a stretch of its samples sat far "
+                   "above the run's quiet level; conditions not recorded: the runs came "
+                   "from outside the kit's job scripts.",
 }
 
 
@@ -94,6 +99,8 @@ class SeriesSummary:
     baselines: str = "–"  # the best honest baseline and its score
     coverage: str = "–"
     verdict: str = ""
+    #: run quality's verdict on the runs (kit.fit.runquality): quiet | disturbed | ...
+    conditions: str = "–"
     values: dict[str, float] = field(default_factory=dict)
 
 
