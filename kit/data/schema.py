@@ -99,6 +99,12 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     "tenants": pl.String(),  # other Slurm jobs on the nodes ("" none, null unknown)
     "conditions": pl.String(),  # quiet | disturbed | unknown (kit.measure.conditions.judge)
     "conditions_why": pl.String(),
+    # JSON [{name, bytes, sha256}] of the run's part files, checked before they are read
+    # (kit.data.integrity); null for runs ingested before checksums were recorded.
+    "parts": pl.String(),
+    # The run beyond its bytes (kit.tools.identity): a longer copy replaces a shorter
+    # one; null for tools that record nothing to tell two runs apart.
+    "identity": pl.String(),
 }
 
 #: Columns of SAMPLES_SCHEMA that are per run and kept in the runs table, not the part files

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.core import workers
+from kit.core.atomicwrite import make_dirs
 from kit.core.errors import UserError
 from kit.fit.fitting import FitOptions
 
@@ -93,7 +94,7 @@ def fit_all(dataset: str | Path, series: list[dict[str, str]], out_dir: str | Pa
     Returns the results in the order of ``series``; failures are results with ``error``.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     tasks = [(dict(s), str(out / filename(s))) for s in series]
     jobs = max(1, min(jobs or workers.default_jobs(), len(tasks) or 1))
     results: list[SeriesFit | None] = [None] * len(tasks)

@@ -120,7 +120,8 @@ def predict_app(dataset: Path, platform: Path, *, reps: int | None = None, seed:
             f" matching {', '.join(programs)}" if programs else ""), where=str(dataset),
             hint="run programs for real with the campaign tool 'app' and collect them "
             "(docs/simgrid.md)")
-    notes = [COMPUTE_TEXT[compute]]
+    notes = [COMPUTE_TEXT[compute], "collectives: Open MPI's algorithm choices "
+             "(smpi/coll-selector:ompi), the real runs' MPI"]
     results = []
     with tempfile.TemporaryDirectory(prefix="pt2pt-predict-app-") as tmp:
         hockney_dir, why = _hockney(platform, Path(tmp)) if hockney else (None, "")
@@ -229,7 +230,9 @@ def table_rows(doc: dict[str, Any]) -> list[dict[str, str]]:
         }
         for base in BASELINES:
             if base in c:
-                row[base] = f"{fmt_ratio(c[base])} ({r['closer'][base]})"
+                verdict = r["closer"][base]
+                who = {"calibrated": "calibrated closer", "baseline": f"{base} closer"}
+                row[base] = f"{fmt_ratio(c[base])} ({who.get(verdict, verdict)})"
             else:
                 row[base] = "-"
         rows.append(row)

@@ -77,6 +77,8 @@ class JobParts:
     stdout_name: str = "stdout.txt"
     meta_file: str | None = None
     extra_files: dict[str, str] = field(default_factory=dict)
+    #: permission bits of extra files (default 0644): a copy is as private as its source
+    extra_modes: dict[str, int] = field(default_factory=dict)
 
 
 class Tool:

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from kit.core.atomicwrite import make_dirs, write_text
 from kit.core.errors import ModelError
 from kit.core.lsq import nnls2
 from kit.outputs.export.persize import (
@@ -274,7 +275,11 @@ def parse_version(text: str, where: str = "option --simgrid-version") -> tuple[i
     if not m:
         raise ModelError(f"cannot read a SimGrid version in {text!r}", where=where,
                          hint="give MAJOR.MINOR, e.g. 3.32")
-    return int(m.group(1)), int(m.group(2))
+    major, minor = int(m.group(1)), int(m.group(2))
+    if not (3 <= major <= 9 and minor <= 999):  # SimGrid 3.x today; a typo, not a version
+        raise ModelError(f"{text!r} is not a SimGrid version (3.x to 9.x)", where=where,
+                         hint="give MAJOR.MINOR, e.g. 3.32")
+    return major, minor
 
 
 def detect_version() -> tuple[int, int] | None:
@@ -555,7 +560,7 @@ class SimgridExport:
         ``platform.xml`` (the measured pair with that block), ``hostfile``,
         ``simgrid-noise.json`` and its flat twin ``simgrid-noise.tsv`` for the noise plugin.
         """
-        out_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(out_dir)
         props = "\n".join(f'  <prop id="{k}" value="{v}"/>' for k, v in self.config.items())
         files = {
             "smpi-config.txt": "\n".join(self.cfg_args()) + "\n",
@@ -565,14 +570,7 @@ class SimgridExport:
             "simgrid-noise.json": json.dumps(self.document, indent=2, sort_keys=True) + "\n",
             "simgrid-noise.tsv": self.noise_table,
         }
-        written = []
-        for name, text in files.items():
-            path = out_dir / name
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
-            written.append(path)
-        return written
+        return [write_text(out_dir / name, text) for name, text in files.items()]
 
 
 def _ratio_table(model: Any, size: float, rng: np.random.Generator) -> list[float]:

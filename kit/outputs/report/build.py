@@ -21,6 +21,7 @@ import polars as pl
 from jinja2 import Environment, FileSystemLoader
 
 from kit import __version__
+from kit.core.atomicwrite import make_dirs, write_text
 from kit.core.errors import ModelError, UserError
 from kit.core.paths import PACKAGE_DIR
 from kit.core.progress import track
@@ -287,10 +288,7 @@ def render(out_dir: Path, sections: list[Section], title: str, *,
         summaries=[s.summary for s in sections if s.summary is not None],
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
     path = out_dir / "index.html"
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text(path, html)
 
 
 # --------------------------------------------------------------------------- data access
@@ -328,7 +326,7 @@ def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None =
     series = fitted.series or {}
     ds_path = dataset or fitted.dataset
     frame = None
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
     notes = []
     validation = fitted.validation or None
     figures = SeriesFigures.of({}, validation)
@@ -405,7 +403,7 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
         raise UserError(f"no series in {dataset} matches {dict(series or {})}",
                         where="option --series", hint="list them with 'pt2pt fit --help' "
                         "or check the dataset path")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
     sections = []
     from kit.outputs.report.loggp import group_key, loggp_part
 
