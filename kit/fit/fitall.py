@@ -47,9 +47,10 @@ def model_filename(series: Mapping[str, str]) -> str:
     key's value in SERIES_KEYS order, characters unsafe in a file name replaced by ``_``.
     The pair count appears only for k > 1 (``k4``), so names fitted before it was a key stay."""
     from kit.data.schema import SERIES_KEYS, pairs_short
+    from kit.data.series_keys import OPTIONAL_KEYS
 
     values = [pairs_short(series.get(k)) if k == "pairs" else str(series.get(k, "unknown"))
-              for k in SERIES_KEYS]
+              for k in SERIES_KEYS if k not in OPTIONAL_KEYS or series.get(k)]
     parts = [re.sub(r"[^A-Za-z0-9.+=-]+", "_", v) for v in values if v]
     return "__".join(parts) + ".json"
 
