@@ -234,3 +234,23 @@ def test_a_stopped_sweep_stops_its_smpirun_and_keeps_its_points(platform: Path,
         time.sleep(0.2)
     assert [_in_session(sid) for sid in sessions] == [[]]
     assert (out / collsweep.JOURNAL).read_text() == kept
+
+
+@needs_simgrid
+def test_the_other_collectives_sweep_with_their_own_algorithms(
+        platform: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # SimGrid's names differ per collective: 'lr' is an allreduce algorithm, not a bcast one
+    assert main(_sweep(tmp_path / "b", platform, "--collective", "bcast", "--np", "4",
+                       "--sizes", "4K", "--algorithms", "lr")) == 2
+    assert "binomial_tree" in capsys.readouterr().err
+    for collective, algorithms in (("allreduce", "lr,rdb"), ("bcast", "binomial_tree,flattree"),
+                                   ("allgather", "ring,bruck"), ("reduce", "binomial,flat_tree")):
+        out = tmp_path / collective
+        assert main(_sweep(out, platform, "--collective", collective, "--np", "4",
+                           "--sizes", "4K,256K", "--algorithms", algorithms, "--reps", "2")) == 0
+        rows = collsweep.read_dataset(out)
+        assert set(rows["status"]) == {"ok"} and set(rows["collective"]) == {collective}
+        med = rows.group_by("algorithm", "size").agg(pl.col("time").median())
+        for alg in algorithms.split(","):
+            t = dict(med.filter(pl.col("algorithm") == alg).select("size", "time").rows())
+            assert 0 < t[4096] < t[262144], (collective, alg)
