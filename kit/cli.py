@@ -101,7 +101,10 @@ def build_parser(only: set[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_modules_for(words))
-    args = parser.parse_args(words)
+    try:
+        args = parser.parse_args(words)
+    except SystemExit as stop:  # an option error (already printed), --help, --version
+        return stop.code if isinstance(stop.code, int) else 2
     func = getattr(args, "func", None)
     from kit.core import progress
 

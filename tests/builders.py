@@ -29,6 +29,15 @@ def three_linear_regimes(per_byte: float) -> RegimeModel:
                        overlap=False).fit(size, time)
 
 
+def linear_overhead_model(a: float, b: float) -> RegimeModel:
+    """One linear regime ``a + b*s`` (a send or receive duration, for smpi/os and smpi/or)."""
+    truth = synth.Truth([synth.TrueRegime(1, "linear", {"a": a, "b": b},
+                                          synth.TrueNoise("lognormal", 0.03))])
+    size, time = synth.sample(truth, 600, grid=20, lo=1, hi=2**21, seed=3)
+    return RegimeModel(breakpoints=[], families=["linear"], mixture=False,
+                       overlap=False).fit(size, time)
+
+
 def dataset_snapshot(dataset: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Samples and runs of a dataset in a stable order, to compare before/after a change."""
     samples = ds.scan(dataset).collect().sort("run_id", "seq", "op", "stat")

@@ -15,14 +15,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kit.data.ingest.common import US, ParsedRun, Rows, fail, parse_size, parse_time, read_text
 from kit.tools import binaries
 from kit.tools.base import Executable, JobParts, Tool
+from kit.tools.parsing import US, ParsedRun, Rows, fail, parse_size, parse_time, read_text
 
 if TYPE_CHECKING:
-    from kit.measure.campaign.checks import Checker
-    from kit.measure.campaign.schema import ToolSpec
-    from kit.measure.campaign.yamlmarks import PathKey
+    from kit.core.checks import Checker
+    from kit.core.yamlmarks import PathKey
+    from kit.tools.base import ToolSpec
 
 TITLE = "# pingtxt "
 

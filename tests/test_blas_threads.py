@@ -1,5 +1,5 @@
 """The engine runs its small linear algebra on one BLAS thread and gives the caller's
-setting back (kit.model.blas): OpenBLAS's spinning helper threads cost CPU for nothing."""
+setting back (kit.core.blas): OpenBLAS's spinning helper threads cost CPU for nothing."""
 
 from __future__ import annotations
 

@@ -189,7 +189,7 @@ def test_linear_fit_without_a_curvature_or_with_an_exact_line_still_ends_at_the_
     """Degenerate linear problems: every median at one size (latency and bandwidth cannot be
     told apart, the curvature has no inverse) from a start far off, which the fit used to
     return unchanged; and medians exactly on a line, where the cost reaches zero and
-    relative tolerances mean nothing (it must stop there, not hand over to scipy)."""
+    relative tolerances mean nothing (it must stop there, not take a zero cost for a stall)."""
     s = np.full(10, 1000.0)
     m = np.full(10, 1e-5) * np.exp(np.linspace(-0.1, 0.1, 10))
     far, _ = fit_family("linear", s, m, np.ones(10), {"a": 1e-6, "b": 1e-9})

@@ -26,7 +26,7 @@ from kit.outputs.export.simgrid import (
     parse_factor,
     regimes_from_simgrid,
 )
-from tests.builders import three_linear_regimes
+from tests.builders import linear_overhead_model, three_linear_regimes
 
 
 def test_format_and_parse_are_inverse_and_sorted() -> None:
@@ -77,7 +77,7 @@ def _simgrid_time(result: SimgridExport, latency: float, bandwidth: float, s: fl
 
 def test_export_of_a_fitted_model_parses_back_to_its_regimes(linear_model: RegimeModel) -> None:
     m = linear_model
-    result = export_simgrid(m, latency=10e-6, bandwidth=1.25e9, envelope=0)
+    result = export_simgrid(m, latency=10e-6, bandwidth=1.25e9, envelope=0, center="curve")
     pieces = regimes_from_simgrid(result.latency_factor, result.bandwidth_factor, 10e-6, 1.25e9)
     assert len(pieces) == len(m.regimes_)
     for k, (piece, regime) in enumerate(zip(pieces, m.regimes_, strict=True)):
@@ -94,7 +94,7 @@ def test_export_of_a_fitted_model_parses_back_to_its_regimes(linear_model: Regim
 
 
 def test_defaults_make_the_nominal_route_the_model_itself(linear_model: RegimeModel) -> None:
-    result = export_simgrid(linear_model, envelope=0)
+    result = export_simgrid(linear_model, envelope=0, center="curve")
     pieces = linear_pieces(linear_model)
     assert result.latency == pytest.approx(pieces[0].a)
     assert result.bandwidth == pytest.approx(1 / pieces[-1].b)
@@ -108,9 +108,9 @@ def test_overhead_strings_round_trip(linear_model: RegimeModel) -> None:
     for piece, regime in zip(pieces, linear_model.regimes_, strict=True):
         assert piece.a == pytest.approx(regime.params["a"], rel=1e-8)
         assert piece.b == pytest.approx(regime.params["b"], rel=1e-8)
-    result = export_simgrid(linear_model, send_model=linear_model, recv_model=linear_model,
-                            subtract_overheads=False)
-    assert result.config["smpi/os"] == text == result.config["smpi/or"]
+    small = linear_overhead_model(2e-6, 1e-11)
+    result = export_simgrid(linear_model, send_model=small, recv_model=small)
+    assert result.config["smpi/os"] == overhead_string(small) == result.config["smpi/or"]
 
 
 def test_power_and_constant_regimes_export_within_tolerance() -> None:
@@ -121,7 +121,7 @@ def test_power_and_constant_regimes_export_within_tolerance() -> None:
     size, time = synth.sample(truth, 2000, grid=30, lo=1, hi=2**20, seed=2)
     m = RegimeModel(breakpoints=[2048], families=["constant", "power"], mixture=False,
                     overlap=False).fit(size, time)
-    result = export_simgrid(m, latency=10e-6, bandwidth=1e9, envelope=0)
+    result = export_simgrid(m, latency=10e-6, bandwidth=1e9, envelope=0, center="curve")
     grid = np.unique(np.geomspace(1, 2**20, 400).round())
     sim = np.array([_simgrid_time(result, 10e-6, 1e9, s) for s in grid])
     curve = m.curve(grid)
@@ -135,7 +135,8 @@ def test_power_and_constant_regimes_export_within_tolerance() -> None:
 
 
 def test_write_creates_config_and_noise_json(linear_model: RegimeModel, tmp_path: Path) -> None:
-    result = export_simgrid(linear_model, latency=10e-6, bandwidth=1.25e9, version="3.36")
+    result = export_simgrid(linear_model, latency=10e-6, bandwidth=1.25e9, version="3.36",
+                            center="curve")
     paths = result.write(tmp_path / "out")
     names = sorted(p.name for p in paths)
     assert names == ["hostfile", "platform.xml", "simgrid-noise.json", "simgrid-noise.tsv",

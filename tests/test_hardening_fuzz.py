@@ -27,11 +27,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kit.core.errors import CampaignError, ModelError
-from kit.measure.campaign.render import render_text_template
 from kit.measure.campaign.schema import load_campaign
 from kit.model.io import model_from_dict
 from kit.model.noise import Noise
 from kit.model.schema import parse_model_bytes
+from kit.tools.skampi import render_text_template
 from tests.model_corpus import base_model
 
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -226,7 +226,7 @@ def test_an_accepted_invgauss_with_a_huge_mu_draws_positive_times() -> None:
 def test_yaml_tags_are_refused_at_their_line(tmp_path: Path) -> None:
     """Found by the fuzz above: '!!python/object...' or '!!timestamp x' raised PyYAML's own
     exceptions (a traceback); the safe loader never ran them, now they name their line."""
-    from kit.measure.campaign.yamlmarks import load_located
+    from kit.core.yamlmarks import load_located
 
     for tag in ("!!python/object:os.system x", "!!python/name:os.system ''",
                 "!!timestamp nope", "!!binary xx", "!!int abc", "!custom 1"):

@@ -13,8 +13,8 @@ from kit.cli import main
 from kit.core.errors import ModelError
 from kit.data import dataset as ds
 from kit.data.ingest import ingest
+from kit.data.placement import resolve
 from kit.fit.fitting import fit_dataset
-from kit.measure.placement import resolve
 from tests.test_ingest_probe import META, write_run
 
 

@@ -29,9 +29,9 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from kit.data.ingest.common import make_frame
 from kit.probe.plan import build_plan, plan_hash
 from kit.tools import probe as probe_tool
+from kit.tools.parsing import make_frame
 from tests.conftest import mpi_env
 
 pytestmark = pytest.mark.mpi
@@ -375,7 +375,7 @@ def test_meta_records_the_cpu_and_socket_of_each_rank(all_ops_runs: dict[str, Ru
     ranks = meta["ranks"]
     assert [c["rank"] for c in ranks] == [0, 1]
     assert [c["host"] for c in ranks] == meta["hosts"]
-    # the flat lists kit.measure.placement reads
+    # the flat lists kit.data.placement reads
     assert meta["cpus"] == [c["cpu"] for c in ranks]
     assert meta["sockets"] == [c["socket"] for c in ranks]
     n_cpu = os.cpu_count() or 1

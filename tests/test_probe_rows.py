@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from kit.data.ingest.common import MAX_SIZE, MAX_TIME_S
 from kit.data.ingest.orchestrate import parse_file, write_part
 from kit.tools import probe
+from kit.tools.parsing import MAX_SIZE, MAX_TIME_S
 from tests.built import extension
 
 

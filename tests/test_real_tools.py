@@ -32,10 +32,10 @@ import polars as pl
 import pytest
 
 from kit.core.paths import SPACK_VIEW_ENV
+from kit.data.collect import collect
 from kit.data.dataset import runs, scan, series_table
 from kit.data.schema import SERIES_KEYS
 from kit.fit.fitall import FitOptions, fit_series
-from kit.measure.campaign.collect import collect
 from kit.measure.campaign.plan import plan_campaign
 from kit.measure.campaign.runlocal import run_local
 from kit.measure.machine import wait_for_idle

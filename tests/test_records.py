@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from kit.data import dataset as ds
+from kit.data.collect import collect
 from kit.data.ingest import ingest
-from kit.measure.campaign.collect import collect
 from kit.measure.campaign.manifest import read_job_json
 from kit.measure.campaign.plan import plan_campaign
 from kit.tools import probe as probe_parser

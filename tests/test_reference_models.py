@@ -111,7 +111,7 @@ def test_simgrid_export_of_graphene_parses_back(calib: Path) -> None:
 
     size, time = _pingpong(calib / CLUSTERS["graphene"])
     model = RegimeModel().fit(size, time)
-    result = export_simgrid(model, latency=20e-6, bandwidth=117e6, envelope=0)
+    result = export_simgrid(model, latency=20e-6, bandwidth=117e6, envelope=0, center="curve")
     lat_s, bw_s = result.latency_factor, result.bandwidth_factor
     pieces = regimes_from_simgrid(lat_s, bw_s, 20e-6, 117e6)
     starts = {p.size_min for p in pieces}

@@ -14,7 +14,7 @@ import pytest
 
 from kit.core.errors import UserError
 from kit.measure import localcluster
-from kit.measure.campaign import selftest
+from kit.outputs import selftest
 
 
 def test_fit_bandwidth_recovers_a_known_slope() -> None:

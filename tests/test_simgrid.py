@@ -32,7 +32,7 @@ from kit.outputs.export.simgrid import (
     factor_keys,
     parse_version,
 )
-from tests.builders import three_linear_regimes
+from tests.builders import linear_overhead_model, three_linear_regimes
 
 HAVE_SIMGRID = shutil.which("smpirun") is not None and shutil.which("smpicc") is not None
 needs_simgrid = pytest.mark.skipif(
@@ -65,14 +65,6 @@ def linear_model() -> RegimeModel:
     return three_linear_regimes(1e-9)
 
 
-def _overhead_model(a: float, b: float) -> RegimeModel:
-    truth = synth.Truth([synth.TrueRegime(1, "linear", {"a": a, "b": b},
-                                          synth.TrueNoise("lognormal", 0.03))])
-    size, time = synth.sample(truth, 600, grid=20, lo=1, hi=2**21, seed=3)
-    return RegimeModel(breakpoints=[], families=["linear"], mixture=False,
-                       overlap=False).fit(size, time)
-
-
 def _smpirun(args: list[str], sizes: list[int], tmp: Path) -> dict[int, float]:
     from kit.outputs.simulate import RUN_CFG, build
 
@@ -89,8 +81,8 @@ def _smpirun(args: list[str], sizes: list[int], tmp: Path) -> dict[int, float]:
 @needs_simgrid
 def test_every_exported_line_is_accepted_and_applied_by_the_installed_simgrid(
         linear_model: RegimeModel, tmp_path: Path) -> None:
-    send, recv, isend = (_overhead_model(2e-6, 1e-10), _overhead_model(3e-6, 2e-10),
-                         _overhead_model(1e-6, 5e-11))
+    send, recv, isend = (linear_overhead_model(2e-6, 1e-10), linear_overhead_model(3e-6, 2e-10),
+                         linear_overhead_model(1e-6, 5e-11))
     result = export_simgrid(linear_model, send_model=send, recv_model=recv, isend_model=isend,
                             center="median")
     assert result.version == detect_version()
@@ -231,16 +223,20 @@ def test_closed_loop_on_reference_runs(name: str, calib: Path) -> None:
     model = _reference_model(name, calib)
     plain = simulate_model(model, noise=False)
     labels = {p.label for p in plain.points}
-    assert {"1 B", "1 KiB", "64 KiB", "1 MiB"} <= labels
+    assert {"1 B", "1 KiB", "64 KiB", "1 MiB", "4 MiB"} <= labels
     assert sum(lab.endswith(" mid") for lab in labels) == len(model.regimes_)
-    for p in plain.points:
-        assert abs(p.median_ratio - 1) <= 0.03, (name, p.to_dict())
+    # the measured sizes on both sides of every break (they have adjustments of their own)
+    assert sum(lab.startswith(("below break", "above break")) for lab in labels) >= len(
+        model.breakpoints_)
+    want = model.predict(np.array([p.size for p in plain.points], dtype=float))
+    for p, w in zip(plain.points, want, strict=True):
+        assert p.model_median == pytest.approx(w, rel=1e-12)  # pt2pt predict's own number
+        assert abs(p.median_ratio - 1) <= 0.02, (name, p.to_dict())
     reps = 2500
     noisy = simulate_model(model, noise=True, reps=reps, seed=1)
-    exported = model.population()  # what the export carries, and the points compare with
     tol = 4 * np.sqrt(0.05 * 0.95 / reps)  # 4 binomial standard errors of a p05/p95: 0.017
     for p in noisy.points:
-        assert abs(p.median_ratio - 1) <= 0.03, (name, p.to_dict())
+        assert abs(p.median_ratio - 1) <= 0.02, (name, p.to_dict())
         assert p.p05_ratio is not None and p.p95_ratio is not None
         # The simulated p05/p95 are the model's: within 10 % in time, or within 4 standard
         # errors in level (the model's CDF at the simulated quantile). Each alone fails a
@@ -248,7 +244,7 @@ def test_closed_loop_on_reference_runs(name: str, calib: Path) -> None:
         # (graphene's 1-1400 B: a 5.5 % one at 4x; its p95 at that edge moves 10 % with 0.3
         # points of level), in level where the noise is narrow (stampede: 1 % in time is 6
         # points at p05).
-        level = exported.cdf(np.array([p.size], dtype=float),
+        level = model.cdf(np.array([p.size], dtype=float),
                              np.array([[p.sim_p05, p.sim_p95]]))[0]
         assert [p.sim_p05_level, p.sim_p95_level] == pytest.approx(level)  # what simulate prints
         for ratio, got, want in ((p.p05_ratio, level[0], 0.05), (p.p95_ratio, level[1], 0.95)):
@@ -276,7 +272,7 @@ def test_simulate_cli_and_against_held_out_samples(calib: Path, tmp_path: Path,
     assert main(["simulate", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["simgrid_version"] == "{}.{}".format(*detect_version() or (0, 0))
-    assert all(abs(p["median_ratio"] - 1) <= 0.03 for p in doc["points"])
+    assert all(abs(p["median_ratio"] - 1) <= 0.02 for p in doc["points"])
     assert main(["simulate", str(path), "--against", str(ds), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["held_out"] > 1000 and len(doc["rows"]) >= 5
@@ -298,6 +294,24 @@ def test_simulate_cli_and_against_held_out_samples(calib: Path, tmp_path: Path,
     assert main(["simulate", str(path)]) == 0
     text = capsys.readouterr().out
     assert re.search(r"1 MiB\s", text) and "ratio" in text
+
+
+@needs_simgrid
+@pytest.mark.slow
+def test_hand_run_smpi_over_the_export_is_what_predict_prints(calib: Path,
+                                                              tmp_path: Path) -> None:
+    """Issue 59: on graphene, `smpirun -platform sg/platform.xml` over `pt2pt export` is
+    within 2 % of `pt2pt predict` at every size the loop checks (1 B ... 4 MiB, each
+    regime's middle, the measured sizes next to each break: those carry their own
+    adjustments, which the export used to drop: 0.937 at 4 KiB, 0.945 at 256 KiB)."""
+    from kit.model.io import save_model
+    from tests.simgrid_loop import hand_run_over_predict
+
+    model = _reference_model("graphene", calib)
+    path = save_model(model, tmp_path / "pp.json")
+    ratios = hand_run_over_predict(path, tmp_path)
+    assert len(ratios) >= 5 + 2 * len(model.regimes_)
+    assert all(abs(r - 1) <= 0.02 for r in ratios.values()), ratios
 
 
 def test_against_levels_are_the_held_out_samples_share_at_or_below() -> None:
@@ -339,26 +353,46 @@ def test_export_writes_the_platform_of_the_measured_pair(linear_model: RegimeMod
     assert 'bandwidth="1250000000Bps"' in xml and 'latency="1e-05s"' in xml
     assert '<prop id="smpi/lat-factor"' in xml and "network/latency-factor" not in xml
     assert (tmp_path / "hostfile").read_text().split() == list(HOSTS)
-    rows = [r for r in (tmp_path / "simgrid-noise.tsv").read_text().splitlines()
-            if not r.startswith("#")]
-    bounds = {int(r.split()[0]) for r in rows}
-    assert bounds == {seg["bound"] for seg in result.document["segments"]}
-    for r in rows:
-        f = r.split()
-        n = int(f[4])
-        q = [float(v) for v in f[5:]]
+    lines = [r for r in (tmp_path / "simgrid-noise.tsv").read_text().splitlines()
+             if not r.startswith("#")]
+    rows = [r.split() for r in lines if not r.startswith("=")]
+    own = [r.split()[1:] for r in lines if r.startswith("=")]  # = SIZE LAT BW N Q...
+    assert {int(r[0]) for r in rows} == {seg["bound"] for seg in result.document["segments"]}
+    # the measured sizes with adjustments of their own, at their transfer size (+ envelope)
+    measured = result.document["measured_sizes"]
+    assert measured and [int(r[0]) for r in own] == [p["transfer"] for p in measured]
+    assert all(p["transfer"] == p["size"] + 16 for p in measured)
+    for q_text, n in [(r[5:], int(r[4])) for r in rows] + [(r[4:], int(r[3])) for r in own]:
+        q = [float(v) for v in q_text]
         assert len(q) == n and all(b >= a for a, b in itertools.pairwise(q))
         assert math.isclose(np.median(q), 1.0, rel_tol=0.1)
 
 
-def test_overheads_longer_than_the_ping_pong_are_refused_unless_kept_in_the_network(
-        linear_model: RegimeModel) -> None:
-    slow_recv = _overhead_model(30e-6, 1e-10)  # 30 us receive vs a 20 us one-way ping-pong
-    with pytest.raises(ModelError, match=r"regime 1 \[1, 4096\) B .*exceed the ping-pong"):
+def test_overheads_longer_than_the_ping_pong_are_refused(linear_model: RegimeModel,
+                                                        tmp_path: Path) -> None:
+    """docs/simgrid.md: SMPI adds smpi/os + smpi/or to eager messages, so a model whose
+    overheads exceed the ping-pong time cannot be exported with them; the demo exports the
+    ping-pong alone and says so (it used to keep the whole time in the network AND write
+    the overheads: SimGrid 1.2-2.9x the model)."""
+    from kit.model.io import save_model
+    from kit.outputs.demo import SeriesResult, export_all
+    from kit.outputs.export.simgrid import OverheadsExceed
+
+    slow_recv = linear_overhead_model(30e-6, 1e-10)  # 30 us receive vs a 20 us ping-pong
+    with pytest.raises(OverheadsExceed, match=r"regime 1 \[1, 4096\) B .*exceed the ping-pong"):
         export_simgrid(linear_model, recv_model=slow_recv)
-    kept = export_simgrid(linear_model, recv_model=slow_recv, subtract_overheads=False,
-                          envelope=0)
-    assert "smpi/or" in kept.config
-    assert kept.document["overheads_included_in_network"] is True
-    plain = export_simgrid(linear_model, envelope=0)
-    assert kept.latency_factor == plain.latency_factor
+    paths = {op: save_model(m, tmp_path / f"{op}.json")
+             for op, m in (("pingpong", linear_model), ("recv", slow_recv))}
+    results = [SeriesResult(series={"transport": "shm", "tool": "probe", "op": op},
+                            n_samples=1, model_path=path) for op, path in paths.items()]
+    notes: list[str] = []
+    written = export_all(results, tmp_path / "sg", notes)
+    assert [p.parent.name for p in written] == ["shm-probe"]
+    cfg = written[0].read_text()
+    assert "smpi/or" not in cfg and "smpi/os" not in cfg
+    assert cfg == "\n".join(export_simgrid(linear_model).cfg_args()) + "\n"
+    assert len(notes) == 1 and "exceed the ping-pong time" in notes[0]
+    assert "no smpi/os or smpi/or written" in notes[0]
+    assert main(["export", str(paths["pingpong"]), "--simgrid", "--recv", str(paths["recv"]),
+                 "-o", str(tmp_path / "cli")]) == 2
+    assert not (tmp_path / "cli").exists()

@@ -433,7 +433,7 @@ def test_four_node_campaign_with_accounting_pairs_scancel_and_skips(
     assert table["complete"].to_list().count(False) == (1 if cancelled else 0)
     # per-pair series: placement and host pair are series keys (rank order "a:b")
     # An intra-node job whose ranks the probe saw on one socket is the finer intra-socket
-    # (kit.measure.placement: what the run recorded wins over the plan, refining intra-node).
+    # (kit.data.placement: what the run recorded wins over the plan, refining intra-node).
     def planned(placement: str) -> set[str]:
         return {"intra-node", "intra-socket"} if placement == "intra-node" else {placement}
 

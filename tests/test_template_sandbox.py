@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.errors import CampaignError
-from kit.measure.campaign.render import read_text_template, render_text_template
+from kit.tools.skampi import read_text_template, render_text_template
 
 ROOT = Path(__file__).resolve().parent.parent
 

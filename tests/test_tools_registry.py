@@ -139,7 +139,7 @@ def test_new_tool_module_runs_locally_and_is_collected(pingtxt: tools.Tool, bina
                                                        tmp_path: Path) -> None:
     import shutil
 
-    from kit.measure.campaign.collect import collect
+    from kit.data.collect import collect
     from kit.measure.campaign.runlocal import run_local
 
     if shutil.which("mpirun") is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kit.measure.campaign.collect import collect, format_report
+from kit.data.collect import collect, format_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from kit.analyses.compare import COMPARE_BY
+from kit.core import argtypes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("dataset", type=Path, metavar="DATASET", help="dataset folder")
     p.add_argument("--by", choices=tuple(COMPARE_BY), default="transport",
                    help="what to compare (default transport; mpi = MPI library version)")
-    p.add_argument("--within", type=float, default=5.0, metavar="PCT",
+    p.add_argument("--within", type=argtypes.percent, default=5.0, metavar="PCT",
                    help="tolerance in percent of the best median (default 5)")
     p.add_argument("--op", help="operation (default: pingpong when there are several)")
     p.add_argument("--campaign", help="only this campaign")
@@ -26,8 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--per", choices=tuple(COMPARE_BY), metavar="KEY",
                    help="repeat the comparison for each value of a second dimension "
                    "(e.g. --by transport --per placement)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the share intervals' bootstrap")
-    p.add_argument("--bins-per-decade", type=int, default=10, metavar="N",
+    p.add_argument("--seed", type=argtypes.seed, default=0,
+                   help="seed of the share intervals' bootstrap")
+    p.add_argument("--bins-per-decade", type=argtypes.bins_per_decade, default=10, metavar="N",
                    help="size bins per factor 10 (default 10)")
     p.add_argument("-o", "--output", type=Path, metavar="DIR",
                    help="write compare-bins.csv, compare-shares.csv, compare.png here")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from kit.core import argtypes
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from kit.outputs.demo import DEFAULT_CAMPAIGN
@@ -30,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fewer samples and one repetition (about a minute)")
     p.add_argument("--rerun", action="store_true", help="measure again even if jobs finished")
     p.add_argument("--no-tui", action="store_true", help="do not open the TUI at the end")
-    p.add_argument("--wait-idle", nargs="?", type=float, const=10.0, default=0.0,
+    p.add_argument("--wait-idle", nargs="?", type=argtypes.wait_minutes, const=10.0, default=0.0,
                    metavar="MINUTES",
                    help="when the load average says the machine is busy, wait up to MINUTES "
                    "(default 10) for it to drop before measuring; without it the demo measures "

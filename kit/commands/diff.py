@@ -9,6 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kit.core import argtypes
 from kit.core.errors import UserError
 
 
@@ -31,13 +32,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--fail-if", action="append", default=[], metavar="RULE",
                    help="e.g. 'p50 slower > 5%%' or 'bandwidth lower > 3%%' (repeatable); exit 3 "
                    "when a significant change exceeds it")
-    p.add_argument("--min-effect", type=float, default=2.0, metavar="PCT",
+    p.add_argument("--min-effect", type=argtypes.percent, default=2.0, metavar="PCT",
                    help="smallest change reported, in percent (default 2)")
-    p.add_argument("--alpha", type=float, default=0.05,
+    p.add_argument("--alpha", type=argtypes.probability, default=0.05,
                    help="family-wise error rate of the intervals (default 0.05)")
-    p.add_argument("--bootstrap", type=int, default=200, metavar="N",
+    p.add_argument("--bootstrap", type=argtypes.resamples, default=200, metavar="N",
                    help="bootstrap resamples (default 200)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap")
+    p.add_argument("--seed", type=argtypes.seed, default=0, help="random seed of the bootstrap")
     p.add_argument("--no-params", action="store_true",
                    help="skip the per-regime parameter comparison")
     p.add_argument("--json", metavar="FILE", help="write the result as JSON ('-' for stdout)")

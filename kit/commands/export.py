@@ -14,8 +14,16 @@ _BW_UNITS = {"Bps": 1.0, "kBps": 1e3, "KBps": 1e3, "MBps": 1e6, "GBps": 1e9, "Ki
              "Mbps": 1e6 / 8, "Gbps": 1e9 / 8}
 
 
-def parse_quantity(text: str, units: dict[str, float], option: str) -> float:
-    """``10us`` / ``1.25GBps`` / ``10Gbps`` / plain SI number, SimGrid's unit names."""
+#: What a nominal route can be: 1 ns to 1 day; 1 B/s to 1 PB/s (beyond, SimGrid's factors
+#: overflow: a latency of 1e308 s wrote TCP-gamma:inf).
+LATENCY_RANGE = (1e-9, 86_400.0)
+BANDWIDTH_RANGE = (1.0, 1e15)
+
+
+def parse_quantity(text: str, units: dict[str, float], option: str,
+                   bounds: tuple[float, float]) -> float:
+    """``10us`` / ``1.25GBps`` / ``10Gbps`` / plain SI number, SimGrid's unit names, within
+    ``bounds`` (in seconds or bytes per second)."""
     m = re.fullmatch(r"\s*([0-9.]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
     if not m or (m.group(2) and m.group(2) not in units):
         raise UserError(f"cannot read '{text}'", where=f"option {option}",
@@ -23,6 +31,11 @@ def parse_quantity(text: str, units: dict[str, float], option: str) -> float:
     value = float(m.group(1)) * (units[m.group(2)] if m.group(2) else 1.0)
     if value <= 0:
         raise UserError(f"'{text}' must be positive", where=f"option {option}")
+    lo, hi = bounds
+    if not lo <= value <= hi:
+        raise UserError(f"'{text}' is out of range ({value:g}; from {lo:g} to {hi:g} is "
+                        "accepted)", where=f"option {option}",
+                        hint="give the nominal value of your platform's route")
     return value
 
 
@@ -36,7 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "plugin. Files: smpi-config.txt (--cfg= arguments for smpirun), smpi-config.xml "
         "(<config> block), platform.xml (the measured pair with that block), hostfile, "
         "simgrid-noise.json and simgrid-noise.tsv (read by libpt2pt_noise, see "
-        "'pt2pt simulate --noise'). A model that needs non-physical factors is refused.")
+        "'pt2pt simulate --noise'). The factors follow what 'pt2pt predict' prints, measured "
+        "sizes' own adjustments included. With --send/--recv the network carries the "
+        "ping-pong time minus smpi/os and smpi/or; a model whose overheads exceed it, or "
+        "that needs non-physical factors, is refused.")
     p.add_argument("model", type=Path, metavar="MODEL", help="ping-pong model JSON")
     p.add_argument("--simgrid", action="store_true", required=True,
                    help="export for SimGrid/SMPI (the only format so far)")
@@ -56,13 +72,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="write the option names this SimGrid reads (default: the installed "
                    "one, from smpirun --version; 3.32 uses smpi/lat-factor, 3.34+ "
                    "network/latency-factor)")
-    p.add_argument("--no-subtract-overheads", dest="subtract", action="store_false",
-                   help="keep the whole ping-pong time in the network factors even with "
-                   "--send/--recv (SMPI then adds smpi/os and smpi/or on top); by default "
-                   "they are taken out of the network time of eager messages")
     p.add_argument("--center", choices=("median", "curve"), default="median",
-                   help="line the factors follow: the model's median (pt2pt predict, "
-                   "default) or its regimes' central curves")
+                   help="what the factors follow: the model's median (pt2pt predict, "
+                   "measured sizes included; default) or its regimes' central curves "
+                   "(population noise)")
     p.set_defaults(func=run)
 
 
@@ -70,8 +83,10 @@ def run(args: argparse.Namespace) -> int:
     from kit.model.io import load_model, read_model
     from kit.outputs.export.simgrid import detect_version, export_simgrid
 
-    latency = parse_quantity(args.latency, _TIME_UNITS, "--latency") if args.latency else None
-    bandwidth = (parse_quantity(args.bandwidth, _BW_UNITS, "--bandwidth")
+    latency = parse_quantity(args.latency, _TIME_UNITS, "--latency",
+                                                LATENCY_RANGE) if args.latency else None
+    bandwidth = (parse_quantity(args.bandwidth, _BW_UNITS, "--bandwidth",
+                                BANDWIDTH_RANGE)
                  if args.bandwidth else None)
     fitted = read_model(args.model)
     model = fitted.model
@@ -80,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     isend = load_model(args.isend) if args.isend else None
     result = export_simgrid(model, latency=latency, bandwidth=bandwidth, send_model=send,
                             recv_model=recv, isend_model=isend, version=args.simgrid_version,
-                            center=args.center, subtract_overheads=args.subtract,
+                            center=args.center,
                             provenance=fitted.provenance)
     out = args.output or args.model.with_name(args.model.stem + "-simgrid")
     for path in result.write(out):

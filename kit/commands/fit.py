@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kit.core import argtypes
 from kit.core.errors import ModelError, UserError
 
 
@@ -35,13 +36,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "its noise is unknown, and the model file says so")
     parser.add_argument("--breakpoints", metavar="B1,B2,..",
                         help="fix the regime boundaries (bytes) instead of searching them")
-    parser.add_argument("--max-regimes", type=int, default=6, metavar="N",
+    parser.add_argument("--max-regimes", type=argtypes.regimes, default=6, metavar="N",
                         help="most regimes the search may use (default 6)")
-    parser.add_argument("--min-support", type=int, default=None, metavar="N",
+    parser.add_argument("--min-support", type=argtypes.support, default=None, metavar="N",
                         help="fewest samples per regime (default: max(20, 1%% of samples))")
     parser.add_argument("--no-overlap", action="store_true", help="sharp boundaries only")
     parser.add_argument("--no-mixture", action="store_true", help="no two-band regimes")
-    parser.add_argument("--seed", type=int, default=0, help="random state for subsampling/EM")
+    parser.add_argument("--seed", type=argtypes.seed, default=0,
+                        help="random state for subsampling/EM")
     parser.add_argument("--keep-disturbed", action="store_true",
                         help="fit disturbed windows and runs too (default: run quality "
                         "excludes them; see docs/architecture.md 'Run quality')")
@@ -49,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="skip the bootstrap intervals on breakpoints, parameters and noise")
     parser.add_argument("--no-validate", action="store_true",
                         help="skip the held-out comparison with the honest baselines")
-    parser.add_argument("--max-samples", type=int, default=None, metavar="N",
+    parser.add_argument("--max-samples", type=argtypes.sample_cap, default=None, metavar="N",
                         help="fit a series of more than N raw rows on a uniform, "
                         "deterministic subsample of about N rows, read while streaming, so "
                         "memory stays bounded (default 4000000; 0: every row)")
@@ -57,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="fit every series of the dataset (those matching --series, if "
                         "given) in parallel, one model per series into the folder -o names; "
                         "one series' failure is reported and the others' models are kept")
-    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+    parser.add_argument("--jobs", type=argtypes.jobs, default=None, metavar="N",
                         help="with --all: processes fitting at once (default: all cores)")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="MODEL.json",
                         help="where to write the model (with --all: a folder, one "

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kit.core import argtypes
 from kit.core.errors import UserError
 
 
@@ -25,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--breakpoints", metavar="B1,B2,..",
                    help="size ranges (bytes); default: the pingpong series' regimes")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the parameters as JSON")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--seed", type=argtypes.seed, default=0, help="bootstrap seed (default 0)")
     p.set_defaults(func=run)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kit.core import argtypes
 from kit.core.errors import UserError
 
 
@@ -60,8 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--sizes-file", type=Path, metavar="F",
                        help="file with sizes, one per line or comma-separated")
         if name == "sample":
-            p.add_argument("-n", type=int, default=1, metavar="N", help="draws per size")
-            p.add_argument("--seed", type=int, default=None, help="random seed")
+            p.add_argument("-n", type=argtypes.draws, default=1, metavar="N", help="draws per size")
+            p.add_argument("--seed", type=argtypes.seed, default=None, help="random seed")
             p.set_defaults(func=run_sample)
         else:
             p.set_defaults(func=run_predict)

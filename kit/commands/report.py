@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kit.core import argtypes
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -23,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="for a dataset: only series matching these keys")
     p.add_argument("--no-validate", action="store_true",
                    help="for a dataset: skip the held-out validation (faster)")
-    p.add_argument("--seed", type=int, default=0, help="seed of fits, splits and draws")
+    p.add_argument("--seed", type=argtypes.seed, default=0, help="seed of fits, splits and draws")
     p.set_defaults(func=run)
 
 

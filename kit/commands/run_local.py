@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kit.core import argtypes
 from kit.core.errors import UserError
-from kit.measure.campaign.collect import collect, format_report
+from kit.data.collect import collect, format_report
 from kit.measure.campaign.plan import plan_campaign
 from kit.measure.campaign.runlocal import run_local_with_progress
 
@@ -25,8 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dataset", type=Path, metavar="D",
                         help="collect the outputs into this dataset afterwards")
     parser.add_argument("--rerun", action="store_true", help="run finished jobs again")
-    parser.add_argument("--wait-idle", nargs="?", type=float, const=10.0, default=0.0,
-                        metavar="MINUTES",
+    parser.add_argument("--wait-idle", nargs="?", type=argtypes.wait_minutes, const=10.0,
+                        default=0.0, metavar="MINUTES",
                         help="when the load average says the machine is busy, wait up to "
                         "MINUTES (default 10) for it to drop before measuring; without it the "
                         "jobs run at once and a warning says the timings include the load")

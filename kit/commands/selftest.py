@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kit.measure.campaign.selftest import EXPECTED_BPS, SHAPE, TOLERANCE, run_selftest
+from kit.core import argtypes
+from kit.outputs.selftest import EXPECTED_BPS, SHAPE, TOLERANCE, run_selftest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"submit and collect, fit the large-message bandwidth (sizes >= 4 MiB), print it "
         f"against the expected 0.956 x 125 MB/s = {EXPECTED_BPS / 1e6:.1f} MB/s, tear the "
         f"cluster down, and exit 1 when outside +-{TOLERANCE:.0%}. Needs root.")
-    parser.add_argument("--samples", type=int, default=12,
+    parser.add_argument("--samples", type=argtypes.repetitions, default=12,
                         help="repetitions of each size 4, 6, 8, 12, 16 MiB (default 12); the "
                         "fastest quarter of each size is fitted")
     parser.add_argument("--work-dir", type=Path, metavar="DIR",

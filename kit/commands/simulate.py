@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from kit.core import argtypes
 from kit.core.errors import UserError
 
 
@@ -23,10 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("model", type=Path, metavar="MODEL", help="ping-pong model JSON")
     p.add_argument("--noise", action="store_true",
                    help="draw every message's factors from the model's noise (plugin)")
-    p.add_argument("--reps", type=int, metavar="N",
+    p.add_argument("--reps", type=argtypes.repetitions, metavar="N",
                    help="ping-pongs per size (default 3, 2500 with --noise: the p95 of a "
                    "heavy tail needs thousands of messages to be known within a few per cent)")
-    p.add_argument("--seed", type=int, default=1, help="noise plugin / hold-out seed")
+    p.add_argument("--seed", type=argtypes.seed, default=1, help="noise plugin / hold-out seed")
     p.add_argument("--simgrid-version", metavar="X.Y",
                    help="option names to write (default: the installed SimGrid's)")
     p.add_argument("--send", type=Path, metavar="MODEL", help="MPI_Send model -> smpi/os")

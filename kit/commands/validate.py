@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kit.core import argtypes
 from kit.core.errors import ModelError
 from kit.fit.validate import SPLIT_METHODS
 
@@ -40,9 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split", choices=SPLIT_METHODS, default="repetition",
                    help="held-out samples: a share of every size's repetitions (default), a "
                    "random share of all samples, or whole runs")
-    p.add_argument("--test-fraction", type=float, default=0.3, metavar="F",
+    p.add_argument("--test-fraction", type=argtypes.fraction, default=0.3, metavar="F",
                    help="share held out (default 0.3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split and draws (default 0)")
+    p.add_argument("--seed", type=argtypes.seed, default=0,
+                   help="seed of the split and draws (default 0)")
     p.add_argument("-o", "--output", type=Path, metavar="MODEL_JSON",
                    help="write the model with its validation here (default for a model file: "
                    "update it in place)")

@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 def _init_worker() -> None:
     """Each worker: one BLAS thread (the cores are shared among the workers) and no bars."""
     from kit.core import progress
-    from kit.model.blas import limit_blas_threads
+    from kit.core.blas import limit_blas_threads
 
     progress.set_quiet(True)
     limit_blas_threads()

@@ -161,7 +161,7 @@ def _fill_placement(table: pl.DataFrame) -> pl.DataFrame:
     missing = table["placement"].is_null()
     if not missing.any():
         return table
-    from kit.measure.placement import resolve
+    from kit.data.placement import resolve
 
     found = [resolve((hosts or "").split(",")) if gone else None
              for hosts, gone in zip(table["hosts"].to_list(), missing.to_list(), strict=True)]

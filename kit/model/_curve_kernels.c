@@ -10,7 +10,8 @@
  *
  * The Huber fit is the same algorithm, step for step, as families._huber_linear_numpy (the
  * reference the tests hold it to, and the fallback where this is not built): the same
- * active set, curvatures, halving line search and stopping rules; its sums run in index
+ * active set, curvatures, halving line search, restart of a stalled fit and stopping rules;
+ * its sums run in index
  * order, where numpy's matrix products use BLAS's order, so results agree to rounding. The
  * between-size variance takes the order statistics and the root search's grid numpy takes
  * (segmentation.between_size_variance and robust_tau2), so its values are numpy's bit for bit.
@@ -151,19 +152,46 @@ static int solve_free(const double h[2][2], const double g[2], const int free_[2
     return 1;
 }
 
-enum { DONE = 0, HAND_OVER = 1 };
+/* families._restart: where a stalled fit goes on from. p with the first parameter that the
+ * gradient pushes towards its bound put on it, where that lowers the cost; else the steepest
+ * descent step scaled by the curvature's diagonal (descend). 0: neither lowers the cost. */
+static int restart(const Problem *pb, double p[2], const double grad[2], const double diag[2],
+                   double *cost, double *work) {
+    for (int j = 0; j < 2; j++) {
+        if (p[j] > LO[j] && grad[j] > 0) {
+            double q[2] = {p[0], p[1]};
+            q[j] = LO[j];
+            double c = residuals(pb, q, NULL, NULL, work);
+            if (c < *cost) {
+                p[0] = q[0];
+                p[1] = q[1];
+                *cost = c;
+                return 1;
+            }
+        }
+    }
+    double d[2], trial[2], c, t;
+    for (int j = 0; j < 2; j++)
+        d[j] = diag[j] > 0 ? -grad[j] / diag[j] : 0.0;
+    if (!descend(pb, p, d, *cost, grad, work, trial, &c, &t) || !(c < *cost))
+        return 0;
+    p[0] = trial[0];
+    p[1] = trial[1];
+    *cost = c;
+    return 1;
+}
 
-/* families._huber_linear_numpy's loop. p: start (clipped here), on return the answer, or
- * with HAND_OVER the point scipy's trust region takes over from; *cost_out: the cost at p. */
-static int huber_linear_loop(const Problem *pb, double p[2], int max_iter, double *r,
-                             double *f, double *work, double *cost_out) {
+/* families._huber_linear_numpy's loop. p: start (clipped here), on return the answer;
+ * *cost_out: the cost at p. */
+static void huber_linear_loop(const Problem *pb, double p[2], int max_iter, double *r,
+                              double *f, double *work, double *cost_out) {
     Py_ssize_t n = pb->n;
     double fs = pb->f_scale;
     const double zero[2] = {0.0, 0.0};
     clip(p, zero, 0.0, p);
     double cost = residuals(pb, p, r, f, work);
     double exact = EXACT * (double)n;
-    int status = DONE;
+    int stalled = 0;
     for (int it = 0; it < max_iter; it++) {
         /* gradient J'(w r) and the two curvatures J' diag(c) J (c: inside, IRLS weight) */
         double grad[2] = {0.0, 0.0};
@@ -188,6 +216,14 @@ static int huber_linear_loop(const Problem *pb, double p[2], int max_iter, doubl
         }
         hin[1][0] = hin[0][1];
         hwt[1][0] = hwt[0][1];
+        if (stalled) {
+            const double diag[2] = {hwt[0][0], hwt[1][1]};
+            if (!restart(pb, p, grad, diag, &cost, work))
+                break;
+            residuals(pb, p, r, f, work);
+            stalled = 0;
+            continue;
+        }
         int free_[2];
         for (int j = 0; j < 2; j++)
             free_[j] = !((p[j] <= LO[j] + 1e-15) && (grad[j] > 0));
@@ -203,7 +239,7 @@ static int huber_linear_loop(const Problem *pb, double p[2], int max_iter, doubl
             double promise = -(grad[0] * d[0] + grad[1] * d[1]);
             if (fabs(promise) <= ROUNDING * cost + exact && n_steps == 0) {
                 *cost_out = cost;
-                return DONE;
+                return;
             }
             if (!(promise > 0))
                 continue;
@@ -223,9 +259,11 @@ static int huber_linear_loop(const Problem *pb, double p[2], int max_iter, doubl
                     break;
             }
         }
-        if (n_steps == 0) {
-            *cost_out = cost;
-            return 0 <= promised && promised <= STALLED * cost + exact ? DONE : HAND_OVER;
+        if (n_steps == 0) {  /* no direction lowers the cost */
+            if (0 <= promised && promised <= STALLED * cost + exact)
+                break;  /* converged */
+            stalled = 1;
+            continue;
         }
         double moved[2] = {fabs(best[0] - p[0]), fabs(best[1] - p[1])};
         int bound = (best[0] <= LO[0] && p[0] > LO[0]) || (best[1] <= LO[1] && p[1] > LO[1]);
@@ -235,13 +273,14 @@ static int huber_linear_loop(const Problem *pb, double p[2], int max_iter, doubl
         cost = best_c;
         if (!bound && moved[0] <= 1e-10 * (1.0 + fabs(p[0]))
             && moved[1] <= 1e-10 * (1.0 + fabs(p[1]))) {
-            if (best_t < 1.0 && best_promise > STALLED * cost + exact)
-                status = HAND_OVER;
+            if (best_t < 1.0 && best_promise > STALLED * cost + exact) {
+                stalled = 1;
+                continue;
+            }
             break;
         }
     }
     *cost_out = cost;
-    return status;
 }
 
 static PyObject *huber_linear(PyObject *self, PyObject *args) {
@@ -270,11 +309,10 @@ static PyObject *huber_linear(PyObject *self, PyObject *args) {
         goto done;
     }
     double p[2] = {a0, b0}, cost = NAN;
-    int status;
     Py_BEGIN_ALLOW_THREADS
-    status = huber_linear_loop(&pb, p, max_iter, mem, mem + pb.n, mem + 2 * pb.n, &cost);
+    huber_linear_loop(&pb, p, max_iter, mem, mem + pb.n, mem + 2 * pb.n, &cost);
     Py_END_ALLOW_THREADS
-    out = Py_BuildValue("(ddid)", p[0], p[1], status, cost);
+    out = Py_BuildValue("(ddd)", p[0], p[1], cost);
 done:
     PyMem_Free(mem);
     PyBuffer_Release(&bs);
@@ -493,7 +531,7 @@ done:
 static PyMethodDef methods[] = {
     {"huber_linear", huber_linear, METH_VARARGS,
      "huber_linear(s, y, sw, f_scale, a0, b0, scale_a, scale_b, max_iter) -> "
-     "(a, b, status, cost): status 0 done, 1 hand over to scipy from (a, b) at cost."},
+     "(a, b, cost): the answer and its Huber cost."},
     {"robust_tau2", robust_tau2, METH_VARARGS,
      "robust_tau2(d, v, infl) -> segmentation.robust_tau2's value, or None (non-finite input)."},
     {"between_size", between_size, METH_VARARGS,

@@ -18,8 +18,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 
+from kit.core.blas import one_blas_thread
 from kit.core.errors import ModelError
-from kit.model.blas import one_blas_thread
 from kit.model.families import FAMILIES, N_PARAMS, aic_from_rss, evaluate, fit_family
 from kit.model.memo import ContentMemo, clear_all, content_rng
 from kit.model.mixture import (
@@ -617,6 +617,32 @@ class RegimeModel(BaseEstimator):
                 ps, sizes=empty, n=np.zeros(0, dtype=np.int64), loc=empty, share=empty,
                 loc_slow=empty, shape=np.zeros((0, ps.shape.shape[1])))
         return view
+
+    def unmeasured(self) -> RegimeModel:
+        """A view predicting every size as a size that was never measured.
+
+        What ``predict`` says between the stored sizes (their neighbours' kernel-mean shift,
+        the remaining between-size spread integrated out), at every size: a smooth curve.
+        The SimGrid export follows it with its factor lines and adds the stored sizes'
+        own adjustments as one-byte entries (kit/outputs/export/persize.py).
+        """
+        import copy
+        import dataclasses
+
+        self._check_fitted()
+        view = copy.copy(self)
+        ps = getattr(self, "per_size_", None)
+        if ps is not None and ps.estimated:
+            view.per_size_ = dataclasses.replace(ps, own=False)
+        return view
+
+    def stored_sizes(self) -> NDArray:
+        """The sizes with adjustments of their own (empty without a per-size layer)."""
+        self._check_fitted()
+        ps = getattr(self, "per_size_", None)
+        if ps is None or not ps.estimated or not ps.own:
+            return np.zeros(0)
+        return np.asarray(ps.sizes, dtype=np.float64)
 
     def predict(self, size: ArrayLike) -> NDArray:
         """Median time (s) of the predictive distribution at each size."""

@@ -187,19 +187,14 @@ def _huber_linear(s: Array, y: Array, sw: Array, f_scale: float, p0: Array,
                   scale_a: float, scale_b: float, max_iter: int = 100) -> Array:
     """Huber fit of ln(a·scale_a + b·scale_b·s) to ``y`` with a >= 1e-12, b >= 0: the
     compiled loop (``_curve_kernels.c``, the same steps as :func:`_huber_linear_numpy`,
-    without a dozen numpy calls per step on ~60 values), else that reference. Where the
-    loop stalls, scipy takes over from where it stopped, as in the reference."""
+    without a dozen numpy calls per step on ~60 values), else that reference."""
     if _curves is None:
         return _huber_linear_numpy(s, y, sw, f_scale, p0, scale_a, scale_b, max_iter)
     s, y, sw = (np.ascontiguousarray(v, dtype=np.float64) for v in (s, y, sw))
     p0 = np.asarray(p0, dtype=np.float64)
-    a, b, status, cost = _curves.huber_linear(s, y, sw, float(f_scale), float(p0[0]),
-                                              float(p0[1]), float(scale_a), float(scale_b),
-                                              int(max_iter))
-    p = np.array([a, b])
-    if status == 0:
-        return p
-    return _scipy_linear(p, _linear_resid(s, y, sw, scale_a, scale_b), f_scale, cost)
+    a, b, _ = _curves.huber_linear(s, y, sw, float(f_scale), float(p0[0]), float(p0[1]),
+                                   float(scale_a), float(scale_b), int(max_iter))
+    return np.array([a, b])
 
 
 def _linear_resid(s: Array, y: Array, sw: Array, scale_a: float, scale_b: float
@@ -230,12 +225,22 @@ def _huber_linear_numpy(s: Array, y: Array, sw: Array, f_scale: float, p0: Array
     cost = _huber_cost(r, f_scale)
     # residuals of 1e-14 in ln time (a fit exact to double precision) promise nothing more
     exact = _EXACT * len(s)
+    stalled = False
     for _ in range(max_iter):
         jac = np.stack([scale_a / f, scale_b * s / f], axis=1) * sw[:, None]
         ar = np.abs(r)
         inside = ar <= f_scale
         wt = np.where(inside, 1.0, f_scale / np.maximum(ar, 1e-300))
         grad = jac.T @ (wt * r)
+        if stalled:  # see _restart
+            restart = _restart(p, grad, (jac * jac * wt[:, None]).sum(axis=0), cost,
+                               lambda q: _huber_cost(resid(q)[0], f_scale))
+            if restart is None:
+                return p
+            p, cost = restart
+            r, f = resid(p)
+            stalled = False
+            continue
         free = ~((p <= _LINEAR_LO + 1e-15) & (grad > 0))  # at a bound, pushed outwards
         if not free.any():
             break
@@ -267,7 +272,8 @@ def _huber_linear_numpy(s: Array, y: Array, sw: Array, f_scale: float, p0: Array
         if not steps:  # no direction lowers the cost
             if 0 <= promised <= _STALLED * cost + exact:
                 return p  # converged: nothing left to gain but rounding
-            return _scipy_linear(p, resid, f_scale, cost)  # stalled, or no direction
+            stalled = True  # or no direction at all: the next iteration restarts
+            continue
         trial, cost_new, t, promise = min(steps, key=lambda st: st[1])
         r_new, f_new = resid(trial)
         moved = np.abs(trial - p)
@@ -280,8 +286,9 @@ def _huber_linear_numpy(s: Array, y: Array, sw: Array, f_scale: float, p0: Array
                 # Stalled, not converged: every direction's step had to shrink to almost
                 # nothing (a parameter next to its bound heads for it, and the other's
                 # share of the step is wrong without it). Rare (series of a few sizes, a
-                # latency near zero); scipy's bounded trust region takes over from here.
-                return _scipy_linear(p, resid, f_scale, cost)
+                # latency near zero): the next iteration restarts (_restart).
+                stalled = True
+                continue
             break
     return p
 
@@ -295,19 +302,6 @@ _STALLED = 1e-12
 #: Cost per residual of a fit exact to double precision (residuals of 1e-14 in ln time).
 _EXACT = 1e-28
 _EPS = float(np.finfo(float).eps)
-
-
-def _scipy_linear(p: Array, resid: Callable[[Array], tuple[Array, Array]], f_scale: float,
-                  cost: float) -> Array:
-    """scipy's bounded Huber least squares from ``p``; ``p`` where it does no better."""
-    from scipy.optimize import least_squares
-
-    with np.errstate(all="ignore"):
-        out = least_squares(lambda q: resid(q)[0], p, loss="huber", f_scale=f_scale,
-                            bounds=(_LINEAR_LO, np.inf), xtol=1e-12, ftol=1e-12, gtol=1e-12)
-    q = np.maximum(np.asarray(out.x, dtype=float), _LINEAR_LO)
-    c = _huber_cost(resid(q)[0], f_scale)
-    return q if np.isfinite(c) and c < cost else p
 
 
 def _descend(p: Array, d: Array, cost: float, grad: Array, cost_of: Callable[[Array], float]
@@ -334,6 +328,30 @@ def _descend(p: Array, d: Array, cost: float, grad: Array, cost_of: Callable[[Ar
             return trial, c, t
         t *= 0.5
     return None
+
+
+def _restart(p: Array, grad: Array, diag: Array, cost: float,
+             cost_of: Callable[[Array], float]) -> tuple[Array, float] | None:
+    """Where a stalled fit goes on from: ``p`` with the first parameter that the gradient
+    pushes towards its bound put on it, where that lowers the cost; else the steepest descent
+    step scaled by the curvature's diagonal ``diag`` (halved until it lowers the cost).
+    None where neither lowers it: nothing left to gain.
+
+    A fit stalls next to a bound (a latency near zero: the Newton step heads for the bound
+    and the other parameter's share of it is wrong once the step is clipped there), and
+    where no curvature has an inverse (every median at one size)."""
+    for j in range(2):
+        if p[j] > _LINEAR_LO[j] and grad[j] > 0:
+            q = p.copy()
+            q[j] = _LINEAR_LO[j]
+            c = cost_of(q)
+            if c < cost:
+                return q, c
+    d = np.where(diag > 0, -grad / np.where(diag > 0, diag, 1.0), 0.0)
+    step = _descend(p, d, cost, grad, cost_of)
+    if step is None or not step[1] < cost:
+        return None
+    return step[0], step[1]
 
 
 def _hit_bound(p: Array, trial: Array) -> bool:

@@ -124,9 +124,13 @@ class PerSize:
     #: (len(sizes), len(SHAPE_LEVELS)) ln shift of the predictive quantile at each level
     #: (empty: no shape adjustment), on top of the location and share adjustments.
     shape: NDArray = field(default_factory=lambda: np.zeros((0, len(SHAPE_LEVELS))))
+    #: False in a view that predicts every size as one never measured (the stored sizes
+    #: still inform the kernel mean of their neighbours): not serialised.
+    own: bool = True
 
     def has_shape(self) -> bool:
-        return self.estimated and len(self.sizes) > 0 and self.shape.shape[0] == len(self.sizes)
+        return (self.estimated and self.own and len(self.sizes) > 0
+                and self.shape.shape[0] == len(self.sizes))
 
     def warp_map(self, idx: NDArray, base_knots: NDArray, z: NDArray,
                  inverse: bool = False) -> NDArray:
@@ -158,7 +162,7 @@ class PerSize:
     def lookup(self, size: NDArray) -> NDArray:
         """Index into ``sizes`` of each size, -1 where not stored."""
         s = np.asarray(size, dtype=float)
-        if not self.estimated or len(self.sizes) == 0:
+        if not self.estimated or not self.own or len(self.sizes) == 0:
             return np.full(len(s), -1, dtype=np.int64)
         i = np.clip(np.searchsorted(self.sizes, s), 0, len(self.sizes) - 1)
         return np.where(self.sizes[i] == s, i, -1).astype(np.int64)

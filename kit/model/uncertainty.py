@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from kit.model.blas import one_blas_thread
+from kit.core.blas import one_blas_thread
 from kit.model.families import evaluate, fit_family, ln_evaluate
 from kit.model.outliers import group_order
 from kit.model.resampled_bins import Counts, RegimeBins, running_sum, weighted_quantiles

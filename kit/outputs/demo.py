@@ -242,7 +242,7 @@ def export_all(results: list[SeriesResult], out: Path,
     is not exported; the reason goes to ``notes`` so the summary says so instead of staying silent.
     """
     from kit.model.io import load_model
-    from kit.outputs.export.simgrid import export_simgrid
+    from kit.outputs.export.simgrid import OverheadsExceed, export_simgrid
 
     written: list[Path] = []
     by_transport: dict[tuple[str, str], dict[str, Path]] = {}
@@ -257,18 +257,20 @@ def export_all(results: list[SeriesResult], out: Path,
         recv = load_model(ops["recv"]) if "recv" in ops else None
         pingpong = load_model(ops["pingpong"])
         try:
-            exp = export_simgrid(pingpong, send_model=send, recv_model=recv)
-        except ModelError:
-            # Send/recv durations that exceed the ping-pong (shared memory: MPI_Send does the
-            # copy) leave no network time to subtract: keep the whole time in the network.
             try:
-                exp = export_simgrid(pingpong, send_model=send, recv_model=recv,
-                                     subtract_overheads=False)
-            except ModelError as err:
+                exp = export_simgrid(pingpong, send_model=send, recv_model=recv)
+            except OverheadsExceed as err:
+                # Send/recv durations that exceed the ping-pong (shared memory: MPI_Send does
+                # the copy) leave no network time: export the ping-pong alone, and say so.
+                exp = export_simgrid(pingpong)
                 if notes is not None:
-                    notes.append(f"SimGrid export of {transport}/{tool} refused: "
-                                 f"{err.paragraph()}")
-                continue
+                    notes.append(f"SimGrid export of {transport}/{tool}: send/recv models not "
+                                 f"exported ({err.message}); the network factors carry the "
+                                 "whole one-way time, no smpi/os or smpi/or written")
+        except ModelError as err:
+            if notes is not None:
+                notes.append(f"SimGrid export of {transport}/{tool} refused: {err.paragraph()}")
+            continue
         written.extend(p for p in exp.write(out / f"{transport}-{tool}")
                        if p.name == "smpi-config.txt")
     return written
@@ -499,7 +501,7 @@ def run_demo(out: Path, *, campaign: Path = DEFAULT_CAMPAIGN, quick: bool = Fals
     to drop (0: measure at once, with a warning).
     """
     from kit.core.paths import probe_binary
-    from kit.measure.campaign.collect import collect, format_report
+    from kit.data.collect import collect, format_report
     from kit.measure.campaign.plan import plan_campaign
     from kit.measure.campaign.runlocal import run_local_with_progress
 

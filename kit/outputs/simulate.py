@@ -6,9 +6,10 @@ ping-pong (kit/outputs/export/smpi/pingpong.c, with ``smpicc``) and the noise pl
 installed SimGrid, runs ``smpirun`` on the measured pair's platform and compares what
 SimGrid computes with what the model says:
 
-* :func:`simulate_model`: at 1 B, 1 KiB, 64 KiB, 1 MiB and the middle of every regime,
-  the simulated median one-way time over the model's median (``pt2pt predict``), and with
-  the noise plugin the simulated p05/p95 over the model's.
+* :func:`simulate_model`: at 1 B, 1 KiB, 64 KiB, 1 MiB, 4 MiB, the middle of every regime
+  and the measured sizes on both sides of every break, the simulated median one-way time
+  over ``pt2pt predict``'s median (measured sizes' own adjustments included: the export
+  carries them), and with the noise plugin the simulated p05/p95 over predict's.
 * :func:`simulate_against`: the loop back to reality. The model's settings are refitted on
   a training split of the measured series, the held-out samples' plan (their sizes, in
   their order) is simulated with noise, and the simulated times are compared with the
@@ -38,8 +39,10 @@ from kit.core.errors import UserError
 from kit.outputs.export.simgrid import HOSTS, SimgridExport, export_simgrid
 
 SMPI_SRC = Path(__file__).parent / "export" / "smpi"
-#: The sizes the issue's targets name; the middle of each regime is added.
-CHECK_SIZES = ((1, "1 B"), (1024, "1 KiB"), (65536, "64 KiB"), (1048576, "1 MiB"))
+#: Fixed check sizes; the middle of each regime and the measured sizes next to each break
+#: are added (:func:`check_sizes`).
+CHECK_SIZES = ((1, "1 B"), (1024, "1 KiB"), (65536, "64 KiB"), (1048576, "1 MiB"),
+               (4194304, "4 MiB"))
 #: smpirun options the loop adds: no benchmarking of the program's own CPU time (it would
 #: add host-dependent time between MPI calls), warnings only.
 RUN_CFG = ("--cfg=smpi/simulate-computation:no", "--log=root.thres:warning")
@@ -169,7 +172,10 @@ def run_pingpong(export: SimgridExport, sizes: list[int], reps: int, *, noise: b
     smpirun = _need("smpirun", "libsimgrid-dev")
     with tempfile.TemporaryDirectory(prefix="pt2pt-sim-", dir=workdir) as tmp:
         d = Path(tmp)
-        (d / "platform.xml").write_text(export.platform_xml(with_config=False))
+        # The factor strings go in the platform's <config> (one --cfg argument may not
+        # exceed 128 KiB, and measured sizes add two entries each); with noise, the plugin
+        # sets the factors and the strings must be absent.
+        (d / "platform.xml").write_text(export.platform_xml(with_config=not noise))
         (d / "hostfile").write_text("\n".join(HOSTS) + "\n")
         (d / "sizes.txt").write_text("\n".join(str(int(s)) for s in sizes) + "\n")
         (d / "noise.tsv").write_text(export.noise_table)
@@ -179,7 +185,7 @@ def run_pingpong(export: SimgridExport, sizes: list[int], reps: int, *, noise: b
             cmd += ["-wrapper", f"env LD_PRELOAD={plugin} PT2PT_SIMGRID_NOISE={d / 'noise.tsv'} "
                     f"PT2PT_SIMGRID_SEED={seed}"]
         cmd += ["-platform", str(d / "platform.xml"), "-hostfile", str(d / "hostfile"),
-                "-np", "2", *export.cfg_args(factors=not noise), *RUN_CFG,
+                "-np", "2", *(export.cfg_args(factors=False) if noise else []), *RUN_CFG,
                 str(binary), str(d / "sizes.txt"), str(reps)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800,
                               cwd=d)
@@ -198,12 +204,20 @@ def run_pingpong(export: SimgridExport, sizes: list[int], reps: int, *, noise: b
 
 
 def check_sizes(model: Any) -> list[tuple[int, str]]:
-    """1 B, 1 KiB, 64 KiB, 1 MiB and the (geometric) middle of every regime."""
-    out = list(CHECK_SIZES)
+    """1 B ... 4 MiB, the (geometric) middle of every regime, and the measured sizes
+    (with adjustments of their own) closest to each break on either side."""
+    out = dict((s, label) for s, label in CHECK_SIZES)
     for k, r in enumerate(model.regimes_):
         mid = round(float(np.sqrt(max(float(r.size_min), 1.0) * max(float(r.size_max), 1.0))))
-        out.append((mid, f"regime {k + 1} mid"))
-    return sorted(out)
+        out.setdefault(mid, f"regime {k + 1} mid")
+    stored = model.stored_sizes() if hasattr(model, "stored_sizes") else np.zeros(0)
+    for k, bp in enumerate(getattr(model, "breakpoints_", [])):
+        below, above = stored[stored < bp], stored[stored >= bp]
+        if below.size:
+            out.setdefault(int(below.max()), f"below break {k + 1}")
+        if above.size:
+            out.setdefault(int(above.min()), f"above break {k + 1}")
+    return sorted(out.items())
 
 
 def _size_range(model: Any) -> tuple[float, float]:
@@ -215,10 +229,6 @@ def simulate_model(model: Any, *, noise: bool = False, reps: int | None = None, 
                    recv_model: Any = None, export_dir: Path | None = None) -> Report:
     """Simulate the check sizes and compare with the model (median; p05/p95 with noise)."""
     reps = reps or (2500 if noise else 3)
-    per_size = getattr(model, "per_size_", None)
-    has_per_size = per_size is not None and per_size.estimated and len(per_size.sizes) > 0
-    if hasattr(model, "population"):
-        model = model.population()  # what the export carries: see export_simgrid
     export = export_simgrid(model, version=version, center="median", send_model=send_model,
                             recv_model=recv_model)
     if export_dir is not None:
@@ -245,7 +255,8 @@ def simulate_model(model: Any, *, noise: bool = False, reps: int | None = None, 
         points.append(p)
     v = export.version
     notes = ["ratio = simulated / model; simulated = one-way time of each message under SMPI "
-             "(global clock), model = pt2pt predict (median, p05, p95 of the one-way time)"]
+             "(global clock), model = pt2pt predict (median, p05, p95 of the one-way time; "
+             "measured sizes with their own adjustments, which the export carries)"]
     if noise:
         notes.append(f"noise: libpt2pt_noise draws every message's factor from the export's "
                      f"per-segment quantile tables (seed {seed}); {2 * reps} messages per size")
@@ -254,10 +265,10 @@ def simulate_model(model: Any, *, noise: bool = False, reps: int | None = None, 
                      "10 % off while its level is right")
     if any(p.extrapolated for p in points):
         notes.append("sizes marked * lie outside the measured range: the model extrapolates")
-    if has_per_size:
-        notes.append("the model's per-size adjustments of measured sizes cannot be carried by "
-                     "SimGrid's smooth factors: compared with its population distribution "
-                     "(per-size spread folded in), which is what the export writes")
+    n_own = len(export.document.get("measured_sizes", []))
+    if n_own:
+        notes.append(f"{n_own} measured sizes exported with their own factors and noise table "
+                     "(one-byte entries); every other size follows predict's smooth curve")
     return Report(simgrid_version=f"{v[0]}.{v[1]}", noise=noise, reps=reps, points=points,
                   export_dir=str(export_dir) if export_dir else "",
                   statistic="median" + (", p05, p95" if noise else ""),
@@ -335,10 +346,8 @@ def simulate_against(model: Any, dataset: Path, *, series: dict[str, str] | None
     sim_size = np.concatenate([run["size"], run["size"]])
     sim_time = np.concatenate([run["fwd"], run["back"]])
     # The refitted model's own draws on the same plan: separates the model's error (model
-    # vs real) from what the export and SimGrid add (simulated vs model). Drawn from the
-    # population view, the distribution the export carries (no per-size adjustments).
-    exported = trained.population() if hasattr(trained, "population") else trained
-    draws = np.asarray(exported.sample(plan, 2, random_state=seed), dtype=np.float64)
+    # vs real) from what the export and SimGrid add (simulated vs model).
+    draws = np.asarray(trained.sample(plan, 2, random_state=seed), dtype=np.float64)
     model_size = np.repeat(plan, 2)
     model_time = draws.ravel()
     rows = []

@@ -318,7 +318,7 @@ static void sb_meta(struct sb *b, const struct meta *m)
         sb_printf(b, r ? ", " : "");
         sb_str(b, m->hosts[r]);
     }
-    /* cpus / sockets: flat lists in rank order, read by kit.measure.placement (null: unknown) */
+    /* cpus / sockets: flat lists in rank order, read by kit.data.placement (null: unknown) */
     for (int key = 0; key < 2; key++) {
         sb_printf(b, "],\n  \"%s\": [", key ? "sockets" : "cpus");
         for (int r = 0; r < m->nranks; r++) {

@@ -21,7 +21,8 @@ from kit.tools.base import Executable, JobParts, Sniff, Tool
 __all__ = ["REGISTRY", "Executable", "JobParts", "Tool", "get", "names", "plannable",
            "register", "sniffers", "template_source", "unregister"]
 
-_NOT_TOOLS = {"base", "binaries"}
+#: modules of this package that are not tools (what every tool shares)
+_NOT_TOOLS = {"base", "binaries", "jobrecord", "parsing", "records"}
 
 #: name -> tool, in listing order (Tool.order, then name).
 REGISTRY: dict[str, Tool] = {}

@@ -5,7 +5,7 @@ metrics); the kit does the same. A :class:`Tool` subclass in its own module unde
 ``kit/tools/`` holds, for one tool:
 
 * its **options schema**: the keys of its campaign ``tools:`` entry and their checks
-  (:meth:`Tool.options`, with :class:`kit.measure.campaign.checks.Checker`);
+  (:meth:`Tool.options`, with :class:`kit.core.checks.Checker`);
 * its **binary lookup** (:meth:`Tool.find`, :meth:`Tool.executables`);
 * its **command line** and **job template** (:meth:`Tool.job`, :meth:`Tool.command`;
   :attr:`Tool.template` names a file in ``jobs/templates``, or :attr:`Tool.fragment` is the
@@ -26,13 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kit.data.ingest.common import ParsedRun
-    from kit.measure.campaign.checks import Checker
-    from kit.measure.campaign.schema import ToolSpec
-    from kit.measure.campaign.yamlmarks import PathKey
+    from kit.core.checks import Checker
+    from kit.core.yamlmarks import PathKey
+    from kit.tools.parsing import ParsedRun
 
 #: A sniffer: (first lines of the file) -> this tool's output? It may also raise
-#: IngestError (a recognisable non-measurement file) or kit.data.ingest.sniff.Companion.
+#: IngestError (a recognisable non-measurement file) or kit.tools.parsing.Companion.
 Sniff = Callable[[Path, list[str]], bool]
 
 #: Where detection runs the generic check for help texts and error captures: sniffers
@@ -41,6 +40,17 @@ HELP_CHECK_ORDER = 40
 #: Default order of a tool's sniffer: after the built-in formats, before the probe's
 #: "a lone meta.json" rule (100).
 DEFAULT_SNIFF_ORDER = 95
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One campaign ``tools:`` entry (kit.measure.campaign.schema reads it); ``options``
+    holds the tool-specific, already validated settings."""
+
+    tool: str
+    options: dict[str, Any]
+    optional: bool = False
+    line: int = 0
 
 
 @dataclass(frozen=True)

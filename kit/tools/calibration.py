@@ -19,8 +19,8 @@ from pathlib import Path
 
 import polars as pl
 
-from kit.data.ingest.common import MAX_SIZE, MAX_TIME_S, ROW_COLUMNS, ParsedRun, fail, read_text
 from kit.tools.base import HELP_CHECK_ORDER, Tool
+from kit.tools.parsing import MAX_SIZE, MAX_TIME_S, ROW_COLUMNS, ParsedRun, fail, read_text
 
 _LINE = re.compile(r"^MPI_[A-Za-z]+,\d+,[-+0-9.eE]+,[-+0-9.eE]+$")
 _SUFFIX = re.compile(r"_(PingPong|Isend|Recv|Test|Iprobe|Wtime)\.csv$")

@@ -24,8 +24,8 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from kit.data.ingest.common import ParsedRun, Rows, fail, parse_size, parse_time, read_text
 from kit.tools.base import HELP_CHECK_ORDER, Tool
+from kit.tools.parsing import ParsedRun, Rows, fail, parse_size, parse_time, read_text
 
 _HEADER = re.compile(r"^#\s*LogP network performance data")
 _LATENCY = re.compile(r"^#\s*Latency\s*=\s*(\S+)")

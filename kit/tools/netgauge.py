@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from kit.data.ingest.common import US, ParsedRun, Rows, fail, parse_size, parse_time, read_text
 from kit.tools.base import HELP_CHECK_ORDER, Tool
+from kit.tools.parsing import US, ParsedRun, Rows, fail, parse_size, parse_time, read_text
 
 HEADER_START = "# size n PRTT(1,0,s)"
 _MAP = (("PRTT(1,0,s)", "pingpong", 0.5), ("o_s", "send", 1.0), ("o_r", "recv", 1.0),

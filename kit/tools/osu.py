@@ -17,7 +17,7 @@ OSU prints one aggregate per size, never single samples, so every row has a ``st
   both directions, so ``size/time`` is the aggregate bidirectional bandwidth.
 
 Start, end, hosts, Slurm job id, the forced transport variables and completeness come from the
-``job.json`` of the kit's job directory when the output sits in one (``kit.data.ingest.jobrecord``).
+``job.json`` of the kit's job directory when the output sits in one (``kit.tools.jobrecord``).
 Lines before the title (launcher warnings in a captured stdout) are ignored with a warning.
 Size-0 rows cannot be converted from bandwidth and are skipped (OSU never prints them).
 7.2 puts ``# Size`` before ``# Datatype``, 7.4 after, and 7.4 says "Avg Latency(us)": we read
@@ -31,15 +31,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kit.data.ingest.common import US, ParsedRun, Rows, fail, parse_size, parse_time, read_text
-from kit.data.ingest.jobrecord import apply_job_record, job_command
 from kit.tools import binaries
 from kit.tools.base import HELP_CHECK_ORDER, Executable, JobParts, Tool
+from kit.tools.jobrecord import apply_job_record, job_command
+from kit.tools.parsing import US, ParsedRun, Rows, fail, parse_size, parse_time, read_text
 
 if TYPE_CHECKING:
-    from kit.measure.campaign.checks import Checker
-    from kit.measure.campaign.schema import ToolSpec
-    from kit.measure.campaign.yamlmarks import PathKey
+    from kit.core.checks import Checker
+    from kit.core.yamlmarks import PathKey
+    from kit.tools.base import ToolSpec
 
 #: OSU 7.x's largest message size when ``-m`` is not given (osu_latency, osu_bw, osu_bibw).
 DEFAULT_MAX_SIZE = 1 << 22

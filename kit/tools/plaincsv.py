@@ -10,8 +10,8 @@ from pathlib import Path
 
 import polars as pl
 
-from kit.data.ingest.common import MAX_SIZE, MAX_TIME_S, ROW_COLUMNS, ParsedRun, fail
 from kit.tools.base import HELP_CHECK_ORDER, Tool
+from kit.tools.parsing import MAX_SIZE, MAX_TIME_S, ROW_COLUMNS, ParsedRun, fail
 
 HEADER = "size,duration"
 

@@ -53,9 +53,14 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from kit.core.checks import Checker, parse_size
 from kit.core.errors import IngestError
 from kit.core.paths import probe_binary
-from kit.data.ingest.common import (
+from kit.core.yamlmarks import PathKey
+from kit.tools import binaries
+from kit.tools.base import Executable, JobParts, Sniff, Tool
+from kit.tools.jobrecord import apply_job_record
+from kit.tools.parsing import (
     MAX_SIZE,
     MAX_TIME_S,
     ROW_COLUMNS,
@@ -63,14 +68,9 @@ from kit.data.ingest.common import (
     Frame,
     ParsedRun,
     fail,
+    transport_from_env,
 )
-from kit.data.ingest.jobrecord import apply_job_record
-from kit.data.ingest.records import PROBE_META_SCHEMA, problem, read_record
-from kit.measure.campaign.checks import Checker, parse_size
-from kit.measure.campaign.yamlmarks import PathKey
-from kit.measure.placement import META_CPUS, META_SOCKETS
-from kit.tools import binaries
-from kit.tools.base import Executable, JobParts, Sniff, Tool
+from kit.tools.records import PROBE_META_SCHEMA, problem, read_record
 
 _ROWS: ModuleType | None
 try:  # built by setup.py; without it every slice goes through Polars' CSV reader
@@ -79,8 +79,12 @@ except ImportError:
     _ROWS = None
 
 if TYPE_CHECKING:
-    from kit.measure.campaign.schema import ToolSpec
+    from kit.tools.base import ToolSpec
 
+#: Meta keys of each rank's CPU and socket, lists in rank order (ParsedRun.cpus/sockets, which
+#: kit.data.placement reads); absent in probes that do not record them.
+META_CPUS = "cpus"
+META_SOCKETS = "sockets"
 HEADER = "seq,op,size,count,time,call,warmup"
 HEADER_EXT = HEADER + ",pair,round"  # contention mode (--pairs)
 COLUMNS = HEADER.split(",")
@@ -500,38 +504,6 @@ def _int_list(value: Any) -> list[int]:
             isinstance(v, int) and not isinstance(v, bool) for v in value):
         return []
     return [int(v) for v in value]
-
-
-def transport_from_env(env: dict[str, str], hosts: list[str] | None = None) -> str | None:
-    """The transport selected by the MPI environment variables the probe recorded.
-
-    Both ranks on one host with a shared-memory component enabled means shared memory,
-    whatever network components are also listed (MPI prefers shared memory on-node).
-    """
-    low = {k: v.lower() for k, v in env.items()}
-    btl = low.get("OMPI_MCA_btl", "")
-    tls = low.get("UCX_TLS", "")
-    provider = low.get("FI_PROVIDER", "")
-    fabrics = low.get("I_MPI_FABRICS", "")
-    words = {w.strip("^ ") for v in (btl, tls, provider, fabrics) for w in v.replace(
-        ":", ",").split(",") if w.strip()}
-    if btl.startswith("^"):
-        words = set()
-    shm = {"self", "vader", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem"}
-    same_host = bool(hosts) and len(set(hosts or [])) == 1
-    if same_host and words & (shm - {"self"}):
-        return "shm"
-    for candidates, transport in (
-        ({"tcp", "sockets"}, "tcp"),
-        ({"rc", "ud", "dc", "rc_x", "ud_x", "dc_x", "rc_verbs", "ud_verbs", "openib", "verbs",
-          "mlx", "ib"}, "ib"),
-        ({"psm2", "opa"}, "opa"),
-    ):
-        if words & candidates:
-            return transport
-    if words and words <= shm:
-        return "shm"
-    return None
 
 
 # --- campaign: the options of a `- tool: probe` entry, the binary, the command ----------

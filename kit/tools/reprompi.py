@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.data.ingest.common import (
+from kit.tools.base import HELP_CHECK_ORDER, Tool
+from kit.tools.parsing import (
     ParsedRun,
     Rows,
     fail,
@@ -30,7 +31,6 @@ from kit.data.ingest.common import (
     parse_time,
     read_text,
 )
-from kit.tools.base import HELP_CHECK_ORDER, Tool
 
 _PINGPONG_CALLS = {"Send_Recv"}
 

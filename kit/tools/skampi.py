@@ -11,7 +11,7 @@ repetition as ``local_results[i] = µs``, one "starting measurement" block per r
 When ``<sko stem>_proc0000.log`` sits next to the ``.sko``, rank 0's values (rank 0 times the
 round trip) become raw rows of the same run: op ``pingpong``, stat ``raw``, time = value / 2.
 Run metadata (start, end, hosts, job id, forced variables, completeness) comes from the kit's
-``job.json`` beside the ``.sko`` when there is one (``kit.data.ingest.jobrecord``).
+``job.json`` beside the ``.sko`` when there is one (``kit.tools.jobrecord``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,12 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kit.data.ingest.common import (
+from kit.core.checks import ENV_NAME_RE
+from kit.core.errors import CampaignError
+from kit.tools import binaries
+from kit.tools.base import HELP_CHECK_ORDER, Executable, JobParts, Tool
+from kit.tools.jobrecord import apply_job_record
+from kit.tools.parsing import (
     US,
     Companion,
     ParsedRun,
@@ -31,16 +36,75 @@ from kit.data.ingest.common import (
     parse_time,
     read_text,
 )
-from kit.data.ingest.jobrecord import apply_job_record
-from kit.measure.campaign.checks import ENV_NAME_RE
-from kit.measure.campaign.render import read_text_template
-from kit.tools import binaries
-from kit.tools.base import HELP_CHECK_ORDER, Executable, JobParts, Tool
 
 if TYPE_CHECKING:
-    from kit.measure.campaign.checks import Checker
-    from kit.measure.campaign.schema import ToolSpec
-    from kit.measure.campaign.yamlmarks import PathKey
+    from kit.core.checks import Checker
+    from kit.core.yamlmarks import PathKey
+    from kit.tools.base import ToolSpec
+
+# A user's text template (a .ski file) comes from a campaign, i.e. from someone else: it is
+# never given to a template engine (Jinja2 would evaluate `{{ cycler.__init__.__globals__...}}`
+# and run code at plan time). The only constructs are a declared parameter, `{{ name }}`, and
+# a parameter with a literal fallback, `{{ name | default("8mb") }}`; anything else between
+# `{{ }}`, and every `{% %}` / `{# #}` tag, is refused with the file and line.
+_TAG = re.compile(r"\{\{(.*?)\}\}|\{%|%\}|\{#|#\}|\{\{|\}\}", re.S)
+_SUBST = re.compile(
+    r"""^\s*([A-Za-z_][A-Za-z0-9_]*)\s*"""
+    r"""(?:\|\s*default\s*\(\s*(?:"([^"\\{}]*)"|'([^'\\{}]*)')\s*\)\s*)?$""")
+MAX_TEXT_TEMPLATE_BYTES = 1 << 20
+
+
+def render_text_template(text: str, params: dict[str, str], source: str) -> str:
+    """Substitute the declared ``params`` into a user's text template (a .ski file).
+
+    Plain substitution, no template engine: see the comment above for the accepted forms.
+    """
+    if len(text) > MAX_TEXT_TEMPLATE_BYTES:
+        raise CampaignError(f"the template is larger than {MAX_TEXT_TEMPLATE_BYTES} bytes",
+                            where=source, hint="give a SkaMPI input file, not a data file")
+    out: list[str] = []
+    pos = 0
+    for match in _TAG.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        expr = match.group(1)
+        sub = _SUBST.match(expr) if expr is not None else None
+        if sub is None:
+            shown = match.group(0) if len(match.group(0)) <= 60 else match.group(0)[:57] + "..."
+            raise CampaignError(
+                f"unsupported template syntax {shown!r}", where=f"{source}:{line}",
+                hint="a .ski template may only use '{{ name }}' or "
+                     "'{{ name | default(\"value\") }}' with a name declared under 'params:' "
+                     "in the campaign; no expressions, filters, blocks or comments")
+        name, fallback = sub.group(1), sub.group(2) if sub.group(2) is not None else sub.group(3)
+        if name in params:
+            value = str(params[name])
+        elif fallback is not None:
+            value = fallback
+        else:
+            raise CampaignError(f"'{name}' is not a declared parameter", where=f"{source}:{line}",
+                                hint="define the variable under 'params:' in the campaign")
+        out.append(text[pos:match.start()])
+        out.append(value)
+        pos = match.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def read_text_template(path: Path, params: dict[str, str]) -> str:
+    """Read and render a user's text template file; unreadable or non-UTF-8 is a CampaignError."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_TEXT_TEMPLATE_BYTES + 1)
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        raise CampaignError(f"cannot read the template ({exc.strerror})", where=str(path),
+                            hint="check the 'ski:' path in the campaign") from None
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise CampaignError("the template is not UTF-8 text", where=f"{path}:{line}",
+                            hint="save the .ski file as UTF-8 text") from None
+    return render_text_template(text, params, str(path))
+
 
 _BEGIN = re.compile(r'^# begin result "([^"]*)"')
 _LOCAL = re.compile(r"^local_results\[(\d+)\]\s*=\s*(\S+)\s*$")

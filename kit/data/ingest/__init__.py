@@ -4,8 +4,8 @@ module under kit/tools (the registry kit.tools); :mod:`.sniff` asks them which o
 file; :mod:`.orchestrate` writes the dataset. The per-tool mapping (op, raw or aggregated,
 units) is documented in docs/ingest-formats.md and in each tool's module.
 
-The names below are imported on first use: the tools' modules import kit.data.ingest.common,
-so importing the orchestrator here would be a cycle.
+The names below are imported on first use: the orchestrator and detection load every tool's
+module (and Polars), which naming this package alone should not cost.
 """
 
 from __future__ import annotations

@@ -38,7 +38,9 @@ from kit import tools
 from kit.core.errors import IngestError, UserError
 from kit.data import dataset as ds
 from kit.data.ingest import sniff
-from kit.data.ingest.common import (
+from kit.data.placement import resolve as resolve_placement
+from kit.data.schema import OPTIONAL_SAMPLE_DEFAULTS, PLACEMENTS, RUNS_SCHEMA
+from kit.tools.parsing import (
     Frame,
     ParsedRun,
     fail,
@@ -46,8 +48,6 @@ from kit.data.ingest.common import (
     safe_name,
     transport_from_name,
 )
-from kit.data.schema import OPTIONAL_SAMPLE_DEFAULTS, PLACEMENTS, RUNS_SCHEMA
-from kit.measure.placement import resolve as resolve_placement
 
 
 @dataclass
@@ -297,7 +297,7 @@ def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | 
     ``tcp``, ``vader``, ``eth``, ``loopback``), else ``unknown``.
     tool: force the format instead of detecting it. op: the op of ``csv`` files (pingpong).
     placement: what the campaign planned (intra-socket/intra-node/inter-node); default = the
-    job record's, if any. Checked against the hosts the run recorded (kit.measure.placement).
+    job record's, if any. Checked against the hosts the run recorded (kit.data.placement).
     on_file(index, n_files, path): called before each file is read (progress bars).
     """
     campaign = _option_name(campaign, "--campaign")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from kit import tools
 from kit.core.errors import IngestError
-from kit.data.ingest.common import Companion, fail
 from kit.tools.base import HELP_CHECK_ORDER
+from kit.tools.parsing import Companion, fail
 
 __all__ = ["FORMATS", "Companion", "check_forced", "detect", "formats", "head_lines",
            "is_auxiliary"]

@@ -41,7 +41,7 @@ def read_manifest(campaign_dir: Path) -> dict[str, Any]:
 
 def read_job_json(campaign_dir: Path, job: dict[str, Any]) -> dict[str, Any] | None:
     """The job's own record, or None if it has not ended (or never started)."""
-    from kit.data.ingest.records import JOB_RECORD_SCHEMA, problem, read_record
+    from kit.tools.records import JOB_RECORD_SCHEMA, problem, read_record
 
     path = campaign_dir / job["dir"] / "job.json"
     if not path.exists():

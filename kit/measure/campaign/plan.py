@@ -23,10 +23,11 @@ from kit.measure.campaign import jobrecord, pairs
 from kit.measure.campaign.fileio import dump_json, write_atomic
 from kit.measure.campaign.manifest import MANIFEST_NAME, has_results, read_manifest
 from kit.measure.campaign.render import environment
-from kit.measure.campaign.schema import Campaign, ToolSpec, load_campaign
+from kit.measure.campaign.schema import Campaign, load_campaign
 from kit.measure.campaign.site import load_site
 from kit.measure.campaign.transports import TransportEntry, TransportTable, load_table
 from kit.tools import binaries
+from kit.tools.base import ToolSpec
 
 MANIFEST_FORMAT = 2
 _PLACEMENT_SHAPE = {"intra-node": (1, 2), "inter-node": (2, 1)}

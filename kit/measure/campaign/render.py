@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from kit import tools
 from kit.core.errors import CampaignError
 from kit.core.paths import JOBS_DIR
 
@@ -54,10 +55,7 @@ def envname(value: Any) -> str:
 
 
 def _tool_template(name: str) -> str | None:
-    """A job template made from a tool's fragment (kit.tools; imported here, not at the top:
-    the tools' modules import this one)."""
-    from kit import tools
-
+    """A job template made from a tool's fragment (kit.tools.base.Tool.fragment)."""
     return tools.template_source(name)
 
 
@@ -79,67 +77,3 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
 def render(template: str, context: dict[str, Any], template_dir: Path | None = None) -> str:
     """Render ``template`` (e.g. ``probe.sbatch.j2``) with ``context``."""
     return environment(template_dir).get_template(template).render(**context)
-
-
-# A user's text template (a .ski file) comes from a campaign, i.e. from someone else: it is
-# never given to a template engine (Jinja2 would evaluate `{{ cycler.__init__.__globals__...}}`
-# and run code at plan time). The only constructs are a declared parameter, `{{ name }}`, and
-# a parameter with a literal fallback, `{{ name | default("8mb") }}`; anything else between
-# `{{ }}`, and every `{% %}` / `{# #}` tag, is refused with the file and line.
-_TAG = re.compile(r"\{\{(.*?)\}\}|\{%|%\}|\{#|#\}|\{\{|\}\}", re.S)
-_SUBST = re.compile(
-    r"""^\s*([A-Za-z_][A-Za-z0-9_]*)\s*"""
-    r"""(?:\|\s*default\s*\(\s*(?:"([^"\\{}]*)"|'([^'\\{}]*)')\s*\)\s*)?$""")
-MAX_TEXT_TEMPLATE_BYTES = 1 << 20
-
-
-def render_text_template(text: str, params: dict[str, str], source: str) -> str:
-    """Substitute the declared ``params`` into a user's text template (a .ski file).
-
-    Plain substitution, no template engine: see the comment above for the accepted forms.
-    """
-    if len(text) > MAX_TEXT_TEMPLATE_BYTES:
-        raise CampaignError(f"the template is larger than {MAX_TEXT_TEMPLATE_BYTES} bytes",
-                            where=source, hint="give a SkaMPI input file, not a data file")
-    out: list[str] = []
-    pos = 0
-    for match in _TAG.finditer(text):
-        line = text.count("\n", 0, match.start()) + 1
-        expr = match.group(1)
-        sub = _SUBST.match(expr) if expr is not None else None
-        if sub is None:
-            shown = match.group(0) if len(match.group(0)) <= 60 else match.group(0)[:57] + "..."
-            raise CampaignError(
-                f"unsupported template syntax {shown!r}", where=f"{source}:{line}",
-                hint="a .ski template may only use '{{ name }}' or "
-                     "'{{ name | default(\"value\") }}' with a name declared under 'params:' "
-                     "in the campaign; no expressions, filters, blocks or comments")
-        name, fallback = sub.group(1), sub.group(2) if sub.group(2) is not None else sub.group(3)
-        if name in params:
-            value = str(params[name])
-        elif fallback is not None:
-            value = fallback
-        else:
-            raise CampaignError(f"'{name}' is not a declared parameter", where=f"{source}:{line}",
-                                hint="define the variable under 'params:' in the campaign")
-        out.append(text[pos:match.start()])
-        out.append(value)
-        pos = match.end()
-    out.append(text[pos:])
-    return "".join(out)
-
-
-def read_text_template(path: Path, params: dict[str, str]) -> str:
-    """Read and render a user's text template file; unreadable or non-UTF-8 is a CampaignError."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_TEXT_TEMPLATE_BYTES + 1)
-        text = raw.decode("utf-8")
-    except OSError as exc:
-        raise CampaignError(f"cannot read the template ({exc.strerror})", where=str(path),
-                            hint="check the 'ski:' path in the campaign") from None
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise CampaignError("the template is not UTF-8 text", where=f"{path}:{line}",
-                            hint="save the .ski file as UTF-8 text") from None
-    return render_text_template(text, params, str(path))

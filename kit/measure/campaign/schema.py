@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from kit import tools as registry
-from kit.measure.campaign.checks import ENV_NAME_RE
-from kit.measure.campaign.checks import Checker as _Checker
+from kit.core.checks import ENV_NAME_RE
+from kit.core.checks import Checker as _Checker
+from kit.core.yamlmarks import Located, PathKey, load_located_file
 from kit.measure.campaign.site import SiteDefaults, load_site
 from kit.measure.campaign.transports import TransportTable, load_table
-from kit.measure.campaign.yamlmarks import Located, PathKey, load_located_file
+from kit.tools.base import ToolSpec
 
 MPI_FLAVOURS = ("openmpi", "mpich", "intelmpi")
 PLACEMENTS = ("intra-node", "inter-node")
@@ -67,16 +68,6 @@ class PairSpec:
     switch: str = "any"  # any | same | across (needs Slurm's topology)
     partition: str | None = None
     seed: int | None = None
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """One tool entry; ``options`` holds the tool-specific, already validated settings."""
-
-    tool: str
-    options: dict[str, Any]
-    optional: bool = False
-    line: int = 0
 
 
 @dataclass(frozen=True)
@@ -274,14 +265,14 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
     env_raw = doc.get("env") if doc.get("env") is not None else {}
     env_doc = ck.mapping(env_raw, ("env",), tuple(env_raw) if isinstance(env_raw, dict) else ())
     env: dict[str, str] = {}
+    forced_by = {tname: set(entry.env).union(*(o.keys() for o in entry.env_by_major.values()))
+                 for tname in transports for entry in [table.entry(mpi, tname)]}
     for key, value in env_doc.items():
         if not ENV_NAME_RE.match(key):
             raise ck.fail(("env", key), f"invalid environment variable name '{key}'",
                           "use letters, digits and _, not starting with a digit")
         env[key] = ck.text(value, ("env", key), raw=True)
-        for tname in transports:
-            entry = table.entry(mpi, tname)
-            forced = set(entry.env).union(*(o.keys() for o in entry.env_by_major.values()))
+        for tname, forced in forced_by.items():
             if key in forced:
                 raise ck.fail(("env", key),
                               f"'{key}' is set by the transport table for '{tname}'; "

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.core.errors import CampaignError
-from kit.measure.campaign.yamlmarks import load_located_file
+from kit.core.yamlmarks import load_located_file
 
 DEFAULT_SITE_FILE = Path("/etc/pt2pt/site.yaml")
 SITE_KEYS = ("partition", "account", "qos", "launcher", "spack_view", "python")

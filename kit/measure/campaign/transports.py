@@ -14,7 +14,7 @@ from typing import Any
 
 from kit.core.errors import CampaignError
 from kit.core.paths import JOBS_DIR
-from kit.measure.campaign.yamlmarks import Located, load_located_file
+from kit.core.yamlmarks import Located, load_located_file
 
 CHECK_KINDS = ("netdev", "ib_counters", "none")
 

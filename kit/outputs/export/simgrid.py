@@ -24,6 +24,8 @@ tests/test_simgrid.py in the installed SimGrid):
   time; with overheads the network factors carry the ping-pong time minus them.
 * ``network/crosstraffic:0``: with it on, the reply of a ping-pong shares the link with the
   request's acknowledgement flow and large messages simulate up to 6 % slow.
+* ``smpi/wtime:0``: SMPI charges 10 ns per ``MPI_Wtime`` call by default; measured times
+  hold the timer's cost already (it made a 0.5 us shared-memory ping-pong 3 % slow).
 * Noise: the factor strings are deterministic. The kit's plugin
   (kit/outputs/export/smpi/noise_plugin.cpp) installs ``set_lat_factor_cb`` / ``set_bw_factor_cb``
   and draws every message's ratio from the quantile tables written here
@@ -57,12 +59,24 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import nnls
 
 from kit.core.errors import ModelError
+from kit.outputs.export.persize import (
+    OVERHEADS_EXCEED,
+    OverheadsExceed,
+    own_sizes,
+    size_points,
+    with_points,
+)
 
 #: SimGrid reads bounds with std::stoi: they must fit a C int.
 MAX_BOUND = 2**31 - 1
 _GRID = 64
-#: Largest relative gap allowed between an exported line and the model's curve.
-LINE_TOLERANCE = 0.02
+#: Largest relative gap allowed between an exported line and the model's curve (a quarter
+#: of the 2 % the closed loop promises: SimGrid's own arithmetic and the noise draws get
+#: the rest).
+LINE_TOLERANCE = 0.005
+#: The last regime's lines follow the model's extrapolation up to this size (SimGrid
+#: applies the last entry to every larger message).
+EXTRAPOLATE_TO = 2.0**30
 #: Ranges narrower than this size ratio are not split further.
 MIN_SPLIT_RATIO = 1.05
 #: More factor entries than this means the curve is not something a network does.
@@ -156,7 +170,15 @@ def _grid(lo: float, hi: float, last: bool) -> NDArray[np.float64]:
 
 def fit_line(size: NDArray[np.float64], time: NDArray[np.float64],
              min_b: float = 0.0) -> tuple[float, float]:
-    """``a, b >= 0`` minimising the relative error of ``a + b*s`` to ``time`` (``b >= min_b``)."""
+    """``a, b >= 0`` minimising the relative error of ``a + b*s`` to ``time`` (``b >= min_b``).
+
+    One size alone fixes no slope: it gets the flattest allowed one (the time is start-up
+    cost, as for the small messages such lone sizes are), not whichever vertex NNLS picks.
+    """
+    if size.size and float(np.ptp(size)) == 0.0:
+        t, s = float(np.median(time)), float(size[0])
+        b = min(min_b, t / s) if s > 0 else 0.0
+        return t - b * s, b
     w = 1.0 / time
     design = np.column_stack([w, size * w])
     target = np.ones_like(time)
@@ -172,6 +194,10 @@ def _split(model: Any, k: int, lo: float, hi: float, last: bool, tol: float,
            out: list[LinearPiece], min_b: float = 0.0) -> None:
     """Fit one line on [lo, hi); halve the range (in log size) while it misses by > tol."""
     grid = model.grid(lo, hi, last) if hasattr(model, "grid") else _grid(lo, hi, last)
+    # Every size of the range is exported on its own (measured sizes): any line will do.
+    free = grid.size == 0
+    if free:
+        grid = np.array([max(lo, 1.0)])
     curve = np.asarray(model.curve(grid), dtype=np.float64).ravel()
     if not np.all(np.isfinite(curve)) or np.any(curve <= 0):
         raise ModelError(f"regime {k + 1} [{lo:.0f}, {hi:.0f}) B has a non-positive curve, "
@@ -180,16 +206,18 @@ def _split(model: Any, k: int, lo: float, hi: float, last: bool, tol: float,
     if b < min_b:
         a, b = fit_line(grid, curve, min_b=min_b)
     err = float(np.max(np.abs(a + b * grid - curve) / curve))
-    mid = float(round(math.sqrt(max(lo, 1.0) * hi)))
-    # Narrow ranges stop splitting once close; a jump (e.g. the median of two bands
-    # switching) is split down to the byte.
+    # The split point is a whole size with sizes on both sides of it, so that a jump (e.g.
+    # the median of two bands switching, downwards too) is split down to the byte.
+    first, final = math.ceil(max(lo, 1.0)), math.ceil(hi) - 1
+    mid = float(min(max(round(math.sqrt(max(lo, 1.0) * hi)), first + 1), final))
+    # Narrow ranges stop splitting once close.
     narrow = hi / max(lo, 1.0) < MIN_SPLIT_RATIO and err <= 1.25 * tol
     if len(out) >= MAX_PIECES:
         raise ModelError(f"regime {k + 1} needs more than {MAX_PIECES} lines to follow its "
                          f"curve near [{lo:.0f}, {hi:.0f}) B within {tol:.0%}",
                          hint="refit the series with fewer regimes (--max-regimes) or fixed "
                          "--breakpoints")
-    if err <= tol or narrow or not lo + 1 < mid < hi:
+    if err <= tol or narrow or free or not first < mid <= final:
         out.append(LinearPiece(lo, hi, a, b, k))
         return
     _split(model, k, lo, mid, False, tol, out, min_b)
@@ -368,8 +396,11 @@ class _Target:
     """
 
     def __init__(self, model: Any, center: str, overheads: Sequence[str], thresh: int,
-                 envelope: int = 0) -> None:
+                 envelope: int = 0, own: NDArray[np.float64] | None = None) -> None:
         self.model = model
+        #: transfer sizes exported on their own (measured sizes): the lines need not follow
+        #: the smooth curve there (around a small measured size it is mostly that size's own)
+        self.own = np.zeros(0) if own is None else np.asarray(own, dtype=np.float64) + envelope
         self.envelope = envelope
         self.center = center
         self.overheads = [parse_factor(o, option="smpi/os")[1] for o in overheads]
@@ -382,8 +413,11 @@ class _Target:
         if self.overheads:
             cuts.add(float(thresh))
         self.regimes_: list[_Regime] = []
+        last = len(model.regimes_) - 1
         for k, r in enumerate(model.regimes_):
             lo, hi = float(r.size_min), float(r.size_max)
+            if k == last:
+                hi = max(hi, EXTRAPOLATE_TO)
             inner = sorted(c for c in cuts if lo < c < hi)
             edges = [e + envelope if e > 0 else e for e in (lo, *inner, hi)]
             self.regimes_.extend(_Regime(a, b, k) for a, b in itertools.pairwise(edges))
@@ -397,7 +431,7 @@ class _Target:
         pts = [np.unique(np.round(np.geomspace(max(r.size_min, 1.0),
                                                max(r.size_max, r.size_min, 1.0), per_regime)))
                for r in self.regimes_]
-        dense = np.unique(np.concatenate(pts))
+        dense = np.setdiff1d(np.concatenate(pts), self.own)
         self._dense = dense
         self._dense_centre = self._centre_uncached(dense)
 
@@ -413,7 +447,10 @@ class _Target:
                 step = max(1, inside.size // _GRID)
                 picked = inside[::step]
                 return picked if picked[-1] == inside[-1] else np.append(picked, inside[-1])
-        return _grid(lo, hi, last)
+        # whole sizes only (messages are): a range of one size exported on its own is empty
+        whole = np.unique(np.round(_grid(lo, hi, last)))
+        whole = whole[(whole >= max(lo, 1.0)) & ((whole < hi) | last)]
+        return np.setdiff1d(whole, self.own)
 
     def message(self, size: ArrayLike) -> NDArray[np.float64]:
         """The message size the user sent for a network transfer of ``size`` bytes."""
@@ -559,9 +596,16 @@ def _noise_tables(target: _Target, pieces: Sequence[LinearPiece]
     for piece in pieces:
         lo = max(piece.size_min, 1.0)
         hi = max(piece.size_max - 1 if math.isfinite(piece.size_max) else lo, lo)
-        # Noise tables at most a factor 2 apart: band weights change with size.
+        # Noise tables at most a factor 2 apart: band weights change with size. Not at a
+        # size exported on its own (the smooth view there is mostly that size's own).
         n_tables = max(2, math.ceil(math.log2(hi / lo)) + 1) if hi > lo else 1
-        per_piece.append(np.unique(np.round(np.geomspace(lo, hi, n_tables))))
+        sizes = np.unique(np.round(np.geomspace(lo, hi, n_tables)))
+        for _ in range(8):
+            clash = np.isin(sizes, target.own) & (sizes + 1 <= hi)
+            if not clash.any():
+                break
+            sizes = np.unique(np.where(clash, sizes + 1, sizes))
+        per_piece.append(sizes)
     ratios = _network_ratios(target, np.concatenate(per_piece))
     out, at = [], 0
     for sizes in per_piece:
@@ -603,9 +647,8 @@ def _resolve_version(version: tuple[int, int] | str | None) -> tuple[int, int]:
 
 def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float | None = None,
                    send_model: Any = None, recv_model: Any = None, isend_model: Any = None,
-                   version: tuple[int, int] | str | None = None, center: str = "curve",
-                   subtract_overheads: bool = True, envelope: int = SMPI_ENVELOPE,
-                   random_state: int = 0,
+                   version: tuple[int, int] | str | None = None, center: str = "median",
+                   envelope: int = SMPI_ENVELOPE, random_state: int = 0,
                    provenance: Mapping[str, Any] | None = None) -> SimgridExport:
     """SMPI configuration for a ping-pong (one-way time) model.
 
@@ -615,11 +658,13 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
     platform's link can be written with exactly those numbers.
 
     ``version`` (``(3, 32)``, ``"3.32"``; default: the installed SimGrid, else the newest
-    known) picks the option names. ``center`` is the line the factors follow: ``"curve"``
-    (the regimes' central curves) or ``"median"`` (``model.predict``, what ``pt2pt
-    predict`` prints). With ``send_model``/``recv_model`` (``smpi/os``/``smpi/or``) and
-    ``subtract_overheads``, the network factors carry the ping-pong time minus the
-    overheads SMPI adds to eager messages, so the simulated one-way time is the model's.
+    known) picks the option names. ``center`` is what the factors follow: ``"median"``
+    (default: ``model.predict``, what ``pt2pt predict`` prints, measured sizes' own
+    adjustments included as one-byte entries, kit/outputs/export/persize.py) or ``"curve"``
+    (the regimes' central curves, the population's noise). With
+    ``send_model``/``recv_model`` (``smpi/os``/``smpi/or``) the network factors carry the
+    ping-pong time minus the overheads SMPI adds to eager messages, so the simulated one-way
+    time is the model's; a model whose overheads exceed the ping-pong time is refused.
     ``isend_model`` gives ``smpi/ois`` (not on a blocking ping-pong's path).
     ``envelope``: SMPI sends ``size + 16`` bytes (the MPI envelope, smpi_request.cpp) and
     looks the factors up at that size; the factors are computed for it (0 for a plain
@@ -629,11 +674,14 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
     if center not in ("curve", "median"):
         raise ModelError(f"unknown centre {center!r}", where="center", hint="curve or median")
     ver = _resolve_version(version)
-    # SimGrid's factors are smooth in size: export the population distribution, not the
-    # per-size adjustments of the sizes that were measured.
-    model, send_model, recv_model, isend_model = (
+    # The lines follow a smooth curve: what predict says at sizes never measured (median),
+    # or the population (curve). Measured sizes' own adjustments are cut in afterwards.
+    full = model
+    send_model, recv_model, isend_model = (
         m.population() if hasattr(m, "population") else m
-        for m in (model, send_model, recv_model, isend_model))
+        for m in (send_model, recv_model, isend_model))
+    if hasattr(model, "unmeasured"):
+        model = model.unmeasured() if center == "median" else model.population()
     check_physical(model, what="ping-pong model")
     for extra, name in ((send_model, "send model"), (recv_model, "recv model"),
                         (isend_model, "isend model")):
@@ -647,17 +695,18 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
             continue
         text = overhead_string(extra)
         overhead_cfg[key] = text
-        if key != "smpi/ois" and subtract_overheads:
+        if key != "smpi/ois":
             overheads.append(text)
-    target = _Target(model, center, overheads, DETACHED_THRESH, envelope)
+    own = (own_sizes(full, model, full.stored_sizes())
+           if center == "median" and hasattr(full, "stored_sizes") else np.zeros(0))
+    target = _Target(model, center, overheads, DETACHED_THRESH, envelope, own)
     target.prefetch()
     for k, r in enumerate(target.regimes_):
         grid = target.grid(r.size_min, r.size_max, k == len(target.regimes_) - 1)
         net = target.curve(grid)
         if not np.all(np.isfinite(net)) or np.any(net <= 0):
-            raise ModelError(f"{_describe_regime(model, r.source)}: the send/recv overheads "
-                             "(smpi/os + smpi/or) exceed the ping-pong time, so no network "
-                             "time is left for SimGrid", where="ping-pong model",
+            raise OverheadsExceed(f"{_describe_regime(model, r.source)}: {OVERHEADS_EXCEED}",
+                             where="ping-pong model",
                              hint="check that --send/--recv are models of the same pair, or "
                              "export without them")
     pieces = linear_pieces(target)
@@ -686,7 +735,8 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
         regime = model.regimes_[source]
         grid = target.grid(piece.size_min, piece.size_max, k == len(pieces) - 1)
         want = target.curve(grid)
-        miss = float(np.max(np.abs(piece.a + piece.b * grid - want) / want))
+        # a piece of sizes all exported on their own follows nothing (its grid is empty)
+        miss = float(np.max(np.abs(piece.a + piece.b * grid - want) / want)) if grid.size else 0.0
         if miss > REFUSE_TOLERANCE:
             raise ModelError(
                 f"{_describe_regime(model, source)} cannot be written with physical factors: "
@@ -721,9 +771,22 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
                  "values": [float(v) for v in row]}
                 for size, row in zip(table_sizes, ratios, strict=True)],
         })
+    points = size_points(full, own, envelope=envelope, probs=NOISE_PROBS,
+                         overhead=target.overhead, line=lambda t: _line_at(pieces, bounds, t),
+                         latency=latency, bandwidth=bandwidth)
+    merged = with_points([e.bound for e in lat_entries],
+                         [(a.values[0], b.values[0])
+                          for a, b in zip(lat_entries, bw_entries, strict=True)], points)
+    lat_entries = [FactorEntry(bound, (v[0],)) for bound, v in merged]
+    bw_entries = [FactorEntry(bound, (v[1],)) for bound, v in merged]
+    rows += [f"= {p.transfer} {_num(p.latency_factor)} {_num(p.bandwidth_factor)} "
+             f"{len(p.ratios)} " + " ".join(_num(v) for v in p.ratios) for p in points]
     lat_key, bw_key = factor_keys(ver)
     lat_text, bw_text = format_factor(lat_entries), format_factor(bw_entries)
-    config = {lat_key: lat_text, bw_key: bw_text, "network/crosstraffic": "0"}
+    # smpi/wtime: SMPI charges 10 ns per MPI_Wtime call by default; the measured times hold
+    # the timer's cost already (3 % of a 0.5 us shared-memory ping-pong).
+    config = {lat_key: lat_text, bw_key: bw_text, "network/crosstraffic": "0",
+              "smpi/wtime": "0"}
     # TCP-gamma bounds a flow's rate by gamma / (2 * route latency): keep it out of the way.
     fastest = bandwidth * max(e.values[0] for e in bw_entries)
     if _TCP_GAMMA_DEFAULT / (2 * latency) < 10 * fastest:
@@ -734,7 +797,9 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
     header = ("# pt2pt-kit noise table for libpt2pt_noise"
               " (kit/outputs/export/smpi/noise_plugin.cpp)\n"
               f"# latency {_num(latency)} s, bandwidth {_num(bandwidth)} B/s; "
-              "BOUND LAT_FACTOR BW_FACTOR SIZE N Q_1..Q_N at p=(i-0.5)/N\n")
+              "BOUND LAT_FACTOR BW_FACTOR SIZE N Q_1..Q_N at p=(i-0.5)/N;\n"
+              "# '= SIZE LAT_FACTOR BW_FACTOR N Q_1..Q_N': that transfer size alone "
+              "(a measured size's own adjustment)\n")
     document = {
         "format": "pt2pt-simgrid-export", "format_version": 2,
         "simgrid_version": f"{ver[0]}.{ver[1]}",
@@ -744,15 +809,23 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
         "lookup": "entry with the largest bound strictly below the size; default below the "
                   "first bound",
         "time_model": "L*latency_factor + size/(B*bandwidth_factor); noise multiplies time",
-        "overheads_included_in_network": not overheads,
         "eager_threshold_B": DETACHED_THRESH,
         "envelope_B": envelope,
         "segments": segments,
+        "measured_sizes": [p.to_dict() for p in points],
         "provenance": _jsonable(dict(provenance) if provenance else None),
     }
     return SimgridExport(config=config, latency=latency, bandwidth=bandwidth, document=document,
                          version=ver, latency_factor=lat_text, bandwidth_factor=bw_text,
                          noise_table=header + "\n".join(rows) + "\n")
+
+
+def _line_at(pieces: Sequence[LinearPiece], bounds: Sequence[int],
+             transfer: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(a, b)`` of the exported piece SimGrid uses at each transfer size."""
+    at = np.searchsorted(np.asarray(bounds), transfer, side="left") - 1
+    at = np.clip(at, 0, len(pieces) - 1)
+    return (np.array([pieces[i].a for i in at]), np.array([pieces[i].b for i in at]))
 
 
 def regimes_from_simgrid(latency_factor: str, bandwidth_factor: str, latency: float,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from kit import __version__
 from kit.core.errors import ModelError, UserError
 from kit.core.paths import PACKAGE_DIR
 from kit.core.progress import track
-from kit.outputs.report.summary import TERMS, summarise
+from kit.outputs.report.summary import TERMS, slugify, summarise
 
 TEMPLATE_DIR = PACKAGE_DIR / "templates" / "report"
 
@@ -53,10 +52,6 @@ class Section:
     quality: list[str] = field(default_factory=list)
     #: The key numbers (kit.outputs.report.summary): the report's summary row and the series' card.
     summary: Any = None
-
-
-def slugify(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "series"
 
 
 def _g(v: Any, digits: int = 4) -> str:

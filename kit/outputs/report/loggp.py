@@ -86,7 +86,7 @@ def _fmt(iv: Mapping[str, Any], unit: str) -> dict[str, str]:
 def block_from_result(title: str, result: Mapping[str, Any]) -> LogGPBlock:
     """The template's table from :func:`kit.analyses.loggp.loggp`'s JSON-ready result."""
     from kit.analyses.loggp import DEFINITIONS, PARAMS, UNITS
-    from kit.outputs.report.build import slugify
+    from kit.outputs.report.summary import slugify
 
     regimes = result["regimes"]
     ranges = [f"{r['size_min']:,.0f} – "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,6 +152,11 @@ def _verdict(score: float, hockney: float, coverage: float, peak: float = math.n
     if math.isfinite(coverage) and coverage < 0.8:
         parts.append("noise band too narrow (coverage < 0.8)")
     return "; ".join(parts)
+
+
+def slugify(text: str) -> str:
+    """A title's HTML anchor (sections, LogGP blocks; the summary table links to them)."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "series"
 
 
 def summarise(model: Any, *, title: str, slug: str, n_samples: int | None = None,

@@ -19,6 +19,9 @@
  *   quantiles at probabilities (i - 0.5) / N of the ratio network time / central time
  *   at message size SIZE. Several lines with the same BOUND give the noise at several
  *   sizes; a message between two table sizes interpolates both in log(size).
+ *   = SIZE LAT_FACTOR BW_FACTOR N Q_1 ... Q_N
+ *   a measured size's own factors and table: that transfer size alone (the factor
+ *   strings carry it as a one-byte entry), looked up before the segments.
  * Each message draws one u ~ U(0,1) and r = Q(u); it gets latency factor LAT*r and
  * bandwidth factor BW/r, so its whole network time is multiplied by r.
  * PT2PT_SIMGRID_SEED (default 1) seeds the generator.
@@ -35,6 +38,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -52,6 +56,7 @@ struct Segment {
 };
 
 std::vector<Segment> segments;
+std::unordered_map<long, Segment> exact;  // transfer size -> its own segment (one table)
 std::mt19937_64 rng;
 // The ratio drawn by the bandwidth callback, reused by the latency callback of the same
 // message (SimGrid calls the bandwidth callback first, then the latency one).
@@ -70,6 +75,23 @@ void load(const std::string& path) {
     if (line.empty() || line[0] == '#')
       continue;
     std::istringstream ls(line);
+    if (line[0] == '=') {
+      std::string mark;
+      long size;
+      Segment s{0, 0, 0, {Table{}}};
+      size_t n;
+      if (!(ls >> mark >> size >> s.lat >> s.bw >> n) || n == 0 || !(s.lat >= 0) || !(s.bw > 0))
+        throw std::runtime_error(path + ":" + std::to_string(lineno) + ": expected = SIZE LAT BW N Q1..QN");
+      s.bound = size - 1;
+      s.tables[0].size = static_cast<double>(size);
+      s.tables[0].q.resize(n);
+      for (auto& v : s.tables[0].q)
+        if (!(ls >> v) || !(v > 0))
+          throw std::runtime_error(path + ":" + std::to_string(lineno) + ": quantiles must be positive numbers");
+      std::sort(s.tables[0].q.begin(), s.tables[0].q.end());
+      exact[size] = std::move(s);
+      continue;
+    }
     long bound;
     double lat;
     double bw;
@@ -97,15 +119,17 @@ void load(const std::string& path) {
     std::sort(s.tables.begin(), s.tables.end(), [](const Table& a, const Table& b) { return a.size < b.size; });
 }
 
-/* SimGrid's lookup: the segment with the largest bound strictly below the size. */
+/* A measured size's own segment, else SimGrid's lookup: the segment with the largest
+ * bound strictly below the size. */
 const Segment* find(double size) {
-  const Segment* chosen = nullptr;
-  for (auto const& s : segments) {
-    if (size <= static_cast<double>(s.bound))
-      break;
-    chosen = &s;
+  if (!exact.empty() && size == std::floor(size)) {
+    auto it = exact.find(static_cast<long>(size));
+    if (it != exact.end())
+      return &it->second;
   }
-  return chosen;
+  auto it = std::lower_bound(segments.begin(), segments.end(), size,
+                             [](const Segment& s, double v) { return static_cast<double>(s.bound) < v; });
+  return it == segments.begin() ? nullptr : &*(it - 1);
 }
 
 double quantile(const Table& t, double u) {

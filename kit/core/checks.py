@@ -1,7 +1,8 @@
 """Checks of campaign values that turn a bad value into a CampaignError at its line.
 
 Shared by the campaign schema (kit.measure.campaign.schema) and the tools' own option schemas
-(kit.tools.*), which validate their ``tools:`` entries with the same checker.
+(kit.tools.*), which validate their ``tools:`` entries with the same checker; it sits below
+both (kit/core) because the tools' layer is below the campaign's.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import re
 from typing import Any
 
 from kit.core.errors import CampaignError
-from kit.measure.campaign.yamlmarks import Located, PathKey
+from kit.core.yamlmarks import Located, PathKey
 
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -35,8 +36,9 @@ class Checker:
         if not isinstance(value, dict):
             raise self.fail(path, f"expected a mapping, found {type(value).__name__}",
                             "write 'key: value' lines indented under it")
+        known = frozenset(allowed)  # a set: 100,000 env keys were a quadratic tuple search
         for key in value:
-            if key not in allowed:
+            if key not in known:
                 raise self.fail((*path, key), f"unknown key '{key}'",
                                 f"allowed keys here: {', '.join(allowed)}")
         return value

@@ -4,6 +4,13 @@ PyYAML's ``compose`` gives nodes with start marks; we convert them to plain Pyth
 ourselves and remember, for each path of keys/indices, the 1-based line where it starts.
 Duplicate keys are an error here (plain ``yaml.safe_load`` silently keeps the last one,
 which would hide a typo in a campaign).
+
+Campaign files are untrusted input, so this loader is also their gate against denial of
+service: a file is at most ``MAX_YAML_BYTES``; the event stream is checked (iteratively,
+before anything is composed) for nesting deeper than ``MAX_DEPTH`` and more than
+``MAX_ALIASES`` aliases; and the conversion stops after ``MAX_NODES`` values, counting each
+use of an alias again, so a ten-line "billion laughs" alias bomb or a self-referencing alias
+(``name: &r [*r]``) is one paragraph at its line, not gigabytes or a RecursionError.
 """
 
 from __future__ import annotations
@@ -15,10 +22,19 @@ from typing import Any
 import yaml
 
 from kit.core.errors import CampaignError
+from kit.core.inputs import read_bytes
 
 PathKey = tuple[str | int, ...]
 #: resolves scalar nodes (int, bool, null, str) the way yaml.safe_load would
 _SCALARS = yaml.SafeLoader("")
+#: A campaign, a transport table or a site file is a few KiB; 1 MiB is far beyond any.
+MAX_YAML_BYTES = 1 << 20
+#: Nesting of lists and mappings (a campaign needs 5).
+MAX_DEPTH = 64
+#: Aliases (``*name``) in one file.
+MAX_ALIASES = 1_000
+#: Values after expanding aliases (a 1 MiB file without aliases has fewer).
+MAX_NODES = 500_000
 #: libyaml's parser where PyYAML was built with it (the same nodes, marks and resolver as
 #: the pure-Python one, about 10x faster: the transport table alone took 90 ms to compose)
 _COMPOSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -50,12 +66,26 @@ class Located:
         return f"{self.source}:{self.line(path)}{key}"
 
 
-def _convert(node: yaml.Node, path: PathKey, out: Located) -> Any:
+def _too_large(out: Located, node: yaml.Node, what: str) -> CampaignError:
+    return CampaignError(f"not a usable campaign file: {what}",
+                         where=f"{out.source}:{node.start_mark.line + 1}",
+                         hint="write the values out instead of nesting or repeating aliases "
+                              "(a campaign needs a few levels and a few hundred values)")
+
+
+def _convert(node: yaml.Node, path: PathKey, out: Located, budget: list[int]) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _too_large(out, node, f"more than {MAX_NODES:,} values once its aliases are "
+                         "expanded")
+    if len(path) > MAX_DEPTH:  # an alias that contains itself (&r [*r]) nests for ever
+        raise _too_large(out, node, f"nested deeper than {MAX_DEPTH} levels (an alias that "
+                         "refers to itself?)")
     out.lines[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            key = _convert(key_node, (*path, "<key>"), out)
+            key = _convert(key_node, (*path, "<key>"), out, budget)
             out.lines.pop((*path, "<key>"), None)
             out.raw.pop((*path, "<key>"), None)
             if not isinstance(key, str):
@@ -68,10 +98,10 @@ def _convert(node: yaml.Node, path: PathKey, out: Located) -> Any:
                     f"key '{key}' appears twice",
                     where=f"{out.source}:{key_node.start_mark.line + 1}",
                     hint="remove one of the two entries")
-            result[key] = _convert(value_node, (*path, key), out)
+            result[key] = _convert(value_node, (*path, key), out, budget)
         return result
     if isinstance(node, yaml.SequenceNode):
-        return [_convert(item, (*path, i), out) for i, item in enumerate(node.value)]
+        return [_convert(item, (*path, i), out, budget) for i, item in enumerate(node.value)]
     # Scalars: let the safe constructor resolve ints/bools/nulls as usual.
     out.raw[path] = str(node.value)
     try:
@@ -86,10 +116,35 @@ def _convert(node: yaml.Node, path: PathKey, out: Located) -> Any:
                                  "numbers and lists") from None
 
 
+def _check_events(text: str, source: str) -> None:
+    """Depth and alias limits from the parser's event stream (no recursion, no nodes)."""
+    depth = aliases = 0
+    for event in yaml.parse(text, Loader=_COMPOSER):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise CampaignError(f"not a usable campaign file: nested deeper than "
+                                    f"{MAX_DEPTH} levels", where=f"{source}:"
+                                    f"{event.start_mark.line + 1}",
+                                    hint="a campaign needs a few levels of lists and mappings")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise CampaignError(f"not a usable campaign file: more than {MAX_ALIASES:,} "
+                                    "aliases", where=f"{source}:{event.start_mark.line + 1}",
+                                    hint="write the values out instead of repeating aliases")
+
+
 def load_located(text: str, source: str = "<string>") -> Located:
     """Parse ``text``; YAML syntax errors become a CampaignError with the line."""
     out = Located(data=None, source=source)
+    if len(text) > MAX_YAML_BYTES:
+        raise CampaignError(f"the file is larger than {MAX_YAML_BYTES >> 20} MiB",
+                            where=source, hint="give the campaign YAML file (a few KiB)")
     try:
+        _check_events(text, source)
         node = yaml.compose(text, Loader=_COMPOSER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -104,17 +159,15 @@ def load_located(text: str, source: str = "<string>") -> Located:
     if node is None:
         raise CampaignError("the file is empty", where=f"{source}:1",
                             hint="write a campaign mapping (see jobs/campaigns/*.yaml)")
-    out.data = _convert(node, (), out)
+    out.data = _convert(node, (), out, [MAX_NODES])
     return out
 
 
 def load_located_file(path: Path) -> Located:
-    """Read and parse a YAML file; unreadable files are user errors."""
+    """Read and parse a YAML file; unreadable, non-regular or huge files are user errors."""
+    raw = read_bytes(path, "campaign file", limit=MAX_YAML_BYTES, error=CampaignError)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CampaignError(f"cannot read the file: {exc.strerror}", where=str(path),
-                            hint="check the path") from None
+        text = raw.decode("utf-8-sig")  # an editor's BOM is not an error
     except UnicodeDecodeError:
         raise CampaignError("not UTF-8 text", where=str(path),
                             hint="save the campaign as UTF-8 YAML") from None

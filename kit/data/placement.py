@@ -20,10 +20,6 @@ from dataclasses import dataclass
 
 from kit.data.schema import PLACEMENTS, UNKNOWN
 
-#: Probe meta keys read here (lists in rank order); absent in probes that do not record them.
-META_CPUS = "cpus"
-META_SOCKETS = "sockets"
-
 
 @dataclass(frozen=True)
 class Placement:

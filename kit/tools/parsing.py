@@ -216,6 +216,38 @@ def transport_from_name(*names: str) -> str | None:
     return None
 
 
+def transport_from_env(env: dict[str, str], hosts: list[str] | None = None) -> str | None:
+    """The transport selected by the MPI environment variables the probe recorded.
+
+    Both ranks on one host with a shared-memory component enabled means shared memory,
+    whatever network components are also listed (MPI prefers shared memory on-node).
+    """
+    low = {k: v.lower() for k, v in env.items()}
+    btl = low.get("OMPI_MCA_btl", "")
+    tls = low.get("UCX_TLS", "")
+    provider = low.get("FI_PROVIDER", "")
+    fabrics = low.get("I_MPI_FABRICS", "")
+    words = {w.strip("^ ") for v in (btl, tls, provider, fabrics) for w in v.replace(
+        ":", ",").split(",") if w.strip()}
+    if btl.startswith("^"):
+        words = set()
+    shm = {"self", "vader", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem"}
+    same_host = bool(hosts) and len(set(hosts or [])) == 1
+    if same_host and words & (shm - {"self"}):
+        return "shm"
+    for candidates, transport in (
+        ({"tcp", "sockets"}, "tcp"),
+        ({"rc", "ud", "dc", "rc_x", "ud_x", "dc_x", "rc_verbs", "ud_verbs", "openib", "verbs",
+          "mlx", "ib"}, "ib"),
+        ({"psm2", "opa"}, "opa"),
+    ):
+        if words & candidates:
+            return transport
+    if words and words <= shm:
+        return "shm"
+    return None
+
+
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kit.data.ingest.common import ParsedRun
-from kit.data.ingest.records import JOB_RECORD_SCHEMA, problem, read_record
+from kit.tools.parsing import ParsedRun, transport_from_env
+from kit.tools.records import JOB_RECORD_SCHEMA, problem, read_record
 
 JOB_JSON = "job.json"
 
@@ -24,7 +24,7 @@ def _inspect(output: Path) -> tuple[dict[str, Any] | None, str | None]:
     beside it), or (None, None) when there is none or it describes other files.
 
     A job.json that cannot be read, or whose fields have the wrong types
-    (kit.data.ingest.records.JOB_RECORD_SCHEMA), says the run's metadata is unknown: the run is
+    (kit.tools.records.JOB_RECORD_SCHEMA), says the run's metadata is unknown: the run is
     marked incomplete rather than trusted (or crashing ingest).
     """
     path = output.parent / JOB_JSON
@@ -83,8 +83,6 @@ def apply_job_record(run: ParsedRun, output: Path) -> ParsedRun:
     if not run.env and isinstance(env, dict):
         run.env = {str(k): str(v) for k, v in env.items()}
     if run.transport_hint is None and run.env:
-        from kit.tools.probe import transport_from_env
-
         run.transport_hint = transport_from_env(run.env, run.hosts)
     state = record.get("state")
     if isinstance(state, str) and state != "completed":

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from kit.core.errors import UserError
-from kit.measure.campaign.collect import collect
+from kit.data.collect import collect
 from kit.measure.campaign.manifest import read_job_json, read_manifest, read_submitted
 from kit.measure.campaign.plan import plan_campaign
 from kit.measure.campaign.slurm import squeue_states

@@ -1,0 +1,130 @@
+"""The measured sizes' own adjustments in a SimGrid export: one-byte factor entries.
+
+Why: ``pt2pt predict`` gives a measured size its own location, band share and shape
+(``kit/model/persize.py``); between them it predicts the kernel mean of the neighbours'
+shifts (``RegimeModel.unmeasured``). SimGrid's factor strings are per size already (an entry
+applies to every size above its bound until the next entry), so a size whose prediction
+differs from the smooth curve gets two entries: one at its own transfer size (``size +
+envelope``) and one that resumes the smooth line right after it. The noise plugin reads the
+size's own quantile table from an exact-size line of the noise table (``= SIZE ...``).
+A simulation then runs what ``predict`` prints at every size, measured or not.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from kit.core.errors import ModelError
+from kit.model.contract import PointToPointModel
+
+#: A stored size whose median, p05 or p95 differs from the smooth curve's by more than this
+#: (relative) gets entries of its own; below it the smooth line already says the same.
+PER_SIZE_TOLERANCE = 0.002
+#: Why a model is refused when SMPI's overheads leave no network time (docs/simgrid.md).
+OVERHEADS_EXCEED = ("the send/recv overheads (smpi/os + smpi/or) exceed the ping-pong time, "
+                    "so no network time is left for SimGrid")
+
+
+class OverheadsExceed(ModelError):
+    """The send/recv models' overheads leave no network time somewhere: export without them
+    (the demo does, and says so)."""
+#: The levels compared to decide whether a stored size needs its own entries.
+_DECIDE_LEVELS = (0.05, 0.5, 0.95)
+
+
+@dataclass(frozen=True)
+class SizePoint:
+    """One measured size exported on its own (factors relative to the nominal route)."""
+
+    size: int
+    #: what SimGrid looks the factors up at: size + the MPI envelope
+    transfer: int
+    latency_factor: float
+    bandwidth_factor: float
+    #: ``pt2pt predict``'s median at ``size`` (s), overheads included
+    median_s: float
+    #: quantiles at the noise table's probabilities of network time / its centre
+    ratios: tuple[float, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"size": self.size, "transfer": self.transfer,
+                "latency_factor": self.latency_factor,
+                "bandwidth_factor": self.bandwidth_factor, "median_s": self.median_s,
+                "network_ratio_table": list(self.ratios)}
+
+
+def own_sizes(model: PointToPointModel, smooth: PointToPointModel, stored: NDArray[np.float64],
+              tolerance: float = PER_SIZE_TOLERANCE) -> NDArray[np.float64]:
+    """The stored sizes whose median, p05 or p95 differ from ``smooth``'s by > tolerance."""
+    sizes = np.unique(np.asarray(stored, dtype=np.float64))
+    sizes = sizes[(sizes >= 1) & (sizes == np.round(sizes))]
+    if not sizes.size:
+        return sizes
+    decide = list(_DECIDE_LEVELS)
+    own = np.asarray(model.predict_quantiles(sizes, decide), dtype=np.float64)
+    base = np.asarray(smooth.predict_quantiles(sizes, decide), dtype=np.float64)
+    return sizes[np.max(np.abs(own / base - 1.0), axis=1) > tolerance]
+
+
+def size_points(model: PointToPointModel, sizes: NDArray[np.float64], *, envelope: int,
+                probs: Sequence[float],
+                overhead: Callable[[NDArray[np.float64]], NDArray[np.float64]],
+                line: Callable[[NDArray[np.float64]], tuple[NDArray[np.float64],
+                                                            NDArray[np.float64]]],
+                latency: float, bandwidth: float) -> list[SizePoint]:
+    """The sizes of :func:`own_sizes` as entries of their own.
+
+    ``overhead(transfer)`` is what SMPI adds around the network time (smpi/os + smpi/or of
+    eager messages), ``line(transfer)`` the ``(a, b)`` of the exported smooth line there.
+    A point's line is the smooth one scaled to the size's median (both factors move by the
+    same ratio, so they stay as physical as the line they come from); its noise table is
+    the size's own quantiles over that median.
+    """
+    if not sizes.size:
+        return []
+    median = np.asarray(model.predict(sizes), dtype=np.float64)
+    q = np.asarray(model.predict_quantiles(sizes, list(probs)), dtype=np.float64)
+    transfer = sizes + envelope
+    o = overhead(transfer)
+    centre = median - o
+    if np.any(centre <= 0):
+        bad = int(sizes[np.argmax(centre <= 0)])
+        raise OverheadsExceed(f"at the measured size {bad} B {OVERHEADS_EXCEED}",
+                         where="ping-pong model",
+                         hint="check that --send/--recv are models of the same pair, or "
+                         "export without them")
+    a, b = line(transfer)
+    scale = centre / (a + b * transfer)
+    ratios = np.maximum((q - o[:, None]) / centre[:, None], 1e-3)
+    return [SizePoint(int(s), int(t), float(ai * k / latency), float(1.0 / (bi * k * bandwidth)),
+                      float(m), tuple(float(v) for v in row))
+            for s, t, ai, bi, k, m, row in zip(sizes, transfer, a, b, scale, median, ratios,
+                                              strict=True)]
+
+
+def with_points(bounds: Sequence[int], values: Sequence[tuple[float, float]],
+                points: Sequence[SizePoint]) -> list[tuple[int, tuple[float, float]]]:
+    """Factor entries ``(bound, (lat, bw))``: the smooth ones with each point cut in.
+
+    SimGrid applies an entry to sizes strictly above its bound: a point at transfer size
+    ``t`` is the entry at ``t - 1``, and the smooth line resumes with an entry at ``t``
+    (unless the next size is a point too).
+    """
+    smooth = sorted(zip(bounds, values, strict=True))
+    keys = [b for b, _ in smooth]
+
+    def smooth_at(size: int) -> tuple[float, float]:
+        at = bisect.bisect_left(keys, size) - 1  # the largest bound strictly below
+        return smooth[at][1] if at >= 0 else (1.0, 1.0)
+
+    table = dict(smooth)
+    for p in points:
+        table[p.transfer] = smooth_at(p.transfer + 1)
+    for p in points:
+        table[p.transfer - 1] = (p.latency_factor, p.bandwidth_factor)
+    return sorted(table.items())
