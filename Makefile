@@ -10,11 +10,12 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
-.PHONY: help venv probe demo test lint bench cluster-up cluster-down test-container system-deps clean selftest
+.PHONY: help venv probe demo test lint bench cluster-up cluster-down test-container system-deps test-deps clean selftest
 
 help:
 	@echo "make demo            set up everything and run the demo campaign (README command 1)"
 	@echo "make test            set up and run the test suite (README command 2)"
+	@echo "make test-deps       what make test installs first (root: every package a test uses)"
 	@echo "make test-container  build the Containerfile and run the tests in it (podman or docker)"
 	@echo "make lint            ruff + mypy + ansible-lint"
 	@echo "make bench           run the benchmarks (see BENCHMARKS.md)"
@@ -59,13 +60,44 @@ system-deps:
 	    echo "make: note: slurm-wlm/munge are not installed; only the Slurm tests need them (as root)" >&2; fi; \
 	fi
 
+# Everything the tests use beyond the demo's needs. Root: the Debian packages through
+# playbooks/test-host.yml (the local cluster's with MariaDB + slurmdbd, SimGrid, Chromium,
+# podman, the Spack build tools; lists in its roles' defaults). Another user: the one apt-get
+# line for what is missing, then on (each test that needs a missing package skips, saying
+# which). Both: the containers.podman collection for tests/test_podman_site.py (pip).
+test-deps: system-deps venv $(VENV)/.site-test
+	@if [ "$(IS_ROOT)" = yes ]; then \
+	  $(VENV)/bin/ansible-playbook -i localhost, -c local -e ansible_python_interpreter=$(abspath $(PY)) \
+	    playbooks/test-host.yml; \
+	else \
+	  line=$$($(PY) tests/host_packages.py --missing); \
+	  if [ -n "$$line" ]; then \
+	    echo "make: the tests that need these Debian packages will skip; to run them: $$line" >&2; fi; \
+	fi
+
+# The `ansible` package carries the containers.podman collection (ansible-core does not, and
+# Galaxy may be out of reach); its pin is the site-test extra of pyproject.toml.
+$(VENV)/.site-test: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q $$($(PY) -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["site-test"]))')
+	touch $@
+
 probe: system-deps venv
 	$(MAKE) -C kit/probe
 
 demo: probe
 	$(PT2PT) demo $(DEMO_ARGS)
 
-test: probe
+# An offline Spack from ../shared/spack when there is no Spack here (CI places ../shared
+# beside the checkout): laid out in $(SPACK_LAB), and the kit's environment built by the
+# tests (tests/conftest_spack.py) in $(SPACK_LAB)/kit-tree, kept for the next run.
+SHARED_SPACK ?= ../shared/spack
+SPACK_LAB ?= $(abspath .spack-lab)
+
+test: test-deps probe
+	@if [ -z "$${SPACK_ROOT:-}" ] && ! command -v spack >/dev/null && [ -f $(SHARED_SPACK)/lab.sh ]; then \
+	  bash $(SHARED_SPACK)/lab.sh $(SPACK_LAB) >/dev/null || exit $$?; \
+	  . $(SPACK_LAB)/env.sh; export PT2PT_SPACK_TREE=$${PT2PT_SPACK_TREE:-$(SPACK_LAB)/kit-tree}; \
+	fi; \
 	bash tests/run-suite $(PY) $(PYTEST_ARGS)
 
 lint: venv
@@ -91,4 +123,4 @@ test-container:
 
 clean:
 	$(MAKE) -C kit/probe clean
-	rm -rf $(VENV) demo-out .pytest_cache
+	rm -rf $(VENV) demo-out .pytest_cache .spack-lab
