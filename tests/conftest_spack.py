@@ -33,7 +33,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -53,6 +53,18 @@ FABRIC_COMPONENTS = {("pml", "ucx"): "ucx", ("mtl", "ofi"): "ofi", ("btl", "ofi"
                      ("btl", "vader"): None}
 SCHEDULER_COMPONENTS = {("plm", "slurm"): "slurm", ("ras", "gridengine"): "sge",
                         ("plm", "tm"): "tm", ("plm", "lsf"): "lsf"}
+
+
+F = TypeVar("F")
+
+
+def runs_spack_built_tools(test: F) -> F:
+    """Marks of a test that runs what ``spack_tools`` builds: serial, slow, MPI, and a
+    timeout that leaves room for the session's build when it happens in this test."""
+    for mark in (pytest.mark.spack, pytest.mark.slow, pytest.mark.mpi,
+                 pytest.mark.timeout(2 * SPACK_TIMEOUT_S)):
+        test = mark(test)
+    return test
 
 
 def openmpi_external_spec(ompi_info: str) -> str:

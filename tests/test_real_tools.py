@@ -40,7 +40,7 @@ from kit.measure.campaign.plan import plan_campaign
 from kit.measure.campaign.runlocal import run_local
 from kit.measure.machine import wait_for_idle
 from kit.tools import osu, skampi
-from tests.conftest_spack import SPACK_TIMEOUT_S, SpackTools
+from tests.conftest_spack import SpackTools, runs_spack_built_tools
 
 DATA = Path(__file__).resolve().parent / "data" / "real-tools"
 PINGPONG_SKI = Path(__file__).resolve().parent.parent / "jobs" / "campaigns" / "pingpong.ski"
@@ -161,10 +161,7 @@ tools:
 """
 
 
-@pytest.mark.mpi
-@pytest.mark.slow
-@pytest.mark.spack
-@pytest.mark.timeout(2 * SPACK_TIMEOUT_S)  # the session's Spack build may happen here
+@runs_spack_built_tools
 def test_osu_and_skampi_campaign_runs_locally_and_collects(
         spack_view: Path, tmp_path: Path) -> None:
     campaign = tmp_path / "c.yaml"
@@ -275,10 +272,7 @@ def _p50_by_round(dataset: Path, report: Any, jobs: dict[str, dict[str, Any]],
     return out
 
 
-@pytest.mark.mpi
-@pytest.mark.slow
-@pytest.mark.spack
-@pytest.mark.timeout(2 * SPACK_TIMEOUT_S)
+@runs_spack_built_tools
 def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
         spack_view: Path, tmp_path: Path) -> None:
     """The Spack-built probe against the Spack-built osu_latency: P50 within ±5 % at 8 B,

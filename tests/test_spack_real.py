@@ -28,6 +28,7 @@ from tests.conftest_spack import (
     find_spack,
     openmpi_external_spec,
     run,
+    runs_spack_built_tools,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -117,10 +118,7 @@ def test_concretize_with_system_openmpi_external(spack_env: SpackEnv) -> None:
     assert spack_env.node("gcc").get("external"), "the system compiler, not one Spack built"
 
 
-@pytest.mark.spack
-@pytest.mark.slow
-@pytest.mark.mpi
-@pytest.mark.timeout(2 * SPACK_TIMEOUT_S)
+@runs_spack_built_tools
 def test_installed_tools_are_in_the_view_and_the_probe_runs(
         spack_tools: SpackTools, tmp_path: Path) -> None:
     """Every root installed in the tree, linked into the view the job templates use; the
