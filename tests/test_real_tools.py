@@ -88,6 +88,20 @@ def test_real_osu_bandwidth_tails_become_time_percentiles(name: str, op: str) ->
     assert last["time"][0] == pytest.approx(65536 / (p99_bw * 1e6))
 
 
+def test_bandwidth_printed_as_zero_is_left_out_with_a_warning() -> None:
+    """A busy node: OSU printed the 1 B mean bandwidth as 0.00 MB/s, which holds no time per
+    message. That cell is left out and named; the run's other rows are kept (the demo's
+    collect failed the whole job on it)."""
+    name = "osu_bw_z_tcp_busy.txt"
+    run = osu.parse(DATA / name)
+    rows = _frame(DATA / name)
+    assert set(rows["stat"]) == BW_STATS
+    assert rows.filter(pl.col("size") == 1)["stat"].sort().to_list() == ["p1", "p10", "p50"]
+    assert rows.filter(pl.col("stat") == "mean")["size"].min() == 2
+    assert rows.height == 23 * 4 - 1  # 1 B .. 4 MiB, four columns, one cell out
+    assert any("0.00 MB/s" in w and "1 B mean" in w for w in run.warnings), run.warnings
+
+
 def test_real_skampi_pingpong() -> None:
     parsed = skampi.parse(DATA / "skampi_pingpong_tcp.sko")
     rows = _frame(DATA / "skampi_pingpong_tcp.sko")
