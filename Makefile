@@ -62,18 +62,41 @@ system-deps:
 
 # Everything the tests use beyond the demo's needs. Root: the Debian packages through
 # playbooks/test-host.yml (the local cluster's with MariaDB + slurmdbd, SimGrid, Chromium,
-# podman, the Spack build tools; lists in its roles' defaults). Another user: the one apt-get
-# line for what is missing, then on (each test that needs a missing package skips, saying
-# which). Both: the containers.podman collection for tests/test_podman_site.py (pip).
-test-deps: system-deps venv $(VENV)/.site-test
+# podman, the Spack build tools). Another user: first of all (before the venv), the one
+# apt-get line for every package that is missing; without the demo's own (MPI, gcc, venv)
+# nothing can run, so stop, else go on (each test that needs a missing package skips, saying
+# which). The lists: the YAML lists of the roles' defaults, read here with awk (plain
+# `  - name` items; tests/test_host_packages.py holds the two readings equal).
+HOST_PACKAGE_LISTS := local_slurm_packages local_slurm_accounting_packages test_host_packages
+HOST_PACKAGES := $(shell awk -v keys="$(HOST_PACKAGE_LISTS)" \
+  'BEGIN { n = split(keys, k, " "); for (i = 1; i <= n; i++) want[k[i]] = 1 } \
+   /^[A-Za-z_][A-Za-z0-9_]*:/ { key = $$1; sub(":.*", "", key); next } \
+   /^  - / && (key in want) { print $$2 }' \
+  playbooks/roles/local_slurm/defaults/main.yml playbooks/roles/test_host/defaults/main.yml)
+DEMO_PACKAGES := openmpi-bin libopenmpi-dev gcc python3-venv
+
+test-deps:
 	@if [ "$(IS_ROOT)" = yes ]; then \
+	  $(MAKE) --no-print-directory venv && \
 	  $(VENV)/bin/ansible-playbook -i localhost, -c local -e ansible_python_interpreter=$(abspath $(PY)) \
 	    playbooks/test-host.yml; \
 	else \
-	  line=$$($(PY) tests/host_packages.py --missing); \
-	  if [ -n "$$line" ]; then \
-	    echo "make: the tests that need these Debian packages will skip; to run them: $$line" >&2; fi; \
+	  have=" $$(dpkg-query -W -f='$${Package} $${db:Status-Abbrev}\n' $(HOST_PACKAGES) 2>/dev/null \
+	          | awk '$$2 ~ /^ii/ {print $$1}' | tr '\n' ' ')"; \
+	  missing=""; for p in $(HOST_PACKAGES); do \
+	    case "$$have" in *" $$p "*) ;; *) missing="$$missing $$p";; esac; done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "make: missing Debian packages; install them with" >&2; \
+	    echo "  sudo apt-get install --no-install-recommends$$missing" >&2; \
+	    for p in $(DEMO_PACKAGES); do case "$$missing " in *" $$p "*) \
+	      echo "make: $(DEMO_PACKAGES) are needed for anything to run: stopping" >&2; exit 2;; esac; done; \
+	    echo "make: going on without them: the tests that need them skip, each saying which (or run make test as root)" >&2; \
+	  fi; \
 	fi
+
+.PHONY: host-packages
+host-packages:
+	@echo $(HOST_PACKAGES)
 
 # The `ansible` package carries the containers.podman collection (ansible-core does not, and
 # Galaxy may be out of reach); its pin is the site-test extra of pyproject.toml.
@@ -93,7 +116,7 @@ demo: probe
 SHARED_SPACK ?= ../shared/spack
 SPACK_LAB ?= $(abspath .spack-lab)
 
-test: test-deps probe
+test: test-deps probe $(VENV)/.site-test
 	@if [ -z "$${SPACK_ROOT:-}" ] && ! command -v spack >/dev/null && [ -f $(SHARED_SPACK)/lab.sh ]; then \
 	  bash $(SHARED_SPACK)/lab.sh $(SPACK_LAB) >/dev/null || exit $$?; \
 	  . $(SPACK_LAB)/env.sh; export PT2PT_SPACK_TREE=$${PT2PT_SPACK_TREE:-$(SPACK_LAB)/kit-tree}; \
