@@ -33,7 +33,8 @@ $(VENV)/.installed: pyproject.toml setup.py kit/model/_mixture_kernels.c kit/mod
 	  else echo "make: note: python3-dev or gcc is missing: the kit's C kernels will not build and fits run slower in numpy ('sudo apt-get install python3-dev gcc', then 'rm $(VENV)/.installed; make venv')" >&2; fi; fi
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,deploy]'
+	@# setuptools' "Editable installation" box is advice for package authors, not a failure.
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e '.[dev,deploy]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -45,6 +46,7 @@ venv: $(VENV)/.installed
 system-deps:
 	@if [ "$(IS_ROOT)" = yes ]; then \
 	  $(MAKE) --no-print-directory venv && \
+	  ANSIBLE_DEPRECATION_WARNINGS=False PYTHONWARNINGS="ignore:DSA is deprecated" \
 	  $(VENV)/bin/ansible-playbook -i localhost, -c local -e ansible_python_interpreter=$(abspath $(PY)) \
 	    playbooks/local-cluster.yml --tags packages; \
 	else \
@@ -78,6 +80,7 @@ DEMO_PACKAGES := openmpi-bin libopenmpi-dev gcc python3-venv
 test-deps:
 	@if [ "$(IS_ROOT)" = yes ]; then \
 	  $(MAKE) --no-print-directory venv && \
+	  ANSIBLE_DEPRECATION_WARNINGS=False PYTHONWARNINGS="ignore:DSA is deprecated" \
 	  $(VENV)/bin/ansible-playbook -i localhost, -c local -e ansible_python_interpreter=$(abspath $(PY)) \
 	    playbooks/test-host.yml; \
 	else \

@@ -1,6 +1,7 @@
 """Speed of a full RegimeModel fit (segmentation + families + overlap + bands + noise).
 
-Targets (BENCHMARKS.md "Fit"): 1 M raw samples <= 5 s, 10 M <= 60 s on the 2-core machine.
+Targets (git show 1da3baf:BENCHMARKS.md, "Fit"): 1 M raw samples <= 5 s, 10 M <= 60 s on
+the 2-core machine.
 Also compares with pycewise (segmented linear regression, PyPI) on its own reference run
 (``../shared/reference-data/pycewise/pingpong_remote.csv``): time and per-size median error.
 

@@ -3,9 +3,10 @@
 1. ``--rows`` (default 100 M) synthetic raw samples (``kit.fit.synth.ethernet_like``, ``--grid``
    300 log-spaced sizes 1 B-4 MiB, probe-like) are generated in chunks of 10 M and ingested
    as one series (one run per chunk); nothing is kept after the run (a temporary folder).
-2. ``pt2pt fit`` runs on it in a child process with the default ``--max-samples``; its peak
-   RSS (``ru_maxrss`` of the child) and CPU time are reported, with and without the
-   validation and bootstrap intervals.
+2. ``pt2pt fit`` runs on it in a process of its own with the default ``--max-samples``; its
+   peak RSS and CPU time are reported, with and without the validation and bootstrap
+   intervals. The peak is the fit's own (benchmarks/child_usage.py: before, ``ru_maxrss`` of
+   a child started by this process included this process's peak, the generated data's).
 3. At ``--compare-rows`` (default 10 M) the full fit (``--max-samples 0``) is compared with
    subsampled fits at 200 log-spaced sizes, median and max over sizes: the relative
    difference of the predicted p50/p95/p99, and the level error (:func:`quantile_error`).
@@ -17,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -52,21 +51,14 @@ def make_dataset(root: Path, rows: int, seed: int = 1, grid: int = 300) -> Path:
     return ds
 
 
-def _rusage_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    assert os.waitstatus_to_exitcode(status) == 0, err
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 2**20, err
-
-
 def run_fit(ds: Path, out: Path, *extra: str) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS GiB, stderr) of ``pt2pt fit`` in a process of its own: the
+    peak is the fit's, not this benchmark's (which generated the data; child_usage.py)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from child_usage import run
+
     env = {**os.environ, "PYTHONPATH": str(REPO), "PT2PT_QUIET": "1"}
-    return _rusage_child([sys.executable, "-m", "kit", "fit", str(ds), "-o", str(out), *extra],
-                         env)
+    return run([sys.executable, "-m", "kit", "fit", str(ds), "-o", str(out), *extra], env)
 
 
 def quantile_error(full: Path, sub: Path) -> dict[str, tuple[float, float, float, float]]:

@@ -2,7 +2,8 @@
 figure that does not move with the machine's load.
 
 CPU seconds of the same fit move by 20-40 % from one minute to the next on a shared 2-core VM
-(BENCHMARKS.md, "Issue 19 on a slower VM"); instruction counts are exact and repeatable. They
+(git show 1da3baf:BENCHMARKS.md, "Issue 19 on a slower VM"); instruction counts are exact
+and repeatable. They
 are not time: an ``exp`` counts as its instructions, a cache miss as nothing. Each kit runs
 twice under callgrind, once with one fit and once with two (after the same warm-up fit of
 3,000 samples); the difference is one fit, imports and warm-up cancel (a fixed hash seed:

@@ -17,7 +17,8 @@ that alternate the tools so that load from other work hits all of them alike:
 4. **Loop efficiency** — `loop_seconds` / sum of the recorded round trips of the blocked run
    (target <= 1.1 on vader).
 
-OSU is not part of the kit: build it from source (BENCHMARKS.md gives the commands) and pass
+OSU is not part of the kit: build it from source (docs/performance-history.md gives the
+commands) and pass
 `--osu PATH/osu_latency` or set `OSU_LATENCY`. Without it only the probe columns are printed.
 
     .venv/bin/python benchmarks/bench_probe_fidelity.py [--osu /tmp/osu/osu_latency]

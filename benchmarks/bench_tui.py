@@ -1,8 +1,10 @@
-"""TUI responsiveness targets (issue 8), measured headless through Textual's pilot.
+"""TUI responsiveness targets (issues 8 and 56), measured headless through Textual's pilot.
 
 * open: a 10 M-sample single-series dataset, from app start to the series plot drawn
-  (target <= 2 s). The dataset carries the series summary ingest stores (series.json).
-  With one series the browser opens it directly, as a user would see it.
+  (issue 56: <= 1.0 s with the drawing summaries stored beside the dataset, "warm", at load
+  average <= 2; <= 2 s "cold", the first open, which computes and stores them). The dataset
+  carries the series summary ingest stores (series.json). With one series the browser
+  opens it directly, as a user would see it.
 * refit: after moving a breakpoint on a 1 M-sample series, from the key press to the new
   model adopted by the screen (target <= 1 s).
 
@@ -18,6 +20,7 @@ import argparse
 import asyncio
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -70,24 +73,39 @@ async def time_open(dataset: Path) -> tuple[float, float]:
     """Seconds from app start to the first plot, and to the first (preview) model on it."""
     from tui.app import ExplorerApp
     from tui.screens.series import SeriesScreen
+    from tui.widgets.plot import Plot
 
     t0 = time.perf_counter()
     app = ExplorerApp(dataset)
     async with app.run_test(size=(140, 40)):
-        def plotted() -> bool:
+        def plotted() -> bool:  # the plot has something on it (from stored summaries or not)
             s = app.screen
-            return isinstance(s, SeriesScreen) and s.state is not None
+            if not isinstance(s, SeriesScreen):
+                return False
+            plots = s.query(Plot)  # (none while the screen is still being composed)
+            return bool(plots) and bool(plots.first().spec.layers)
         t_plot = await wait_for(plotted)
-        t_fit = await wait_for(lambda: app.screen.state.model is not None)  # type: ignore[union-attr]
+        t_fit = await wait_for(lambda: app.screen.state is not None  # type: ignore[union-attr]
+                               and app.screen.state.model is not None)  # type: ignore[union-attr]
     return t_plot - t0, t_fit - t0
 
 
 def open_in_child(dataset: Path) -> tuple[float, float, float]:
     """One cold open in a fresh interpreter (no warm caches, no fit threads of a previous
-    run competing for the 2 cores); the child leaves without waiting for its own fit."""
-    out = subprocess.run([sys.executable, __file__, "--open-once", str(dataset)],
-                         check=True, capture_output=True, text=True).stdout.split()
-    return float(out[0]), float(out[1]), float(out[2])
+    run competing for the 2 cores); the child leaves without waiting for its own fit.
+
+    A child that fails is run again (at most twice more) and the failure printed: at load
+    average ~18, leaving the app right after the first plot once raised inside Textual's
+    Header (its title widget not mounted yet), a race of the benchmark's early exit."""
+    for attempt in range(3):
+        proc = subprocess.run([sys.executable, __file__, "--open-once", str(dataset)],
+                              capture_output=True, text=True)
+        if proc.returncode == 0:
+            out = proc.stdout.split()
+            return float(out[0]), float(out[1]), float(out[2])
+        print(f"  (open failed, attempt {attempt + 1}: {proc.stderr.strip().splitlines()[-1:]})",
+              flush=True)
+    raise RuntimeError(proc.stderr[-3000:])
 
 
 def time_parts(dataset: Path) -> dict[str, float]:
@@ -167,12 +185,21 @@ def main() -> int:
     mid = build(args.workdir, 1_000_000)
     for name, secs in time_parts(big).items():
         print(f"  10M {name}: {secs:.3f} s")
-    opens = [open_in_child(big) for _ in range(max(args.repeat // 2, 1))]
-    plot_s = [o[0] for o in opens]
-    print(f"open 10M samples -> first plot: median {statistics.median(plot_s):.2f} s "
-          f"(runs {', '.join(f'{v:.2f}' for v in plot_s)}; target <= 2 s); "
-          f"first (preview) model drawn at {statistics.median(o[1] for o in opens):.2f} s; "
-          f"from process start (imports included) {statistics.median(o[2] for o in opens):.2f} s")
+    from tui.drawcache import CACHE_DIR
+
+    for kind in ("cold", "warm"):
+        opens = []
+        for _ in range(max(args.repeat // 2, 1)):
+            if kind == "cold":  # the first open after an ingest: no stored summaries
+                shutil.rmtree(big / CACHE_DIR, ignore_errors=True)
+            opens.append(open_in_child(big))
+        plot_s = [o[0] for o in opens]
+        print(f"open 10M samples ({kind}) -> first plot: median "
+              f"{statistics.median(plot_s):.2f} s (runs {', '.join(f'{v:.2f}' for v in plot_s)};"
+              f" target <= {'2' if kind == 'cold' else '1.0'} s); from process start (imports "
+              f"included) {statistics.median(o[2] for o in opens):.2f} s; first (preview) model "
+              f"drawn at {statistics.median(o[1] for o in opens):.2f} s; load average "
+              f"{os.getloadavg()[0]:.1f}")
     refits = asyncio.run(time_refit(mid, args.repeat))
     first = [r[0] for r in refits]
     full = [r[1] for r in refits]

@@ -54,7 +54,10 @@ def test_family_quantiles_without_freezing_are_scipys(family: str, params: dict)
     q = np.concatenate([[0.0, 1.0, 0.5, 0.95, 0.99, 1e-12, 1 - 1e-12, -0.1, 1.1, np.nan],
                         np.random.default_rng(0).uniform(size=50)])
     got = Noise(family, dict(params))._scipy_ppf(q)
-    want = Noise(family, dict(params))._frozen().ppf(q)
+    dist, shape = SCIPY[family]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        want = np.asarray(dist.ppf(q, params[shape], 0.0, params["scale"]))
     assert np.array_equal(got, want, equal_nan=True)
     assert np.array_equal(Noise(family, dict(params))._scipy_ppf(q.reshape(6, 10)),
                           want.reshape(6, 10), equal_nan=True)

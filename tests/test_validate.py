@@ -273,3 +273,22 @@ def test_cli_validates_a_dataset_series_and_saves_it(tmp_path: Path,
     assert main(["validate", str(tmp_path / "ds")]) == 2
     err = capsys.readouterr().err
     assert "transport=shm" in err and "transport=tcp" in err and "Traceback" not in err
+
+
+def test_held_out_samples_beyond_the_cap_are_scored_on_a_recorded_subsample(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above MAX_SCORED_SAMPLES held-out samples, a seeded uniform subsample of them is
+    scored (the training split is unchanged): the split says how many, the per-cell counts
+    add up to it, and the same seed scores the same samples."""
+    import kit.fit.validate as v
+
+    size, time = synth.sample(synth.ethernet_like(), 4000, grid=40, seed=3)
+    whole = validate(PeakModel(), size, time, baselines=["peak"])
+    assert "n_scored" not in whole["split"]  # under the cap: every held-out sample
+    monkeypatch.setattr(v, "MAX_SCORED_SAMPLES", 500)
+    capped = validate(PeakModel(), size, time, baselines=["peak"])
+    split = capped["split"]
+    assert split["n_train"] == whole["split"]["n_train"]
+    assert split["n_test"] == whole["split"]["n_test"] > 500 and split["n_scored"] == 500
+    assert sum(capped["per_size"]["n_test"]) <= 500
+    assert capped == validate(PeakModel(), size, time, baselines=["peak"])

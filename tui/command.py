@@ -19,10 +19,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--models", action="append", default=[], metavar="DIR",
                    help="directory of model JSON files, e.g. DIR/models of 'pt2pt demo' "
                    "(repeatable)")
+    p.add_argument("--apps", metavar="FILE",
+                   help="a pt2pt predict-app result: the applications view (ctrl+a, or an "
+                   "app series) shows it")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tui.app import run
+    from pathlib import Path
 
-    return run(args.dataset, model=args.model, models=args.models)
+    from tui.app import run
+    from tui.modelfiles import missing_models
+
+    # Said before the screen opens: a notification inside it is easy to miss.
+    for option, folder in (("--models", True), ("--model", False)):
+        for raw in getattr(args, option.strip("-")):
+            if not Path(raw).expanduser().exists():
+                err = missing_models(Path(raw), args.dataset, folder)
+                err.where = f"{option} {raw}"
+                raise err
+
+    return run(args.dataset, model=args.model, models=args.models, apps=args.apps)

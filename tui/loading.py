@@ -15,6 +15,7 @@ import polars as pl
 
 from kit.core.errors import UserError
 from kit.data.schema import SERIES_KEYS
+from kit.measure.conditions import RUN_KEYS, conditions_by_series
 from tui.serieskey import SeriesKey
 
 
@@ -29,6 +30,10 @@ class SeriesRow:
     small_median_s: float | None
     large_bw_Bps: float | None
     mpi: str
+    #: the node's state during the series' runs (kit.measure.conditions): quiet | disturbed |
+    #: unknown, and why
+    conditions: str = "unknown"
+    conditions_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ def _check_dataset_dir(path: Path) -> None:
         raise UserError(f"'{path}' is not a pt2pt dataset (no 'samples/' directory in it)",
                         where="dataset",
                         hint="give the directory that 'pt2pt ingest' wrote, or create one with "
-                        "'pt2pt ingest FILES -o DIR'")
+                        "'pt2pt ingest FILES --dataset DIR'")
 
 
 def series_rows(dataset: str | Path) -> list[SeriesRow]:
@@ -64,7 +69,9 @@ def series_rows(dataset: str | Path) -> list[SeriesRow]:
     if table.height == 0:
         raise UserError(f"'{path}' holds no samples", where="dataset",
                         hint="ingest measurements into it with 'pt2pt ingest'")
-    mpi = _mpi_by_series(path)
+    runs = _runs(path)
+    mpi = _mpi_by_series(runs)
+    conditions = conditions_by_series(runs) if runs is not None else {}
     rows = []
     for rec in table.iter_rows(named=True):
         values = tuple("" if rec.get(k) is None else str(rec.get(k)) for k in SERIES_KEYS)
@@ -77,20 +84,24 @@ def series_rows(dataset: str | Path) -> list[SeriesRow]:
             small_median_s=_float_or_none(rec.get("small_median_s")),
             large_bw_Bps=_float_or_none(rec.get("large_bw_Bps")),
             mpi=mpi.get((key.get("campaign"), key.get("tool"), key.get("transport")), ""),
+            **_conditions(conditions.get(tuple(str(rec.get(k)) for k in RUN_KEYS))),
         ))
     rows.sort(key=lambda r: r.key.sort_key)
     return rows
 
 
-def _mpi_by_series(path: Path) -> dict[tuple[str, str, str], str]:
-    """MPI library per (campaign, tool, transport), from the runs table; empty if unknown."""
+def _runs(path: Path) -> pl.DataFrame | None:
     from kit.data import dataset as kds
 
     try:
-        runs = kds.runs(path)
+        return kds.runs(path)
     except (UserError, OSError, pl.exceptions.PolarsError):
-        return {}
-    if runs.height == 0 or "mpi_version" not in runs.columns:
+        return None
+
+
+def _mpi_by_series(runs: pl.DataFrame | None) -> dict[tuple[str, str, str], str]:
+    """MPI library per (campaign, tool, transport), from the runs table; empty if unknown."""
+    if runs is None or runs.height == 0 or "mpi_version" not in runs.columns:
         return {}
     out: dict[tuple[str, str, str], str] = {}
     for rec in runs.iter_rows(named=True):
@@ -100,6 +111,11 @@ def _mpi_by_series(path: Path) -> dict[tuple[str, str, str], str]:
         if version and k not in out:
             out[k] = version[0][:40]
     return out
+
+
+def _conditions(found: tuple[str, str] | None) -> dict[str, str]:
+    verdict, why = found or ("unknown", "no run of this series in the runs table")
+    return {"conditions": verdict, "conditions_why": why}
 
 
 def _float_or_none(v: Any) -> float | None:

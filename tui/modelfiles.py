@@ -23,6 +23,21 @@ def load_model(path: str | Path) -> Any:
     return _load(Path(path))
 
 
+def missing_models(path: Path, dataset: str | Path | None = None,
+                   folder: bool | None = None) -> UserError:
+    """A model file or folder that is not there, with the command that writes it."""
+    data = str(dataset) if dataset else "DATASET"
+    folder = path.suffix != ".json" if folder is None else folder
+    if folder:
+        return UserError("no such folder of models", where=str(path),
+                         hint=f"write one model per series into it first: 'pt2pt fit {data} "
+                         f"--all -o {path}/' (or give the models folder 'pt2pt demo' wrote, "
+                         "demo-out/models)")
+    return UserError("no such model file", where=str(path),
+                     hint=f"fit it first: 'pt2pt fit {data} --series KEY=VALUE,... -o {path}' "
+                     "('pt2pt datasets' lists the series)")
+
+
 def model_files(paths: Sequence[str | Path]) -> tuple[list[Path], list[UserError]]:
     """The model JSON files named by ``paths``: files as given, directories expanded.
 
@@ -33,6 +48,9 @@ def model_files(paths: Sequence[str | Path]) -> tuple[list[Path], list[UserError
     errors: list[UserError] = []
     for raw in paths:
         path = Path(raw).expanduser()
+        if not path.exists():
+            errors.append(missing_models(path))
+            continue
         if path.is_dir():
             found = sorted(p for p in path.glob("*.json")
                            if p.is_file() and not p.name.startswith("."))

@@ -20,6 +20,10 @@ data differ a little in their breakpoints), so the comparison is made on the *sa
    samples is not "slower".
 5. Per regime of A, the curve parameters (latency, bandwidth, power slope) are refitted on
    per-size medians of A and of B with the same family, with a bootstrap over sizes.
+6. The run conditions of both sides (:mod:`kit.measure.conditions`) are read from the runs
+   table: when a run of either side was measured on a disturbed node the comparison is
+   shown but no change is called (``allow_disturbed`` calls it anyway): a busy node slows
+   every size, and "slower by 40 %" would name the network for what the load did.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +39,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from kit.core.atomicwrite import replacing
 from kit.core.errors import UserError
 from kit.model.outliers import group_medians
 from kit.model.runs import string_codes
@@ -45,6 +51,8 @@ MIN_BAND_TAIL = 40
 #: Fewest distinct sizes in a regime for its curve parameters to be compared.
 MIN_PARAM_SIZES = 4
 EXIT_THRESHOLD = 3
+#: no verdict: a side was measured on a disturbed node (kit.measure.conditions)
+EXIT_WITHHELD = 4
 #: Bootstrap replicates x samples held at once (a few int64 arrays of this many cells each).
 BOOT_CELLS = 1 << 21
 
@@ -62,6 +70,8 @@ class Side:
     run: NDArray[Any] | None = None
     seq: NDArray[Any] | None = None
     model: Any = None  # a fitted RegimeModel when one was given or fitted
+    #: the conditions of the side's runs (kit.measure.conditions), from the runs table
+    conditions: list[Any] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -83,6 +93,18 @@ def _select_frame(dataset: Path, selector: dict[str, str], where: str) -> tuple[
     return chosen, frame
 
 
+def side_conditions(dataset: Path, run_ids: Any) -> list[Any]:
+    """The recorded conditions of the runs ``run_ids`` (kit.measure.conditions)."""
+    import polars as pl
+
+    from kit.data import dataset as ds
+    from kit.measure.conditions import Conditions
+
+    wanted = sorted({str(r) for r in run_ids})
+    table = ds.runs(dataset).filter(pl.col("run_id").is_in(wanted))
+    return [Conditions.from_row(row) for row in table.iter_rows(named=True)]
+
+
 def split_spec(spec: str) -> tuple[Path, str | None]:
     """``PATH`` or ``PATH#KEY=V,...`` (a series selector after ``#``)."""
     path, sep, sel = spec.partition("#")
@@ -101,9 +123,7 @@ def load_side(spec: str, *, series: str | None = None, label: str | None = None)
                         "file written by 'pt2pt fit'")
     if path.is_dir():
         selector = parse_selector(sel_text or series, where=spec if sel_text else "--series")
-        _, frame = _select_frame(path, selector, spec)
-        return Side(name, frame["size"].to_numpy(), frame["time"].to_numpy(),
-                    frame["run_id"].to_numpy(), frame["seq"].to_numpy().astype(np.int64))
+        return dataset_side(path, selector, name)
     from kit.data.dataset import model_selector as ds_selector
     from kit.model.io import read_model
 
@@ -120,7 +140,56 @@ def load_side(spec: str, *, series: str | None = None, label: str | None = None)
     _, frame = _select_frame(Path(str(data)), selector, str(path))
     return Side(name, frame["size"].to_numpy(), frame["time"].to_numpy(),
                 frame["run_id"].to_numpy(), frame["seq"].to_numpy().astype(np.int64),
-                model=model)
+                model=model, conditions=side_conditions(Path(str(data)),
+                                                         frame["run_id"].unique()))
+
+
+@dataclass
+class SeriesPairs:
+    """The series of two datasets matched by key: (label, A's selector, B's selector) each,
+    and the series found on one side only."""
+
+    pairs: list[tuple[str, dict[str, str], dict[str, str]]]
+    only_a: list[str]
+    only_b: list[str]
+
+
+def pair_series(a: Path, b: Path) -> SeriesPairs:
+    """Match the raw series of datasets ``a`` and ``b`` by the keys that tell a dataset's
+    series apart (tool, transport, op, ... as they vary in either); keys constant on each side
+    (the campaign's name, the host pair of a one-pair machine) are what is compared, not
+    what is matched."""
+    import polars as pl
+
+    from kit.data import dataset as ds
+
+    tables = []
+    for path in (a, b):
+        table = ds.series_table(ds.require_ingested(path)).filter(
+            pl.col("stat").cast(pl.String) == ds.RAW)
+        tables.append([{k: str(r[k]) for k in ds.SERIES_KEYS} for r in table.to_dicts()])
+    keys = [k for k in ds.SERIES_KEYS
+            if any(len({row[k] for row in rows}) > 1 for rows in tables)] or ["op"]
+
+    def key(row: dict[str, str]) -> tuple[str, ...]:
+        return tuple(row[k] for k in keys)
+
+    def label(row: dict[str, str]) -> str:
+        return ",".join(f"{k}={row[k]}" for k in keys)
+
+    in_a = {key(r): r for r in tables[0]}
+    in_b = {key(r): r for r in tables[1]}
+    pairs = [(label(in_a[k]), in_a[k], in_b[k]) for k in sorted(in_a) if k in in_b]
+    return SeriesPairs(pairs, [label(in_a[k]) for k in sorted(in_a) if k not in in_b],
+                       [label(in_b[k]) for k in sorted(in_b) if k not in in_a])
+
+
+def dataset_side(path: Path, selector: dict[str, str], label: str) -> Side:
+    """One series of a dataset folder as a side (its samples and its runs' conditions)."""
+    _, frame = _select_frame(path, selector, label)
+    return Side(label, frame["size"].to_numpy(), frame["time"].to_numpy(),
+                frame["run_id"].to_numpy(), frame["seq"].to_numpy().astype(np.int64),
+                conditions=side_conditions(path, frame["run_id"].unique()))
 
 
 def halves(side: Side) -> tuple[Side, Side]:
@@ -137,7 +206,7 @@ def halves(side: Side) -> tuple[Side, Side]:
     def part(mask: NDArray[np.bool_], what: str) -> Side:
         return Side(f"{side.label} ({what} half)", side.size[mask], side.time[mask],
                     None if side.run is None else side.run[mask], side.seq[mask]
-                    if side.seq is not None else None)
+                    if side.seq is not None else None, conditions=side.conditions)
 
     return part(first, "first"), part(~first, "second")
 
@@ -197,6 +266,15 @@ class DiffResult:
     changed: bool
     settings: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    #: the conditions each side was measured in (kit.measure.conditions.describe), and why
+    #: no change is called (a disturbed side), or None
+    conditions: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def withheld(self) -> str | None:
+        """Why no change was called (a side measured on a disturbed node), or None."""
+        why = self.conditions.get("withheld")
+        return str(why) if why else None
 
     def as_dict(self) -> dict[str, Any]:
         def clean(v: Any) -> Any:
@@ -213,7 +291,8 @@ class DiffResult:
                       "verdict": self.verdict, "changed": self.changed,
                       "settings": self.settings, "bands": [asdict(b) for b in self.bands],
                       "params": [asdict(p) for p in self.params],
-                      "breaks": [asdict(b) for b in self.breaks], "notes": self.notes})
+                      "breaks": [asdict(b) for b in self.breaks], "notes": self.notes,
+                      "conditions": self.conditions})
 
 
 # --------------------------------------------------------------------------- machinery
@@ -368,7 +447,8 @@ def _fit_params(family: str, s: Array, m: Array, w: Array) -> dict[str, tuple[fl
 # --------------------------------------------------------------------------- the diff
 def diff(a: Side, b: Side, *, alpha: float = 0.05, min_effect: float = 0.02,
          n_boot: int = 200, seed: int = 0, break_tol: float = 0.05,
-         params: bool = True, reason: str | None = None) -> DiffResult:
+         params: bool = True, reason: str | None = None,
+         allow_disturbed: bool = False) -> DiffResult:
     """Compare B with A; see the module docstring for the method."""
     from scipy.stats import norm
 
@@ -446,13 +526,39 @@ def diff(a: Side, b: Side, *, alpha: float = 0.05, min_effect: float = 0.02,
 
     _confirm_breaks(breaks, bands)
     verdict, changed = _verdict(bands, pchanges, breaks, min_effect, reason)
+    conditions = _conditions(a, b, notes)
+    if conditions["withheld"]:
+        if allow_disturbed:
+            notes.append(f"called although {conditions['withheld']} (--allow-disturbed)")
+            conditions["withheld"] = None
+        else:
+            verdict, changed = (f"no verdict: {conditions['withheld']}; the table below "
+                                "shows the load as much as the network. Measure again on a "
+                                "quiet node, or call it anyway with --allow-disturbed"), False
     settings = {"alpha": alpha, "min_effect": min_effect, "bootstrap": n_boot, "seed": seed,
                 "tests": m_tests, "z": z, "break_tol": break_tol,
                 "statistic": "quantiles of time / A's regime curve per size band",
                 "correction": "Bonferroni over all tests (family-wise 95 %)",
                 "breakpoints_a": bp_a, "breakpoints_b": bp_b}
     return DiffResult(a.label, b.label, a.n, b.n, bands, pchanges, breaks, verdict, changed,
-                      settings, notes)
+                      settings, notes, conditions)
+
+
+def _conditions(a: Side, b: Side, notes: list[str]) -> dict[str, Any]:
+    """Each side's conditions in words and why a verdict is withheld (kit.measure.conditions)."""
+    from kit.measure.conditions import describe, judge, unrecorded, withheld, worst
+
+    sides = {"A": a.conditions, "B": b.conditions}
+    out: dict[str, Any] = {"withheld": withheld(sides)}
+    for name, runs in sides.items():
+        verdict, why = worst([judge(c) for c in runs]) if runs else ("unknown", "no run")
+        shown = sorted({describe(c) for c in runs})
+        out[name] = {"verdict": verdict, "why": why, "runs": shown[:3]}
+    missing = unrecorded(sides)
+    if missing:
+        notes.append(f"conditions (load, binding) not recorded for {' and '.join(missing)}: "
+                     "a busy node cannot be ruled out")
+    return out
 
 
 def _param_changes(model_a: Any, a: Side, b: Side, *, n_boot: int, rng: np.random.Generator,
@@ -539,10 +645,34 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}" if abs(x) < 0.1 else f"{100 * x:.0f}"
 
 
+def ratio_text(change: float, lo: float, hi: float) -> str:
+    """A change B/A - 1 with its interval, as a reader takes it in: percent up to a factor
+    2 either way (+7 % [+5, +9]), a ratio beyond (x240 [x120, x480]; x0.17 [x0.1, x0.3]):
+    +23,845 % says less than x240, and an interval [-100, +5e30] % hides that it spans a
+    factor 1e30."""
+    r, rl, rh = 1 + change, 1 + lo, 1 + hi
+    if 0.5 < r < 2 and rl > 0.25 and rh < 4:
+        return f"{_signed_pct(change)} % [{_signed_pct(lo)}, {_signed_pct(hi)}]"
+    return f"x{_ratio(r)} [x{_ratio(rl)}, x{_ratio(rh)}]"
+
+
+def _signed_pct(x: float) -> str:
+    return ("+" if x >= 0 else "") + _pct(x)
+
+
+def _ratio(r: float) -> str:
+    if not math.isfinite(r):
+        return "inf"
+    return f"{r:.3g}" if r < 1e4 else f"{r:.1e}"
+
+
 def band_phrase(c: BandChange) -> str:
     word = "slower" if c.change > 0 else "faster"
-    return (f"{c.stat} {word} by {_pct(abs(c.change))} % [{_pct(c.ci_lo)}, {_pct(c.ci_hi)}] "
-            f"in {human_size(c.size_lo)}–{human_size(c.size_hi)}")
+    where = f"in {human_size(c.size_lo)}–{human_size(c.size_hi)}"
+    text = ratio_text(c.change, c.ci_lo, c.ci_hi)
+    if text.startswith("x"):
+        return f"{c.stat} {word}: B/A {text} {where}"
+    return f"{c.stat} {word} by {_pct(abs(c.change))} % [{_pct(c.ci_lo)}, {_pct(c.ci_hi)}] {where}"
 
 
 def _verdict(bands: list[BandChange], params: list[ParamChange], breaks: list[BreakChange],
@@ -576,11 +706,15 @@ def _verdict(bands: list[BandChange], params: list[ParamChange], breaks: list[Br
             parts.append(f"break at {human_size(br.a)} gone")
     if len(confirmed) > 3:
         parts.append(f"{len(confirmed) - 3} more break change(s)")
-    tails = [c for c in bands if c.stat != "p50" and c.significant]
-    if tails and not sig50:
-        parts += [band_phrase(c) for c in sorted(tails, key=lambda c: -abs(c.change))[:2]]
-    elif tails:
-        parts.append(f"tails (p05/p95) changed in {len(tails)} band(s)")
+    tails = sorted((c for c in bands if c.stat != "p50" and c.significant),
+                   key=lambda c: -abs(math.log1p(c.change)))
+    # The largest tail changes are named whatever the median did: a p95 240 times slower is
+    # the news, not a footnote ("tails changed") under a 5 % median change.
+    shown_tails = tails[:2] if not sig50 else tails[:1]
+    parts += [band_phrase(c) for c in shown_tails]
+    if len(tails) > len(shown_tails):
+        parts.append(f"tails (p05/p95) changed in {len(tails) - len(shown_tails)} more "
+                     "band(s)")
     shown = 0
     for p in sorted(params, key=lambda p: -abs(p.change)):
         if shown < 2 and p.significant and p.param in ("latency_s", "bandwidth_Bps"):
@@ -658,22 +792,26 @@ def broken(result: DiffResult, rules: list[Threshold]) -> list[str]:
 def summary_lines(result: DiffResult) -> list[str]:
     """The terminal view: the verdict, then the band table and parameter table."""
     s = result.settings
-    out = [f"A: {result.a_label} ({result.n_a} samples)",
-           f"B: {result.b_label} ({result.n_b} samples)",
+    cond = result.conditions
+    out = [f"A: {result.a_label} ({result.n_a} samples)"
+           + _conditions_text(cond.get("A")),
+           f"B: {result.b_label} ({result.n_b} samples)"
+           + _conditions_text(cond.get("B")),
            f"verdict: {result.verdict}",
            f"method: change of each quantile of time / A's regime curve, B vs A; "
            f"{s['tests']} tests, Bonferroni-corrected 95 % intervals (bootstrap over "
            f"sizes or runs, {s['bootstrap']} resamples); reported when the interval "
            f"excludes 0 and |change| >= {100 * s['min_effect']:g} %",
-           "", f"{'size band':<24} {'stat':<5} {'n A':>7} {'n B':>7} {'change':>9} "
-           f"{'interval':>19}  "]
+           "", f"{'size band':<24} {'stat':<5} {'n A':>7} {'n B':>7} "
+           f"{'change [95 % interval]':>30}  "]
     for c in result.bands:
         band = f"{human_size(c.size_lo)}–{human_size(c.size_hi)}"
         if c.kind != "regime":
             band += " *"
-        flag = "changed" if c.significant else ""
-        out.append(f"{band:<24} {c.stat:<5} {c.n_a:>7} {c.n_b:>7} {100 * c.change:>+8.1f}% "
-                   f"[{100 * c.ci_lo:>+7.1f}, {100 * c.ci_hi:>+7.1f}]  {flag}")
+        flag = ("changed" if not result.withheld else "differs (no verdict)") \
+            if c.significant else ""
+        out.append(f"{band:<24} {c.stat:<5} {c.n_a:>7} {c.n_b:>7} "
+                   f"{ratio_text(c.change, c.ci_lo, c.ci_hi):>30}  {flag}")
     if any(c.kind != "regime" for c in result.bands):
         out.append("* between the two positions of a break that moved")
     if result.params:
@@ -698,6 +836,15 @@ def summary_lines(result: DiffResult) -> list[str]:
                        f"{'confirmed by the samples' if br.confirmed else br.note}")
     out += [f"note: {n}" for n in result.notes]
     return out
+
+
+def _conditions_text(side: Mapping[str, Any] | None) -> str:
+    if not side:
+        return ""
+    if side.get("verdict") == "disturbed":
+        return f"\n   runs: DISTURBED: {side.get('why')}"
+    runs = side.get("runs") or []
+    return f"\n   runs: {side.get('verdict')}" + (f" ({runs[0]})" if runs else "")
 
 
 def plot_diff(result: DiffResult, a: Side, b: Side, path: Path) -> None:
@@ -747,10 +894,11 @@ def plot_diff(result: DiffResult, a: Side, b: Side, path: Path) -> None:
     ax2.legend(fontsize=8, ncol=3)
     fig.suptitle(result.verdict[:110], fontsize=9)
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with replacing(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def render_html(result: DiffResult) -> str:

@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from kit.outputs.demo import (
         baseline_table,
-        crosscheck_table,
+        crosscheck,
         run_demo,
         summary_table,
         tui_command,
@@ -62,9 +62,11 @@ def _run(args: argparse.Namespace) -> int:
     baselines = baseline_table(result.series)
     if baselines is not None:
         out.print(baselines)
-    others = crosscheck_table(result.dataset, result.series)
-    if others is not None:
-        out.print(others)
+    others = crosscheck(result.dataset, result.series)
+    if others.table is not None:
+        out.print(others.table)
+    for line in others.withheld:
+        out.print(f"cross-check: {line}", soft_wrap=True, markup=False, highlight=False)
     out.print(f"dataset:  {result.dataset}")
     out.print(f"models:   {result.out / 'models'}")
     for cfg in result.simgrid:

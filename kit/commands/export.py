@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+from typing import Any
 
+from kit.core.argtypes import integer
 from kit.core.errors import UserError
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -76,6 +78,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="what the factors follow: the model's median (pt2pt predict, "
                    "measured sizes included; default) or its regimes' central curves "
                    "(population noise)")
+    cluster = p.add_argument_group(
+        "cluster platform (issue 57)",
+        "With --hosts N: a SimGrid cluster of N hosts instead of the measured pair: a link "
+        "per host to a switch at MODEL's route (the inter-node model), a loopback per host at "
+        "--intra's, both models' factors and noise in network.tsv for the kit's network "
+        "plugin (docs/simgrid.md). Files: platform.xml, hostfile, network.tsv, "
+        "smpi-config.txt, platform.json; 'pt2pt simulate --app PROGRAM.c --platform DIR' "
+        "runs MPI programs on it.")
+    cluster.add_argument("--hosts", type=integer(1, 65536, "hosts"), metavar="N",
+                         help="number of hosts (writes a cluster platform)")
+    cluster.add_argument("--cores", type=integer(1, 4096, "cores"), default=1, metavar="C",
+                         help="cores per host (default 1)")
+    cluster.add_argument("--intra", type=Path, metavar="MODEL",
+                         help="intra-node ping-pong model (messages between ranks of one "
+                         "host; default: they follow MODEL)")
+    cluster.add_argument("--backbone", metavar="B,L",
+                         help="the switch's capacity and latency, e.g. 10GBps,1us (default: "
+                         "non-blocking)")
     p.set_defaults(func=run)
 
 
@@ -93,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
     send = load_model(args.send) if args.send else None
     recv = load_model(args.recv) if args.recv else None
     isend = load_model(args.isend) if args.isend else None
+    if args.hosts is not None:
+        return _run_cluster(args, model, send, recv, latency, bandwidth, fitted.provenance)
+    for option in ("intra", "backbone"):
+        if getattr(args, option) is not None:
+            raise UserError("needs --hosts (it describes a cluster platform)",
+                            where=f"option --{option}", hint="add --hosts N")
     result = export_simgrid(model, latency=latency, bandwidth=bandwidth, send_model=send,
                             recv_model=recv, isend_model=isend, version=args.simgrid_version,
                             center=args.center,
@@ -108,4 +134,44 @@ def run(args: argparse.Namespace) -> int:
     print(f"run: smpirun -platform {out / 'platform.xml'} -hostfile {out / 'hostfile'} -np 2 APP")
     for arg in result.cfg_args():
         print(arg)
+    return 0
+
+
+def _run_cluster(args: argparse.Namespace, model: Any, send: Any, recv: Any,
+                 latency: float | None, bandwidth: float | None,
+                 provenance: dict[str, Any]) -> int:
+    from kit.model.io import load_model
+    from kit.outputs.export.platform import LinkValue, cluster_platform
+
+    if args.isend is not None or args.center != "median":
+        raise UserError("not with --hosts (the cluster platform follows pt2pt predict, with "
+                        "smpi/os and smpi/or only)",
+                        where="option --isend" if args.isend else "option --center",
+                        hint="leave it out")
+    backbone = None
+    if args.backbone:
+        bw_text, sep, lat_text = args.backbone.partition(",")
+        if not sep:
+            raise UserError(f"'{args.backbone}' is not BANDWIDTH,LATENCY",
+                            where="option --backbone", hint="e.g. --backbone 10GBps,1us")
+        backbone = LinkValue(parse_quantity(bw_text, _BW_UNITS, "--backbone", BANDWIDTH_RANGE),
+                             parse_quantity(lat_text, _TIME_UNITS, "--backbone",
+                                            LATENCY_RANGE))
+    intra = load_model(args.intra) if args.intra else None
+    platform = cluster_platform(model, hosts=args.hosts, cores=args.cores, intra_model=intra,
+                                send_model=send, recv_model=recv, latency=latency,
+                                bandwidth=bandwidth, backbone=backbone,
+                                version=args.simgrid_version, provenance=provenance)
+    out = args.output or args.model.with_name(args.model.stem + "-platform")
+    for path in platform.write(out):
+        print(f"wrote {path}")
+    print(f"SimGrid {platform.version[0]}.{platform.version[1]}: {platform.hosts} hosts x "
+          f"{platform.cores} cores; inter-node route {platform.inter.latency:.6g} s, "
+          f"{platform.inter.bandwidth:.6g} B/s" + (
+              f"; intra-node {platform.loopback.latency:.6g} s, "
+              f"{platform.loopback.bandwidth:.6g} B/s" if platform.intra else ""))
+    for note in platform.notes:
+        print(f"note: {note}")
+    print("run: pt2pt simulate --app PROGRAM.c --np N --platform " + str(out)
+          + "  (or smpirun with the kit's network plugin: docs/simgrid.md)")
     return 0

@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from kit.core import workers
+from kit.core.atomicwrite import make_dirs
 from kit.core.errors import ModelError, UserError
 
 #: Rows of one series above which the fit uses a deterministic uniform subsample of this
 #: many rows: a fit holds ~150 bytes per sample, so this bounds a fit's memory (~1-2 GiB
-#: with validation and intervals) whatever the series' size; see BENCHMARKS.md "Fit" for
+#: with validation and intervals) whatever the series' size; see git show
+#: 1da3baf:BENCHMARKS.md, "Bounded memory", for
 #: what the subsample costs in accuracy against the full fit.
 MAX_FIT_SAMPLES = 4_000_000
 
@@ -191,11 +193,11 @@ def read_subsample(dataset: str | Path, chosen: Mapping[str, str], rows: int, n_
 def _quiet_subsample(dataset: str | Path, chosen: Mapping[str, str], opts: FitOptions,
                      subsample: dict[str, Any]) -> tuple[Any, Any]:
     """:func:`kit.fit.runquality.quiet_samples` on the subsample of a large series."""
-    from kit.fit.runquality import assess_frame, drop_disturbed
+    from kit.fit.runquality import assess_frame, drop_disturbed, run_conditions
     from kit.model.estimator import MIN_SAMPLES
 
     frame = read_subsample(dataset, chosen, int(opts.max_samples or 0), subsample["rows"])
-    quality = assess_frame(frame)
+    quality = assess_frame(frame, conditions=run_conditions(dataset))
     if opts.keep_disturbed or quality.n_disturbed == 0:
         return frame, quality
     kept = drop_disturbed(frame, quality)
@@ -213,9 +215,10 @@ def model_filename(series: Mapping[str, str]) -> str:
     key's value in SERIES_KEYS order, characters unsafe in a file name replaced by ``_``.
     The pair count appears only for k > 1 (``k4``), so names fitted before it was a key stay."""
     from kit.data.schema import SERIES_KEYS, pairs_short
+    from kit.data.series_keys import OPTIONAL_KEYS
 
     values = [pairs_short(series.get(k)) if k == "pairs" else str(series.get(k, "unknown"))
-              for k in SERIES_KEYS]
+              for k in SERIES_KEYS if k not in OPTIONAL_KEYS or series.get(k)]
     parts = [re.sub(r"[^A-Za-z0-9.+=-]+", "_", v) for v in values if v]
     return "__".join(parts) + ".json"
 
@@ -258,7 +261,7 @@ def fit_all(dataset: str | Path, series: list[dict[str, str]], out_dir: str | Pa
     Returns the results in the order of ``series``; failures are results with ``error``.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     tasks = [(dict(s), str(out / filename(s))) for s in series]
     jobs = max(1, min(jobs or workers.default_jobs(), len(tasks) or 1))
     results: list[SeriesFit | None] = [None] * len(tasks)

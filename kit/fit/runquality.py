@@ -23,13 +23,21 @@ runs; a run slower than the others by ``factor`` or more at the median bin is di
 throughout (its own quiet part cannot show it, so this is the only way to see it), a
 faster or slower run by a smaller but clear margin is reported as different.
 
+Run conditions (:mod:`kit.measure.conditions`: the node's load, CPU pressure and stolen time
+recorded around each run) are the third witness: a run measured on a busy node is disturbed
+throughout even when its samples look uniform (every one of them waited for a core). Such
+runs are left out when the series has a quiet run to fit instead; when every run was
+disturbed they are kept, and the verdict says the model describes the load too.
+
 Flagged windows and disturbed runs are excluded from a fit by default (``pt2pt fit
---keep-disturbed`` keeps them); what was found is recorded in the model (``run_quality``).
+--keep-disturbed`` keeps them); what was found is recorded in the model (``run_quality``,
+with its one-word ``verdict``: ``quiet``, ``disturbed`` or ``conditions not recorded``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +47,7 @@ import polars as pl
 from numpy.typing import NDArray
 from scipy.ndimage import median_filter
 
+from kit.measure.conditions import DISTURBED, QUIET, UNKNOWN
 from kit.model.runs import runs_of, string_codes
 
 #: How far above the quiet level (times) a stretch must sit to be called disturbed.
@@ -77,6 +86,10 @@ class RunSummary:
     #: quiet | disturbed windows | disturbed throughout | differs | not judged
     verdict: str = "quiet"
     note: str = ""
+    #: the node's state while it ran (kit.measure.conditions.judge): quiet | disturbed |
+    #: unknown, and why
+    conditions: str = UNKNOWN
+    conditions_why: str = ""
 
 
 @dataclass
@@ -93,16 +106,15 @@ class RunQuality:
     def n_disturbed(self) -> int:
         return int(self.disturbed.sum())
 
+    @property
+    def verdict(self) -> str:
+        """``disturbed`` (a window, a run or its node), ``quiet`` (nothing found and every
+        run's conditions recorded quiet) or ``conditions not recorded``."""
+        return overall_verdict([asdict(r) for r in self.runs], len(self.windows))
+
     def lines(self) -> list[str]:
         """One human sentence per finding (empty list: every run was quiet)."""
-        out = []
-        for w in self.windows:
-            out.append(f"run {w.run_id}: samples seq {w.seq_start}..{w.seq_end} "
-                       f"({w.n_samples}) are {w.slowdown:.3g}x above the run's quiet level")
-        for r in self.runs:
-            if r.verdict in ("disturbed throughout", "differs", "not judged"):
-                out.append(f"run {r.run_id}: {r.verdict}" + (f" ({r.note})" if r.note else ""))
-        return out
+        return quality_lines(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         def clean(v: Any) -> Any:
@@ -119,7 +131,55 @@ class RunQuality:
             "n_disturbed": self.n_disturbed,
             "windows": [asdict(w) for w in self.windows],
             "runs": [{k: clean(v) for k, v in asdict(r).items()} for r in self.runs],
+            "verdict": self.verdict,
         }
+
+
+#: Run verdicts that say the samples themselves show a disturbance.
+_FLAGGED = ("disturbed throughout", "disturbed windows")
+NOT_RECORDED = "conditions not recorded"
+
+
+def overall_verdict(runs: list[Mapping[str, Any]], n_windows: int = 0) -> str:
+    """One word for a series' runs (model files' ``run_quality.verdict``)."""
+    if n_windows or any(r.get("verdict") in _FLAGGED or r.get("conditions") == DISTURBED
+                        for r in runs):
+        return DISTURBED
+    if runs and all(r.get("conditions") == QUIET for r in runs):
+        return QUIET
+    return NOT_RECORDED
+
+
+def quality_lines(quality: Mapping[str, Any]) -> list[str]:
+    """One sentence per finding of a model's ``run_quality`` (what fit, report, TUI and
+    demo print); empty when nothing was found and every run's conditions were quiet."""
+    out = []
+    for w in quality.get("windows", []):
+        out.append(f"run {w['run_id']}: samples seq {w['seq_start']}..{w['seq_end']} "
+                   f"({w['n_samples']}) are {_times(w.get('slowdown'))} above the run's "
+                   "quiet level")
+    runs = quality.get("runs", [])
+    for r in runs:
+        if r.get("verdict") in ("disturbed throughout", "differs", "not judged"):
+            out.append(f"run {r['run_id']}: {r['verdict']}"
+                       + (f" ({r['note']})" if r.get("note") else ""))
+        if r.get("conditions") == DISTURBED:
+            out.append(f"run {r['run_id']}: measured on a disturbed node: "
+                       f"{r.get('conditions_why') or 'see runs.parquet'}")
+    unknown = [r for r in runs if r.get("conditions", UNKNOWN) == UNKNOWN]
+    kept = [r for r in runs if r.get("conditions") == DISTURBED and not r.get("n_disturbed")]
+    if kept:
+        out.append(f"{len(kept)} run(s) measured on a disturbed node were kept: no quiet run "
+                   "of this series to fit instead, so the model describes the load too; "
+                   "measure again on a quiet node")
+    if unknown and len(unknown) == len(runs):
+        out.append(f"{len(unknown)} run(s) without recorded conditions (load, binding): "
+                   "quiet or not cannot be told")
+    return out
+
+
+def _times(v: Any) -> str:
+    return f"{float(v):.3g}x" if isinstance(v, int | float) and math.isfinite(v) else "far"
 
 
 def _bins(size: NDArray) -> NDArray[np.int64]:
@@ -179,9 +239,18 @@ def _one_run(run_id: str, seq: NDArray, size: NDArray, t: NDArray, factor: float
 
 
 def assess(run_id: Any, seq: Any, size: Any, time: Any, *, factor: float = FACTOR,
-           k: float = K_SPREAD, window: int | None = None) -> RunQuality:
-    """Find disturbed windows per run and runs unlike the others; arrays in any order."""
-    names, code = string_codes(run_id)
+           k: float = K_SPREAD, window: int | None = None,
+           coded: tuple[list[str], NDArray] | None = None,
+           conditions: Mapping[str, tuple[str, str]] | None = None) -> RunQuality:
+    """Find disturbed windows per run and runs unlike the others; arrays in any order.
+
+    ``coded``: the run ids already coded as (sorted names, each sample's index into them),
+    as :func:`kit.model.runs.string_codes` codes ``run_id`` (which is then not read).
+    ``conditions``: run_id -> (verdict, why) of :func:`kit.measure.conditions.judge`
+    (:func:`run_conditions` reads them from a dataset); runs on a disturbed node are
+    flagged whole when another run of the series was quiet.
+    """
+    names, code = coded if coded is not None else string_codes(run_id)
     sq = np.asarray(seq, dtype=np.int64)
     s = np.asarray(size, dtype=np.float64)
     t = np.asarray(time, dtype=np.float64)
@@ -205,8 +274,13 @@ def assess(run_id: Any, seq: Any, size: Any, time: Any, *, factor: float = FACTO
             summary.verdict = "disturbed windows"
         runs.append(summary)
     _compare_runs(code, s, t, disturbed, runs, factor)
+    for summary in runs:
+        summary.conditions, summary.conditions_why = (conditions or {}).get(
+            summary.run_id, (UNKNOWN, ""))
+    some_quiet = any(r.conditions == QUIET for r in runs)
     for i, summary in enumerate(runs):
-        if summary.verdict == "disturbed throughout":
+        busy = summary.conditions == DISTURBED and some_quiet
+        if summary.verdict == "disturbed throughout" or busy:
             disturbed[code == i] = True
             summary.n_disturbed = summary.n_samples
     return RunQuality(runs, windows, disturbed,
@@ -270,9 +344,25 @@ def read_frame(dataset: str | Path, series: dict[str, str]) -> pl.DataFrame:
             .sort("run_id", "seq").collect())
 
 
+def run_conditions(dataset: str | Path) -> dict[str, tuple[str, str]]:
+    """run_id -> (conditions verdict, why) from the dataset's runs table; runs of datasets
+    written before conditions were recorded read as unknown."""
+    from kit.data import dataset as ds
+
+    table = ds.runs(dataset)
+    return {str(r): (str(v or UNKNOWN), str(w or "")) for r, v, w in
+            table.select("run_id", "conditions", "conditions_why").iter_rows()}
+
+
 def assess_frame(frame: pl.DataFrame, **kwargs: Any) -> RunQuality:
-    return assess(frame["run_id"].to_numpy(), frame["seq"].to_numpy(), frame["size"].to_numpy(),
-                  frame["time"].to_numpy(), **kwargs)
+    """:func:`assess` on a frame's columns, its run ids coded by Polars (sorted distinct
+    names, dense ranks): a million run ids as Python strings cost 0.1 CPU-s and 60 MB."""
+    run_id = frame["run_id"].cast(pl.String)
+    names = [str(n) for n in run_id.unique().sort().to_list()]
+    code = (run_id.rank("dense") - 1).cast(pl.Int64).to_numpy() if len(run_id) else \
+        np.zeros(0, dtype=np.int64)
+    return assess(None, frame["seq"].to_numpy(), frame["size"].to_numpy(),
+                  frame["time"].to_numpy(), coded=(names, code), **kwargs)
 
 
 def drop_disturbed(frame: pl.DataFrame, quality: RunQuality) -> pl.DataFrame:
@@ -289,7 +379,7 @@ def quiet_samples(dataset: str | Path, series: dict[str, str], *,
     from kit.model.estimator import MIN_SAMPLES
 
     frame = read_frame(dataset, series)
-    quality = assess_frame(frame)
+    quality = assess_frame(frame, conditions=run_conditions(dataset))
     if keep or quality.n_disturbed == 0:
         return frame, quality
     kept = drop_disturbed(frame, quality)

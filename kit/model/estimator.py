@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator
 
 from kit.core.blas import one_blas_thread
 from kit.core.errors import ModelError
@@ -31,6 +30,7 @@ from kit.model.mixture import (
 from kit.model.noise import NOISE_FAMILIES, Noise, fit_noise
 from kit.model.outliers import flag_outliers, stable_argsort
 from kit.model.overlap import fit_overlap
+from kit.model.params import Params
 from kit.model.persize import SHAPE_LEVELS, PerSize, estimate_shape
 from kit.model.persize import estimate as estimate_per_size
 from kit.model.predictive import cdf as _cdf
@@ -47,6 +47,7 @@ from kit.model.segmentation import (
     refine_boundary,
     reweight,
 )
+from kit.model.special import use_scipy
 
 #: Fewest samples a model can be fitted to.
 MIN_SAMPLES = 5
@@ -95,7 +96,7 @@ def default_min_support(n: int) -> int:
     return max(20, int(np.ceil(0.01 * n)))
 
 
-class RegimeModel(BaseEstimator):
+class RegimeModel(Params):
     """Piecewise (per-regime) model of point-to-point time vs message size, with noise.
 
     Parameters are stored verbatim (scikit-learn contract); see docs/architecture.md "Model".
@@ -135,6 +136,9 @@ class RegimeModel(BaseEstimator):
         return default_min_support(n) if ms is None else max(1, int(ms))
 
     def fit(self, size: ArrayLike, time: ArrayLike) -> RegimeModel:
+        # A fit computes with scipy.special's functions from its first step, whatever was
+        # read in this process before (kit.model.special): the same bits every time.
+        use_scipy()
         with one_blas_thread():
             return self._fit(size, time)
 

@@ -12,7 +12,6 @@ on what the process fitted before, and nothing is held between fits.
 from __future__ import annotations
 
 import copy
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -58,6 +57,8 @@ class ContentMemo:
 
     @staticmethod
     def key(*arrays: np.ndarray, extra: tuple[Any, ...] = ()) -> bytes:
+        import hashlib  # here: reading a model (no fit) needs no OpenSSL (~15 ms)
+
         h = hashlib.blake2b(repr(extra).encode(), digest_size=20)
         for a in arrays:
             c = np.ascontiguousarray(a)

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import expit
 
 from kit.model.kernels import KERNELS as _kernels  # the band E-step's pass over samples
 from kit.model.memo import ContentMemo
 from kit.model.order_stats import median, quantile
+from kit.model.special import expit
 from kit.model.squarem import accelerate
 
 MAX_EM_SAMPLES = 8000

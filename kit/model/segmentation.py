@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import chi2
 
 from kit.model.families import FAMILIES, segment_costs
 from kit.model.kernels import CURVES as _curves  # the between-size variance, in C
 from kit.model.order_stats import median
 from kit.model.outliers import group_quantiles
 from kit.model.runs import run_ids, run_starts
+from kit.model.special import use_scipy
 
 MAX_BINS = 320
 #: Up to this many distinct sizes each keep a bin of their own (fixed-size designs such as
@@ -484,8 +484,8 @@ def choose_segmentation(bins: Bins, max_regimes: int, min_support: int,
     # K never exceeds the first adequate one. The unit of this test is the size, so
     # repeating the sizes more often cannot move it.
     adequate = next((k for k, rss, _ in fits
-                     if rss <= float(chi2.ppf(ADEQUATE_LEVEL,
-                                              max(len(bins.count) - PARAMS_PER_REGIME * k, 1)))),
+                     if rss <= _chi2_ppf(ADEQUATE_LEVEL,
+                                         max(len(bins.count) - PARAMS_PER_REGIME * k, 1))),
                     None)
     if adequate is not None and adequate < best_k:
         best_k, best_cuts = adequate, fits[adequate - 1][2]
@@ -542,3 +542,9 @@ def design_weights(size_sorted: NDArray, bins: Bins, rho: NDArray) -> NDArray:
     b = np.clip(np.searchsorted(bins.first, size_sorted[starts], side="right") - 1, 0,
                 len(rho) - 1)
     return np.repeat(1.0 / (1.0 + (counts - 1) * rho[b]), counts)
+
+
+def _chi2_ppf(level: float, df: int) -> float:
+    """``scipy.stats.chi2.ppf(level, df)``, the formula of its ``_ppf`` (the same value),
+    without importing scipy.stats."""
+    return float(2 * use_scipy().gammaincinv(df / 2, level))

@@ -326,10 +326,9 @@ def simulate_against(model: Any, dataset: Path, *, series: dict[str, str] | None
     model's own validation uses). At most ``max_messages`` held-out ping-pongs are simulated
     (an evenly spaced subset of the plan, in order).
     """
-    from sklearn.base import clone
-
     from kit.fit.fitting import select_series
     from kit.fit.validate import holdout_mask
+    from kit.model.params import clone
 
     chosen = dict(series or {})  # the caller passes the model file's provenance series
     _, size, time = select_series(dataset, chosen,

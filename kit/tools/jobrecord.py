@@ -84,11 +84,33 @@ def apply_job_record(run: ParsedRun, output: Path) -> ParsedRun:
         run.env = {str(k): str(v) for k, v in env.items()}
     if run.transport_hint is None and run.env:
         run.transport_hint = transport_from_env(run.env, run.hosts)
+    conditions = record.get("conditions")
+    if run.conditions is None and isinstance(conditions, dict):
+        run.conditions = conditions
+    binding = record.get("binding")
+    if run.binding is None and isinstance(binding, dict) and isinstance(binding.get("policy"),
+                                                                        str):
+        run.binding = describe_binding(binding)
     state = record.get("state")
     if isinstance(state, str) and state != "completed":
         run.mark_incomplete(f"job state {state}", f"{output.name}: the job ended as "
                             f"{state!r}; run marked incomplete")
     return run
+
+
+def job_plan(output: Path) -> dict[str, Any] | None:
+    """The ``plan`` of the valid ``job.json`` that names ``output`` (None without one)."""
+    record = _load(output)
+    return dict(record["plan"]) if record is not None else None
+
+
+def describe_binding(binding: dict[str, Any]) -> str:
+    """``cores 0,1`` / ``cpus 2,3`` / ``none``: the policy and the CPUs the ranks were pinned
+    to, in rank order."""
+    cpus = binding.get("cpus")
+    pinned = ([str(cpus[k]) for k in sorted(cpus, key=lambda r: int(r) if str(r).isdigit()
+                                              else 0)] if isinstance(cpus, dict) else [])
+    return " ".join([str(binding["policy"]).split(":")[0], ",".join(pinned)]).strip()
 
 
 def job_command(output: Path) -> list[str] | None:

@@ -224,6 +224,7 @@ class Osu(Tool):
     option_keys = ("benchmarks", "options")
     template = "osu.sbatch.j2"
     sniff_order = HELP_CHECK_ORDER + 10
+    sample_order = "blocked"  # sizes in turn, each size's iterations back to back
 
     def options(self, ck: Checker, entry: dict[str, Any], path: PathKey,
                 base: Path | None) -> dict[str, Any]:

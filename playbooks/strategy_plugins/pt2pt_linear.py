@@ -2,8 +2,9 @@
 
 Why: a plain Ansible task ships each module as an AnsiballZ zip and starts a fresh Python
 that recompiles ``module_utils`` from it, about 0.55 CPU-s per task on a slow 2-core node;
-a local cluster's up, up-again and down are mostly that (BENCHMARKS.md, "Ansible through
-Mitogen"). Mitogen keeps one interpreter per host and runs modules in it: 0.14 s per task.
+a local cluster's up, up-again and down are mostly that (git show 1da3baf:BENCHMARKS.md,
+"Ansible through Mitogen"). Mitogen keeps one interpreter per host and runs modules in
+it: 0.14 s per task.
 The same plays, the same task results: only how a module reaches the host changes.
 
 Mitogen is a ``deploy`` extra (pyproject.toml). Without it this is ``linear`` itself, so a

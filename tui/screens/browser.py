@@ -24,7 +24,7 @@ from tui.session import Session
 from tui.widgets.plot import format_bytes, format_seconds
 
 COLUMNS = ("", "campaign", "tool", "transport", "placement", "op", "MPI", "samples", "sizes",
-           "small lat.", "eff. bw", "fitted")
+           "small lat.", "eff. bw", "runs", "fitted")
 #: Shown only when some series knows where its ranks ran (placement or host pair).
 PLACEMENT_COLUMN = "placement"
 
@@ -58,6 +58,15 @@ def _bandwidth(v: float | None) -> str:
         if v >= scale:
             return f"{v / scale:.3g} {unit}"
     return f"{v:.3g} B/s"
+
+
+def conditions_cell(verdict: str) -> Text:
+    """The runs' conditions (kit.measure.conditions): a disturbed node in red."""
+    if verdict == "disturbed":
+        return Text("disturbed", style="bold red")
+    if verdict == "quiet":
+        return Text("quiet", style="green")
+    return Text("–", style="dim")
 
 
 def _op_cell(key: serieskey.SeriesKey) -> str:
@@ -96,6 +105,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
         Binding("space", "mark", "Mark"),  # for compare (ctrl+g); short: the footer is full
         Binding("ctrl+g", "compare", "Compare marked"),
         Binding("ctrl+o", "open_dataset", "Open dataset"),
+        Binding("ctrl+a", "apps", "Apps"),
         Binding("escape", "clear_filter", "Clear filter"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "app.quit", "Quit", group=QUIT_GROUP),  # last: beside the app's ctrl+q
@@ -259,6 +269,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
             Text(format_seconds(row.small_median_s) if row.small_median_s else "–",
                  justify="right"),
             Text(_bandwidth(row.large_bw_Bps), justify="right"),
+            conditions_cell(row.conditions),
             Text("yes", style="green") if fitted else Text("no", style="dim"),
         ]
 
@@ -316,7 +327,25 @@ class BrowserScreen(HelpMixin, Screen[None]):
     def _open(self, key: serieskey.SeriesKey) -> None:
         from tui.screens.series import SeriesScreen
 
+        if key.get("op") == "app":  # runs of a program: not fitted
+            self.action_apps()
+            return
         self.app.push_screen(SeriesScreen(self.session, key))
+
+    def action_apps(self) -> None:
+        from tui import appsview
+        from tui.screens.apps import AppsScreen
+
+        if self.session.apps is None:
+            self.notify("No applications result: run pt2pt predict-app DATASET --platform DIR "
+                        "-o FILE, then pt2pt tui DATASET --apps FILE.", severity="warning")
+            return
+        try:
+            view = appsview.load(self.session.apps)
+        except UserError as err:
+            notify_error(self, err)
+            return
+        self.app.push_screen(AppsScreen(view))
 
     def action_mark(self) -> None:
         key = self._highlighted()

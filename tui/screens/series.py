@@ -22,7 +22,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, LoadingIndicator, Static
 
 from kit.core.errors import UserError
-from tui import figures, fitting, loading, serieskey
+from tui import drawcache, figures, fitting, loading, serieskey
 from tui.background import in_background
 from tui.screens.common import HelpMixin, notify_error
 from tui.session import SeriesState, Session
@@ -177,18 +177,45 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     @work(exclusive=True, group="load-series")
     async def _load(self) -> None:
+        """Draw the series from its stored drawing summaries first (tui.drawcache), then
+        read its samples (for the fit) without holding the plot back."""
         try:
-            state = await in_background(self._read)
+            stamp, cached = await in_background(self._read_cached)
+            if cached is not None and self.is_attached and self.state is None:
+                self._preview(cached)
+            state = await in_background(self._read, stamp, cached)
         except UserError as err:
             self._load_failed(err)
             return
         self._loaded(state)
 
-    def _read(self) -> SeriesState:
+    def _read_cached(self) -> tuple[str | None, drawcache.Cached | None]:
+        try:
+            stamp = drawcache.stamp(self.session.dataset)  # type: ignore[arg-type]
+        except (UserError, OSError):
+            return None, None
+        return stamp, drawcache.load(self.session.dataset, self.key, stamp)  # type: ignore[arg-type]
+
+    def _read(self, stamp: str | None, cached: drawcache.Cached | None) -> SeriesState:
         samples = loading.load_samples(self.session.dataset,  # type: ignore[arg-type]
                                        self.key, [r.key for r in self.session.rows])
-        return SeriesState.of(samples, loading.reported_noise(
-            self.session.dataset, self.key))  # type: ignore[arg-type]
+        reported = loading.reported_noise(self.session.dataset, self.key)  # type: ignore[arg-type]
+        if cached is not None and cached.n_samples == len(samples):
+            return SeriesState(samples, cached.median, cached.raw, reported_noise=reported)
+        state = SeriesState.of(samples, reported)
+        if stamp is not None:
+            drawcache.store(self.session.dataset, self.key, stamp,  # type: ignore[arg-type]
+                            state.raw_binned or state.binned, state.binned, len(samples))
+        return state
+
+    def _preview(self, cached: drawcache.Cached) -> None:
+        """The plot from the stored summaries while the samples load (nothing to edit yet)."""
+        self.query_one("#plot").loading = False
+        binned = cached.raw if self.mode == "raw" else cached.median
+        self.query_one(Plot).spec = figures.series_spec(binned, None, [], None, self.mode)
+        self.query_one("#model-status", Static).update(Text.assemble(
+            (f"{cached.n_samples:,} samples", "bold"), f" · {self.mode} view\n",
+            ("reading samples…", "yellow")))
 
     def _load_failed(self, err: UserError) -> None:
         notify_error(self, err)
@@ -362,6 +389,14 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     def _detail(self, state: SeriesState, views: list[fitting.RegimeView]) -> Text:
         text = Text()
+        row = next((r for r in self.session.rows if r.key == self.key), None)
+        if row is not None and row.conditions == "disturbed":
+            # Said first: every figure below describes the load as much as the network.
+            text.append(f"runs: disturbed: {row.conditions_why}\n\n", "bold red")
+        elif row is not None:
+            text.append("runs: ", "bold").append(
+                "quiet\n" if row.conditions == "quiet" else "conditions not recorded\n",
+                "green" if row.conditions == "quiet" else "dim")
         note = state.aggregate_note()
         if note is not None:
             # Said before any figure: the points are a tool's statistic, not messages.

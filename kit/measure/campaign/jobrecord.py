@@ -11,8 +11,15 @@ not the planning checkout nor the kit's dependencies:
 ``begin LAUNCHER TOOL``
     checks both exist, snapshots the network/InfiniBand counters for the transport check;
     on a missing one writes ``job.json`` (failed, 127) and exits 127.
+``cpu RANK POLICY``
+    prints the CPU rank RANK is pinned to under the campaign's binding (nothing: not pinned);
+    the template's rank wrapper runs the tool under ``taskset -c`` that CPU.
+``watch PID``
+    samples the node's load, CPU pressure and stolen time while the tool (PID) runs
+    (:mod:`kit.measure.campaign.nodestate`); ``begin`` and ``finish`` read them before and after.
 ``finish --rc RC [--signal SIG] [--skip REASON]``
-    classifies the run and writes ``job.json`` atomically; its exit status is the job's.
+    classifies the run and writes ``job.json`` atomically, with the run's ``conditions``;
+    its exit status is the job's.
 
 Classification uses the probe's *own* exit status, which each rank writes to
 ``rank-<N>.rc`` through the template's rank wrapper, and the ranks' stderr/stdout; never the
@@ -38,7 +45,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+if __package__:
+    from kit.measure.campaign import nodestate
+else:  # run as bin/jobrecord.py: the copy of nodestate.py that plan put beside it (also
+    # under python -I, which leaves the script's folder off sys.path)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import nodestate  # type: ignore[no-redef]
+
 COUNTERS = ".pt2pt-counters.json"
+#: the watcher's running summary of the node while the tool runs
+DURING = ".pt2pt-during.json"
 #: a TERM this close to (time limit - lead) counts as the time limit, not a scancel: Slurm
 #: may send the --signal up to 60 s earlier than asked (its event resolution)
 TIMEOUT_SLACK_S = 65
@@ -90,6 +106,17 @@ def _slurm_id() -> str | None:
     if array and task:
         return f"{array}_{task}"
     return os.environ.get("SLURM_JOB_ID") or None
+
+
+def rank_cpus(job_dir: Path) -> dict[str, int]:
+    """The CPU each rank was pinned to, from rank-<N>.cpu (written by the rank wrapper)."""
+    cpus: dict[str, int] = {}
+    for path in job_dir.glob("rank-*.cpu"):
+        try:
+            cpus[str(int(path.stem.split("-", 1)[1]))] = int(path.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return cpus
 
 
 def rank_codes(job_dir: Path) -> dict[int, int]:
@@ -357,6 +384,18 @@ def classify(plan: dict[str, Any], job_dir: Path, rc: int, signal: str | None,
     return out
 
 
+def conditions(job_dir: Path, plan: dict[str, Any], begin: dict[str, Any]) -> dict[str, Any]:
+    """The node's state before, during and after the run (kit.measure.conditions reads it)."""
+    found = begin.get("conditions")
+    start: dict[str, Any] = found if isinstance(found, dict) else {}
+    return {"before": {k: start.get(k) for k in ("load1", "steal")},
+            "during": nodestate.read_during(job_dir / DURING),
+            "after": nodestate.after(),
+            "cpus_online": start.get("cpus_online") or os.cpu_count(),
+            "ranks_per_node": int(plan.get("ntasks_per_node") or 1),
+            "governor": start.get("governor"), "tenants": start.get("tenants")}
+
+
 def write_record(job_dir: Path, plan: dict[str, Any], fields: dict[str, Any]) -> None:
     begin: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
@@ -375,18 +414,51 @@ def write_record(job_dir: Path, plan: dict[str, Any], fields: dict[str, Any]) ->
         "host": socket.gethostname(),
         "start": begin.get("start"),
         "end": _now(),
+        "conditions": conditions(job_dir, plan, begin),
+        "binding": {"policy": plan.get("binding") or "none", "cpus": rank_cpus(job_dir)},
         **fields,
     }
     _write_atomic(job_dir / "job.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
+def _start_ticks(pid: int) -> int | None:
+    """The process' start time in clock ticks since boot (/proc/PID/stat field 22)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _keep_previous(job_dir: Path, plan: dict[str, Any]) -> None:
+    """Move an earlier run's outputs (a rerun, a requeue) to ``previous/<time>/``: the tools
+    never overwrite a run (the probe refuses to), and nothing measured is thrown away."""
+    names = [*plan.get("outputs", []), plan.get("meta_file")]
+    found = [job_dir / n for n in names if isinstance(n, str) and "/" not in n
+             and (job_dir / n).exists()]
+    if not found:
+        return
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = job_dir / "previous" / stamp
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = job_dir / "previous" / f"{stamp}-{n}"
+    dest.mkdir(parents=True)
+    for path in found:
+        os.replace(path, dest / path.name)
+
+
 def _begin(args: argparse.Namespace, job_dir: Path) -> int:
     plan = _plan(job_dir)
+    _keep_previous(job_dir, plan)
     (job_dir / "job.json").unlink(missing_ok=True)
-    for old in job_dir.glob("rank-*.rc"):
-        old.unlink()
+    for old in [*job_dir.glob("rank-*.rc"), *job_dir.glob("rank-*.cpu"), job_dir / DURING]:
+        old.unlink(missing_ok=True)
     snap = {"start": _now(), "epoch": time.time(), "net": net_bytes(), "ib": ib_bytes(),
-            "command": list(args.command)}
+            "command": list(args.command), "conditions": nodestate.before(),
+            # the job script (this helper's parent): collect asks whether it still runs
+            "host": socket.gethostname(), "pid": os.getppid(),
+            "pid_start": _start_ticks(os.getppid())}
     _write_atomic(job_dir / COUNTERS, json.dumps(snap) + "\n")
     launcher, tool = args.launcher, args.tool
     for what, name in (("launcher", launcher), ("tool", tool)):
@@ -435,6 +507,11 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("launcher")
     b.add_argument("tool")
     b.add_argument("command", nargs="*")
+    c = sub.add_parser("cpu")
+    c.add_argument("rank", type=int)
+    c.add_argument("policy")
+    w = sub.add_parser("watch")
+    w.add_argument("pid", type=int)
     f = sub.add_parser("finish")
     f.add_argument("--rc", type=int, default=0)
     f.add_argument("--signal", default=None)
@@ -448,7 +525,18 @@ def main(argv: list[str] | None = None) -> int:
                   f"{exc}", file=sys.stderr)
             return 1
         return 0
+    if args.cmd == "cpu":
+        try:
+            cpu = nodestate.bind_cpu(args.rank, args.policy)
+        except (OSError, ValueError) as exc:
+            print(f"pt2pt: cannot choose a CPU for rank {args.rank} ({args.policy}): {exc}",
+                  file=sys.stderr)
+            return 1
+        print("" if cpu is None else cpu)
+        return 0
     job_dir = Path.cwd()
+    if args.cmd == "watch":
+        return nodestate.watch(args.pid, job_dir / DURING)
     return _begin(args, job_dir) if args.cmd == "begin" else _finish(args, job_dir)
 
 

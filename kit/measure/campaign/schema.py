@@ -88,6 +88,9 @@ class Campaign:
     spack_view: str | None = None
     source: Path | None = None
     pairs: PairSpec | None = None
+    #: how the ranks are pinned (kit.measure.campaign.nodestate.bind_cpu): ``cores`` (one
+    #: physical core each, the same pair every run), ``none``, or ``cpus:A,B``
+    binding: str = "cores"
 
 
 def _launcher(ck: _Checker, value: Any, path: PathKey) -> Launcher:
@@ -242,7 +245,27 @@ def _transports(ck: _Checker, value: Any, mpi: str, table: TransportTable,
 
 
 _TOP_KEYS = ("name", "description", "mpi", "transports", "placement", "tools", "repetitions",
-             "seed", "launcher", "slurm", "env", "spack_view", "pairs")
+             "seed", "launcher", "slurm", "env", "spack_view", "pairs", "binding")
+
+_BINDING_HINT = ("write 'binding: cores' (each rank on a physical core of its own, the same "
+                 "cores every run; the default), 'binding: none' (the scheduler places and "
+                 "moves them) or 'binding: {cpus: [2, 3]}' (rank r on the r-th CPU listed)")
+
+
+def _binding(ck: _Checker, value: Any, path: PathKey) -> str:
+    """``cores`` | ``none`` | ``{cpus: [A, B, ...]}`` as the policy string jobs are given."""
+    if value is None:
+        return "cores"
+    if isinstance(value, dict):
+        doc = ck.mapping(value, path, ("cpus",))
+        cpus = doc.get("cpus")
+        if not isinstance(cpus, list) or not cpus:
+            raise ck.fail((*path, "cpus"), "expected a list of CPU numbers", _BINDING_HINT)
+        listed = [ck.integer(c, (*path, "cpus", i), 0, 65535) for i, c in enumerate(cpus)]
+        return "cpus:" + ",".join(str(c) for c in listed)
+    if value not in ("cores", "none"):
+        raise ck.fail(path, f"unknown binding {value!r}", _BINDING_HINT)
+    return str(value)
 
 
 def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
@@ -293,7 +316,8 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
         seed=ck.integer(doc.get("seed", 1), ("seed",), 0, 2**31 - 1),
         launcher=launcher, slurm=_slurm(ck, doc.get("slurm"), ("slurm",), site), env=env,
         description=description, spack_view=spack_view, source=None,
-        pairs=_pairs(ck, doc.get("pairs"), ("pairs",)))
+        pairs=_pairs(ck, doc.get("pairs"), ("pairs",)),
+        binding=_binding(ck, doc.get("binding"), ("binding",)))
 
 
 def load_campaign(path: Path, *, table: TransportTable | None = None,

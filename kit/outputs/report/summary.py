@@ -65,6 +65,11 @@ TERMS: dict[str, str] = {
                "student reports do, with pooled noise; its robust variant fits the per-size "
                "medians by relative error. A per-regime model should beat both clearly where "
                "protocols switch.",
+    "run quality": "quiet: every run was recorded on a quiet node (load, CPU pressure, stolen "
+                   "time: kit.measure.conditions) and no stretch of samples stood out; "
+                   "disturbed: a run's node was busy or a stretch of its samples sat far "
+                   "above the run's quiet level; conditions not recorded: the runs came "
+                   "from outside the kit's job scripts.",
     "peak": "the optimistic baseline: the smallest time seen plus size over the highest "
             "bandwidth seen, what a data sheet or a best run suggests.",
 }
@@ -116,6 +121,8 @@ class SeriesSummary:
     baselines: str = "–"
     coverage: str = "–"
     verdict: str = ""
+    #: run quality's verdict on the runs (kit.fit.runquality): quiet | disturbed | ...
+    conditions: str = "–"
     values: dict[str, float] = field(default_factory=dict)
 
 

@@ -1,18 +1,19 @@
-/* pt2pt noise plugin for SimGrid/SMPI (>= 3.31): per-message network factors drawn from the
- * per-regime noise of a pt2pt model.
+/* pt2pt network plugin for SimGrid/SMPI (>= 3.31): per-message network factors from the
+ * kit's tables, per route class (intra-node / inter-node), with or without noise.
  *
  * Why a plugin: SimGrid's factor strings (smpi/lat-factor, network/latency-factor) are
- * deterministic, so a simulation built from them has no spread at all, while the model
- * says small messages are noisy and heavy-tailed. SimGrid lets a program replace the
- * strings by callbacks (NetworkModelIntf::set_lat_factor_cb / set_bw_factor_cb); this
- * library installs such callbacks as soon as the platform exists.
+ * deterministic and global (one curve for every route), while the model says small
+ * messages are noisy and heavy-tailed, and a cluster has two models: messages between
+ * ranks of one host (shared memory) and between hosts. SimGrid lets a program replace the
+ * strings by callbacks (NetworkModelIntf::set_lat_factor_cb / set_bw_factor_cb), which see
+ * the route's hosts; this library installs such callbacks as soon as the platform exists.
  *
  * How it is loaded: smpirun runs `smpimain`; the kit passes
  *   smpirun -wrapper "env LD_PRELOAD=libpt2pt_noise.so PT2PT_SIMGRID_NOISE=simgrid-noise.tsv" ...
  * so this library's constructor connects to Engine::on_platform_created before the
  * simulation starts. Nothing is done when PT2PT_SIMGRID_NOISE is unset.
  *
- * Table (written by `pt2pt export --simgrid`, the flat twin of simgrid-noise.json):
+ * Table (written by `pt2pt export --simgrid` / kit.outputs.export.platform):
  *   lines starting with '#' are comments; then one line per (segment, table size):
  *   BOUND LAT_FACTOR BW_FACTOR SIZE N Q_1 ... Q_N
  *   The segment applies to sizes strictly above BOUND (SimGrid's lookup); Q_i are the
@@ -22,9 +23,17 @@
  *   = SIZE LAT_FACTOR BW_FACTOR N Q_1 ... Q_N
  *   a measured size's own factors and table: that transfer size alone (the factor
  *   strings carry it as a one-byte entry), looked up before the segments.
+ *   class NAME
+ *   the lines that follow belong to route class NAME (before any: class "all"). A message
+ *   between two ranks of one host uses class "intra", between hosts "inter"; either falls
+ *   back to "all" when the table has no such class.
+ *   link NAME BANDWIDTH_BPS LATENCY_S
+ *   set that link's nominal bandwidth and latency when the platform is created (per-link
+ *   values a <cluster> tag cannot say); an unknown link name is an error.
  * Each message draws one u ~ U(0,1) and r = Q(u); it gets latency factor LAT*r and
  * bandwidth factor BW/r, so its whole network time is multiplied by r.
- * PT2PT_SIMGRID_SEED (default 1) seeds the generator.
+ * PT2PT_SIMGRID_SEED (default 1) seeds the generator; PT2PT_SIMGRID_DETERMINISTIC=1 keeps
+ * r = 1 (every message at its table's centre: the model's median).
  */
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 #include <simgrid/s4u.hpp>
@@ -55,13 +64,39 @@ struct Segment {
   std::vector<Table> tables;  // sorted by size
 };
 
-std::vector<Segment> segments;
-std::unordered_map<long, Segment> exact;  // transfer size -> its own segment (one table)
+struct RouteClass {
+  std::vector<Segment> segments;           // sorted by bound
+  std::unordered_map<long, Segment> exact;  // transfer size -> its own segment (one table)
+};
+
+struct LinkValue {
+  std::string name;
+  double bandwidth;
+  double latency;
+};
+
+std::map<std::string, RouteClass> classes;
+const RouteClass* intra_class = nullptr;
+const RouteClass* inter_class = nullptr;
+std::vector<LinkValue> link_values;
 std::mt19937_64 rng;
+bool deterministic = false;
 // The ratio drawn by the bandwidth callback, reused by the latency callback of the same
 // message (SimGrid calls the bandwidth callback first, then the latency one).
 double pending_ratio = 1.0;
 bool pending = false;
+
+std::runtime_error bad(const std::string& path, int lineno, const std::string& what) {
+  return std::runtime_error("pt2pt noise plugin: " + path + ":" + std::to_string(lineno) + ": " + what);
+}
+
+void read_quantiles(std::istringstream& ls, Table& t, size_t n, const std::string& path, int lineno) {
+  t.q.resize(n);
+  for (auto& v : t.q)
+    if (!(ls >> v) || !(v > 0))
+      throw bad(path, lineno, "quantiles must be positive numbers");
+  std::sort(t.q.begin(), t.q.end());
+}
 
 void load(const std::string& path) {
   std::ifstream in(path);
@@ -69,27 +104,40 @@ void load(const std::string& path) {
     throw std::runtime_error("pt2pt noise plugin: cannot open " + path);
   std::string line;
   int lineno = 0;
-  std::map<long, size_t> index;
+  std::string current = "all";
+  std::map<std::string, std::map<long, size_t>> index;
   while (std::getline(in, line)) {
     lineno++;
     if (line.empty() || line[0] == '#')
       continue;
     std::istringstream ls(line);
+    if (line.rfind("class ", 0) == 0) {
+      std::string word;
+      if (!(ls >> word >> current))
+        throw bad(path, lineno, "expected class NAME");
+      classes[current];
+      continue;
+    }
+    if (line.rfind("link ", 0) == 0) {
+      std::string word;
+      LinkValue v;
+      if (!(ls >> word >> v.name >> v.bandwidth >> v.latency) || !(v.bandwidth > 0) || !(v.latency >= 0))
+        throw bad(path, lineno, "expected link NAME BANDWIDTH_BPS LATENCY_S");
+      link_values.push_back(v);
+      continue;
+    }
+    RouteClass& rc = classes[current];
     if (line[0] == '=') {
       std::string mark;
       long size;
       Segment s{0, 0, 0, {Table{}}};
       size_t n;
       if (!(ls >> mark >> size >> s.lat >> s.bw >> n) || n == 0 || !(s.lat >= 0) || !(s.bw > 0))
-        throw std::runtime_error(path + ":" + std::to_string(lineno) + ": expected = SIZE LAT BW N Q1..QN");
+        throw bad(path, lineno, "expected = SIZE LAT BW N Q1..QN");
       s.bound = size - 1;
       s.tables[0].size = static_cast<double>(size);
-      s.tables[0].q.resize(n);
-      for (auto& v : s.tables[0].q)
-        if (!(ls >> v) || !(v > 0))
-          throw std::runtime_error(path + ":" + std::to_string(lineno) + ": quantiles must be positive numbers");
-      std::sort(s.tables[0].q.begin(), s.tables[0].q.end());
-      exact[size] = std::move(s);
+      read_quantiles(ls, s.tables[0], n, path, lineno);
+      rc.exact[size] = std::move(s);
       continue;
     }
     long bound;
@@ -98,38 +146,56 @@ void load(const std::string& path) {
     Table t;
     size_t n;
     if (!(ls >> bound >> lat >> bw >> t.size >> n) || n == 0 || !(lat >= 0) || !(bw > 0))
-      throw std::runtime_error(path + ":" + std::to_string(lineno) + ": expected BOUND LAT BW SIZE N Q1..QN");
-    t.q.resize(n);
-    for (auto& v : t.q)
-      if (!(ls >> v) || !(v > 0))
-        throw std::runtime_error(path + ":" + std::to_string(lineno) + ": quantiles must be positive numbers");
-    std::sort(t.q.begin(), t.q.end());
-    auto it = index.find(bound);
-    if (it == index.end()) {
-      index[bound] = segments.size();
-      segments.push_back({bound, lat, bw, {}});
-      it = index.find(bound);
+      throw bad(path, lineno, "expected BOUND LAT BW SIZE N Q1..QN");
+    read_quantiles(ls, t, n, path, lineno);
+    auto& idx = index[current];
+    auto it = idx.find(bound);
+    if (it == idx.end()) {
+      idx[bound] = rc.segments.size();
+      rc.segments.push_back({bound, lat, bw, {}});
+      it = idx.find(bound);
     }
-    segments[it->second].tables.push_back(std::move(t));
+    rc.segments[it->second].tables.push_back(std::move(t));
   }
-  if (segments.empty())
+  for (auto& [name, rc] : classes) {
+    if (rc.segments.empty())
+      throw std::runtime_error("pt2pt noise plugin: class " + name + " has no segment in " + path);
+    std::sort(rc.segments.begin(), rc.segments.end(), [](const Segment& a, const Segment& b) { return a.bound < b.bound; });
+    for (auto& s : rc.segments)
+      std::sort(s.tables.begin(), s.tables.end(), [](const Table& a, const Table& b) { return a.size < b.size; });
+  }
+  if (classes.empty())
     throw std::runtime_error("pt2pt noise plugin: no segment in " + path);
-  std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) { return a.bound < b.bound; });
-  for (auto& s : segments)
-    std::sort(s.tables.begin(), s.tables.end(), [](const Table& a, const Table& b) { return a.size < b.size; });
+  auto pick = [](const char* name) -> const RouteClass* {
+    auto it = classes.find(name);
+    if (it != classes.end())
+      return &it->second;
+    auto all = classes.find("all");
+    if (all != classes.end())
+      return &all->second;
+    return nullptr;
+  };
+  intra_class = pick("intra");
+  inter_class = pick("inter");
+  if (!intra_class || !inter_class)
+    throw std::runtime_error("pt2pt noise plugin: " + path + " needs class all, or both inter and intra");
 }
 
 /* A measured size's own segment, else SimGrid's lookup: the segment with the largest
  * bound strictly below the size. */
-const Segment* find(double size) {
-  if (!exact.empty() && size == std::floor(size)) {
-    auto it = exact.find(static_cast<long>(size));
-    if (it != exact.end())
+const Segment* find(const RouteClass& rc, double size) {
+  if (!rc.exact.empty() && size == std::floor(size)) {
+    auto it = rc.exact.find(static_cast<long>(size));
+    if (it != rc.exact.end())
       return &it->second;
   }
-  auto it = std::lower_bound(segments.begin(), segments.end(), size,
+  auto it = std::lower_bound(rc.segments.begin(), rc.segments.end(), size,
                              [](const Segment& s, double v) { return static_cast<double>(s.bound) < v; });
-  return it == segments.begin() ? nullptr : &*(it - 1);
+  return it == rc.segments.begin() ? nullptr : &*(it - 1);
+}
+
+const Segment* route_segment(double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) {
+  return find(src == dst ? *intra_class : *inter_class, size);
 }
 
 double quantile(const Table& t, double u) {
@@ -146,6 +212,8 @@ double quantile(const Table& t, double u) {
 }
 
 double draw(const Segment& s, double size) {
+  if (deterministic)
+    return 1.0;
   double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
   const auto& tb = s.tables;
   if (tb.size() == 1 || size <= tb.front().size)
@@ -159,9 +227,9 @@ double draw(const Segment& s, double size) {
   return quantile(tb[j - 1], u) * (1 - w) + quantile(tb[j], u) * w;
 }
 
-double bw_factor(double size, const simgrid::s4u::Host*, const simgrid::s4u::Host*,
+double bw_factor(double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
                  const std::vector<simgrid::s4u::Link*>&, const std::unordered_set<simgrid::s4u::NetZone*>&) {
-  const Segment* s = find(size);
+  const Segment* s = route_segment(size, src, dst);
   if (!s) {
     pending = false;
     return 1.0;
@@ -171,9 +239,9 @@ double bw_factor(double size, const simgrid::s4u::Host*, const simgrid::s4u::Hos
   return s->bw / pending_ratio;
 }
 
-double lat_factor(double size, const simgrid::s4u::Host*, const simgrid::s4u::Host*,
+double lat_factor(double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
                   const std::vector<simgrid::s4u::Link*>&, const std::unordered_set<simgrid::s4u::NetZone*>&) {
-  const Segment* s = find(size);
+  const Segment* s = route_segment(size, src, dst);
   if (!s)
     return 1.0;
   double r = pending ? pending_ratio : draw(*s, size);
@@ -187,7 +255,17 @@ void install() {
     return;
   const char* seed = std::getenv("PT2PT_SIMGRID_SEED");
   rng.seed(seed ? std::strtoull(seed, nullptr, 10) : 1ULL);
+  const char* det = std::getenv("PT2PT_SIMGRID_DETERMINISTIC");
+  deterministic = det && *det && std::string(det) != "0";
   load(path);
+  for (auto const& v : link_values) {
+    auto* link = simgrid::s4u::Link::by_name_or_null(v.name);
+    if (!link)
+      throw std::runtime_error(std::string("pt2pt noise plugin: ") + path + ": link " + v.name +
+                               " is not in the platform");
+    link->set_bandwidth(v.bandwidth);
+    link->set_latency(v.latency);
+  }
   auto* model = simgrid::s4u::Engine::get_instance()->get_netzone_root()->get_network_model();
   model->set_bw_factor_cb(bw_factor);
   model->set_lat_factor_cb(lat_factor);
