@@ -265,7 +265,7 @@ tools:
     sizes: "grid:8:1M:2"
     samples: {CROSS_SAMPLES}
     warmup: {CROSS_WARMUP}
-    extra_args: [--order, blocked]
+    order: blocked
   - tool: osu
     benchmarks: [osu_latency]
     options: ["-z", "-m", "8:1048576", "-i", "{CROSS_SAMPLES}", "-x", "{CROSS_WARMUP}"]
