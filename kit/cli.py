@@ -33,7 +33,8 @@ class _Parser(argparse.ArgumentParser):
 #: before ``pt2pt --version`` can answer (issue 19). A command missing here still works (all
 #: modules are then imported); tests/test_cli_startup.py checks the table is complete.
 COMMAND_MODULES = {
-    "cluster": "cluster", "collect": "collect", "compare": "compare", "contention": "contention",
+    "cluster": "cluster", "collect": "collect", "collectives": "collectives",
+    "compare": "compare", "contention": "contention",
     "datasets": "datasets", "demo": "demo",
     "diff": "diff", "export": "export", "fit": "fit", "ingest": "ingest", "loggp": "loggp",
     "plan": "plan",

@@ -200,6 +200,26 @@ def test_collect_calls_a_local_job_running(tmp_path: Path,
     assert [j.outcome for j in report.jobs] == ["partial"] and _rows(tmp_path / "ds") == 100
 
 
+def test_collect_says_running_when_an_ended_jobs_writer_may_still_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """job.json says 'timeout' (Slurm signalled the script) but the probe on another node
+    wrote a moment ago: nothing is taken and the job is 'running', not a 'partial' that
+    ingested nothing (seen in CI: '1 partial' printed, an empty runs table)."""
+    monkeypatch.setenv("PT2PT_PROBE", "/bin/true")
+    monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text("name: late\nmpi: openmpi\ntransports: [shm]\nlauncher: mpirun\n"
+                        "tools:\n  - tool: probe\n    samples: 10\n")
+    out = tmp_path / "plan"
+    job = json.loads(plan_campaign(campaign, out).read_text())["jobs"][0]
+    job_dir = out / job["dir"]
+    _write(job_dir, 50, ended=False, host="node-far-away", pid=12345)
+    (job_dir / "job.json").write_text(json.dumps({"state": "timeout", "exit_status": 143}))
+    report = collect(out, tmp_path / "ds")
+    assert [j.outcome for j in report.jobs] == ["running"], report.jobs
+    assert "still being written" in report.jobs[0].detail and not ds.runs(tmp_path / "ds").height
+
+
 @settings(max_examples=25, **SETTINGS)
 @given(st.lists(st.integers(1, 400), min_size=1, max_size=5))
 def test_any_order_of_copies_stores_the_longest_once(tmp_path_factory: pytest.TempPathFactory,

@@ -75,7 +75,13 @@ def _ingest(job: dict[str, Any], paths: list[Path], dataset: Path, campaign: str
     outcome.run_ids = list(report.run_ids)
     outcome.rows_added = report.rows_added
     already = [why for _p, why in report.files_skipped if "already ingested" in why]
-    if report.files_failed:
+    if report.running and not report.run_ids:
+        # the job's record says it ended, but a rank of it still writes (a probe that
+        # outlived its launcher): nothing taken, said as such rather than as 'partial'
+        outcome.outcome, outcome.complete = "running", None
+        outcome.detail = "; ".join(why for p, why in report.files_skipped
+                                   if p in report.running)
+    elif report.files_failed:
         outcome.outcome = "failed"
         outcome.detail = "; ".join(msg for _p, msg in report.files_failed)
     elif already and not report.run_ids:

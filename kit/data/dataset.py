@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from kit.core import inputs
 from kit.core.errors import ModelError, UserError
 from kit.data import integrity
 from kit.data import series_summary as summary_file
@@ -93,6 +94,8 @@ def _check(dataset: Path) -> Path:
     if not dataset.is_dir():
         raise UserError(f"dataset directory {dataset} does not exist", where=str(dataset),
                         hint="create it with 'pt2pt ingest PATH... --dataset DIR'")
+    # A FIFO in its place would block every reader; is_file() alone would call it "absent".
+    inputs.refuse_special(dataset / RUNS_FILE, "runs table")
     return dataset
 
 

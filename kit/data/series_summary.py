@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.core.atomicwrite import write_text
+from kit.core.inputs import read_regular
 from kit.data.series_keys import SERIES_KEYS
 
 SAMPLES_DIR = "samples"
@@ -167,8 +168,8 @@ def _folders(parts: object) -> dict[Path, set[str]] | None:
 def read(dataset: Path, expected_stamp: str) -> Summary | None:
     """The stored summary if it belongs to ``expected_stamp`` and is intact, else None."""
     try:
-        data = (Path(dataset) / SUMMARY_FILE).read_bytes()
-    except OSError:  # missing, a folder, unreadable
+        data = read_regular(Path(dataset) / SUMMARY_FILE)
+    except OSError:  # missing, a folder, a FIFO, unreadable
         return None
     parsed = _parse(data, expected_stamp)
     return None if parsed is None else parsed.summary
@@ -183,8 +184,8 @@ def read_current(dataset: Path) -> Summary | None:
     """
     dataset = Path(dataset)
     try:
-        runs_bytes = (dataset / RUNS_FILE).read_bytes()
-        data = (dataset / SUMMARY_FILE).read_bytes()
+        runs_bytes = read_regular(dataset / RUNS_FILE)
+        data = read_regular(dataset / SUMMARY_FILE)
     except OSError:
         return None
     parsed = _parse(data, None)

@@ -158,6 +158,15 @@ _ESTIMATOR = {
 MAX_PER_SIZE = 1 << 20
 _LN_SHIFT = {"type": "number", "minimum": -20, "maximum": 20}
 _SD_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 20}
+#: A kernel-mean table for unseen sizes (per_size version 2): ln shifts on nodes x0 + k·step
+#: of ln size.
+MAX_TABLE_NODES = 4096
+_TABLE = {"type": ["object", "null"], "required": ["x0", "step", "values"],
+          "properties": {"x0": {"type": "number", "minimum": 0, "maximum": 100},
+                         "step": {"type": "number", "exclusiveMinimum": 0, "maximum": 100},
+                         # values: _check_per_size (like the columns, at once)
+                         "values": {"type": "array", "minItems": 1,
+                                    "maxItems": MAX_TABLE_NODES}}}
 _PER_SIZE = {
     "type": ["object", "null"],
     "required": ["estimated"],
@@ -166,12 +175,16 @@ _PER_SIZE = {
         "reason": {"type": "string"},
         "method": {"type": "string"},
         "min_repeats": {"type": "integer", "minimum": 1},
+        # 1 (absent): every repeated size with its location and share (format 1); 2: the
+        # sizes that differ, as shapes around the population (kit.model.sizeshape)
+        "version": {"type": "integer", "minimum": 1, "maximum": 2},
         # the per-size columns' values: _check_columns (see _COLUMNS)
         **{key: {"type": "array", "maxItems": MAX_PER_SIZE} for key in ("sizes", "n", "loc",
                                                                       "loc_slow", "share")},
-        "shape_levels": {"type": "array", "maxItems": MAX_SHAPE_LEVELS,
+        "shape_levels": {"type": "array", "minItems": 2, "maxItems": MAX_SHAPE_LEVELS,
                          "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}},
         "shape": {"type": "array", "maxItems": MAX_PER_SIZE},  # rows: _check_columns
+        "knots": {"type": "array", "maxItems": MAX_PER_SIZE},  # rows: _check_columns
         "variance_components": {"type": "array", "maxItems": MAX_REGIMES, "items": {
             "type": "object",
             "required": ["regime", "estimated"],
@@ -187,6 +200,10 @@ _PER_SIZE = {
                 "tau_loc_h": {"type": ["number", "null"], "exclusiveMinimum": 0},
                 "tau_loc_slow_h": {"type": ["number", "null"], "exclusiveMinimum": 0},
                 "kernel_min_n": {"type": "integer", "minimum": 0, "maximum": 2**32},
+                "kernel": _TABLE, "kernel_slow": _TABLE,
+                "alpha": {"type": ["array", "null"], "maxItems": MAX_SHAPE_LEVELS,
+                          "items": {"type": ["number", "null"], "minimum": 0}},
+                "n_candidates": _COUNT, "n_stored": _COUNT,
             }}},
     },
 }
@@ -381,15 +398,15 @@ def _check_columns(doc: dict[str, Any], where: str) -> None:
         return
     for key, (kind, lo, hi) in _COLUMNS.items():
         column = ps.get(key)
-        if not column:
-            continue
+        if not column or (key == "shape" and ps.get("version", 1) >= 2):
+            continue  # version 2's shape: _check_knots
         if key == "shape":
             for i, row in enumerate(column):
                 if not isinstance(row, list):
-                    raise _fail(where, f"$.per_size.shape[{i}]",
+                    raise _fail(where, f"$.per_size.{key}[{i}]",
                                 _short(f"{row!r} is not of type 'array'", row))
                 if len(row) > MAX_SHAPE_LEVELS:
-                    raise _fail(where, f"$.per_size.shape[{i}]", f"a row of {len(row)} values "
+                    raise _fail(where, f"$.per_size.{key}[{i}]", f"a row of {len(row)} values "
                                 f"(at most {MAX_SHAPE_LEVELS} levels are read)")
             flat = [v for row in column for v in row]
         else:
@@ -512,12 +529,18 @@ def _check_per_size(doc: dict[str, Any], where: str) -> None:
     if not isinstance(ps, dict):
         return
     sizes = ps.get("sizes", [])
-    for key in ("n", "loc", "loc_slow", "share"):
+    for key in ("n", "loc", "loc_slow", "share", "knots"):
         if key in ps and len(ps[key]) != len(sizes):
             raise _fail(where, f"$.per_size.{key}", f"{len(ps[key])} values for "
                         f"{len(sizes)} sizes")
-    if "shape" in ps:
-        n_lv = len(ps.get("shape_levels", []))
+    levels = ps.get("shape_levels", [])
+    for i in range(1, len(levels)):
+        if levels[i] <= levels[i - 1]:
+            raise _fail(where, f"$.per_size.shape_levels[{i}]", "levels must increase")
+    if ps.get("version", 1) >= 2:
+        _check_knots(ps, where)
+    elif "shape" in ps:
+        n_lv = len(levels)
         if len(ps["shape"]) != len(sizes):
             raise _fail(where, "$.per_size.shape", f"{len(ps['shape'])} rows for "
                         f"{len(sizes)} sizes")
@@ -533,6 +556,36 @@ def _check_per_size(doc: dict[str, Any], where: str) -> None:
         if comp["regime"] >= n_reg:
             raise _fail(where, f"$.per_size.variance_components[{i}].regime",
                         f"regime {comp['regime']} of a model with {n_reg}")
+        for key in ("kernel", "kernel_slow"):
+            table = comp.get(key)
+            if isinstance(table, dict):
+                bad = _first_bad(table["values"], "number", -20.0, 20.0)
+                if bad is not None:
+                    raise _fail(where, f"$.per_size.variance_components[{i}].{key}.values"
+                                f"[{bad[0]}]", bad[1])
+
+
+def _check_knots(ps: dict[str, Any], where: str) -> None:
+    """Version 2 rows: per stored size a bit mask of its stored levels (at least one, none
+    beyond the levels), and one flat list of their shifts (in ``shape_unit``, integers) as
+    long as the masks' bits, each within ±20 of ln time."""
+    knots, shape = ps.get("knots", []), ps.get("shape", [])
+    n_lv = len(ps.get("shape_levels", []))
+    bad = _first_bad(knots, "integer", 1.0, float(2 ** n_lv - 1))
+    if bad is not None:
+        raise _fail(where, f"$.per_size.knots[{bad[0]}]", bad[1] + " (a bit mask of the "
+                    f"{n_lv} shape_levels)")
+    bits = sum(int(k).bit_count() for k in knots)
+    if len(shape) != bits:
+        raise _fail(where, "$.per_size.shape", f"{len(shape)} values for the {bits} levels "
+                    "the knots mark")
+    unit = ps.get("shape_unit", 1e-4)
+    if not isinstance(unit, int | float) or isinstance(unit, bool) or not 0 < unit <= 1:
+        raise _fail(where, "$.per_size.shape_unit", f"{unit!r} is not a unit in (0, 1]")
+    limit = math.floor(20.0 / unit)
+    bad = _first_bad(shape, "integer", -limit, limit)
+    if bad is not None:
+        raise _fail(where, f"$.per_size.shape[{bad[0]}]", bad[1])
 
 
 def _noises(reg: dict[str, Any], path: str) -> list[tuple[dict[str, Any], str]]:
@@ -595,18 +648,60 @@ def _check_noises(model: Any, where: str) -> None:
 def check_sizes(model: Any) -> np.ndarray:
     """The sizes a model is judged at: a log grid across every regime (both ends) and the
     sizes it stores values of (a per-size layer, whatever its form)."""
+    grid, stored = _check_grids(model)
+    sizes = np.sort(np.concatenate([grid, stored]))
+    # distinct sizes (np.unique would import numpy.ma, ~20 ms of a model read)
+    return sizes[np.r_[True, np.diff(sizes) > 0]]
+
+
+def _check_grids(model: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(the regimes' log grids, the stored sizes not on them), each sorted and distinct."""
     grids = []
     for reg in model.regimes_:
         lo = max(float(reg.size_min), 1.0)
         grids.append(np.geomspace(lo, max(float(reg.size_max), lo), GRID_PER_REGIME))
+    grid = np.sort(np.concatenate(grids)) if grids else np.zeros(0)
+    grid = grid[np.r_[True, np.diff(grid) > 0]] if len(grid) else grid
     listed = getattr(getattr(model, "per_size_", None), "sizes", None)
     stored = np.asarray([] if listed is None else listed, dtype=float).ravel()
     stored = stored[np.isfinite(stored)]
     if len(stored) > MAX_CHECKED_SIZES:
         stored = stored[np.linspace(0, len(stored) - 1, MAX_CHECKED_SIZES).astype(int)]
-    sizes = np.sort(np.concatenate([*grids, np.maximum(stored, 1.0)]))
-    # distinct sizes (np.unique would import numpy.ma, ~20 ms of a model read)
-    return sizes[np.r_[True, np.diff(sizes) > 0]]
+    stored = np.sort(np.maximum(stored, 1.0))
+    stored = stored[np.r_[True, np.diff(stored) > 0]] if len(stored) else stored
+    return grid, stored[~np.isin(stored, grid)]
+
+
+def _check_bounds(model: Any, where: str, sizes: np.ndarray) -> None:
+    """:func:`check_physical`'s bounds on the predictive distribution at ``sizes``, read
+    off its CDF at each bound: p0.1 >= 1 ns <=> F(1 ns) <= 0.001, p99.9 <= 1 day <=>
+    F(1 day) >= 0.999, and p99.9 within :data:`RATIO_RANGE` of the curve likewise. A CDF per
+    bound where quantiles need a root search each (most of a model read: 0.2 of 0.3 CPU-s
+    of ``pt2pt predict`` for a two-band per-size model); quantiles only for the message of
+    a refusal."""
+    if not len(sizes):
+        return
+    curve = np.asarray(model.curve(sizes), dtype=float)
+    at = np.stack([np.full(len(sizes), TIME_MIN_S), np.full(len(sizes), TIME_MAX_S),
+                   curve * RATIO_RANGE[0], curve * RATIO_RANGE[1]], axis=1)
+    cdf = np.asarray(model.cdf(sizes, at), dtype=float)
+    if cdf.shape != at.shape:
+        raise _physical_error(model, where, "gives predictions of the wrong shape")
+    lo_q, hi_q = CHECK_QUANTILES[0], CHECK_QUANTILES[-1]
+    checks = [
+        (np.any(~np.isfinite(cdf), axis=1) | ~np.isfinite(curve), "predicts non-finite times"),
+        ((cdf[:, 0] > lo_q) | (cdf[:, 1] < hi_q), "predicts times out of range"),
+        ((cdf[:, 2] > hi_q) | (cdf[:, 3] < hi_q),  # p99.9, as the check always read
+         f"predicts a median more than {RATIO_RANGE[1]:g} times away from its regime's "
+         "curve"),
+    ]
+    for bad, what in checks:
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            q = np.asarray(model.predict_quantiles(sizes[i:i + 1], list(CHECK_QUANTILES)),
+                           dtype=float).ravel()
+            shown = ", ".join(f"{v:.3g}" for v in q)
+            raise _physical_error(model, where, f"{what} ({shown} s)", float(sizes[i]))
 
 
 def check_physical(model: Any, where: str) -> None:
@@ -615,10 +710,10 @@ def check_physical(model: Any, where: str) -> None:
     Gates, cheapest first (a refusal costs well under a second): every noise's ratio
     quantiles (:data:`RATIO_RANGE`); every regime's curves (its own and its bands') on a
     dense log grid (:func:`check_sizes`); then what the model predicts there, whatever its
-    layers: finite p0.1 <= p50 <= p99.9 within [:data:`TIME_MIN_S`,
-    :data:`TIME_MAX_S`], a median within :data:`RATIO_RANGE` of the regime's curve (a
-    per-size shift of e^20 is no measurement), and :data:`CHECK_DRAWS` finite draws per
-    size within the time range too.
+    layers: finite p0.1 and p99.9 within [:data:`TIME_MIN_S`, :data:`TIME_MAX_S`] and p99.9
+    within :data:`RATIO_RANGE` of the regime's curve (a per-size shift of e^20 is no
+    measurement), read off the CDF (:func:`_check_bounds`), and :data:`CHECK_DRAWS` finite
+    draws per size of the regimes' grids within the time range too.
     """
     sizes = np.zeros(0)
     try:
@@ -638,26 +733,18 @@ def check_physical(model: Any, where: str) -> None:
                         i = int(np.flatnonzero(bad)[0])
                         raise _physical_error(model, where, f"has a curve of {c[i]:.3g} s",
                                               float(mine[used][i]), k)
-            q = np.asarray(model.predict_quantiles(sizes, list(CHECK_QUANTILES)), dtype=float)
+            # The bounds at every size, through the CDF; draws on the regimes' grids.
+            _check_bounds(model, where, sizes)
+            sizes, _ = _check_grids(model)
             draws = np.asarray(model.sample(sizes, CHECK_DRAWS, random_state=0), dtype=float)
-            ratio = q[:, 2] / np.asarray(model.curve(sizes), dtype=float)
     except ModelError:
         raise
     except Exception as exc:  # the model is untrusted: any failure refuses it
         raise ModelError(f"the model cannot be evaluated ({type(exc).__name__}: {exc})",
                          where=where, hint=_HINT) from None
-    if q.shape != (len(sizes), len(CHECK_QUANTILES)) or draws.shape != (len(sizes),
-                                                                        CHECK_DRAWS) \
-            or ratio.shape != (len(sizes),):
+    if draws.shape != (len(sizes), CHECK_DRAWS):
         raise _physical_error(model, where, "gives predictions of the wrong shape")
     checks = [
-        (np.any(~np.isfinite(q), axis=1), "predicts non-finite times"),
-        (np.any((q < TIME_MIN_S) | (q > TIME_MAX_S), axis=1), "predicts times out of range"),
-        (np.any(q[:, :-1] > q[:, 1:] * (1 + 1e-9), axis=1),
-         "predicts quantiles out of order (p0.1 <= p50 <= p99.9 fails)"),
-        (~np.isfinite(ratio) | (ratio < RATIO_RANGE[0]) | (ratio > RATIO_RANGE[1]),
-         f"predicts a median more than {RATIO_RANGE[1]:g} times away from its regime's "
-         "curve"),
         (np.any(~np.isfinite(draws), axis=1), "draws non-finite times"),
         (np.any((draws < TIME_MIN_S) | (draws > TIME_MAX_S), axis=1),
          "draws times out of range"),
@@ -665,6 +752,5 @@ def check_physical(model: Any, where: str) -> None:
     for bad, what in checks:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            row = draws[i] if what.startswith("draws") else q[i]
-            shown = ", ".join(f"{v:.3g}" for v in row[:5])
+            shown = ", ".join(f"{v:.3g}" for v in draws[i][:5])
             raise _physical_error(model, where, f"{what} ({shown} s)", float(sizes[i]))

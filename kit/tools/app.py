@@ -5,6 +5,8 @@ says nothing. A program is one of
 
 * ``halo``: the kit's mini-app (``kit/tools/apps/halo.c``: 1-D Jacobi, halo exchanges of
   ``8 * WIDTH`` bytes, a compute phase of known cost; prints ``wall_time_s``);
+* ``collbench``: one collective in a timed loop (``kit/tools/apps/collbench.c``), the driver
+  of ``pt2pt collectives`` (its output is read by ``kit.outputs.collsweep``);
 * an OSU 7.4 benchmark, ``osu_bw``, ``osu_bibw``, ``osu_latency``, ``osu_alltoall``,
   ``osu_allreduce``, ``osu_bcast``: built from the OSU tarball of a Spack source mirror
   (``PT2PT_OSU_TARBALL``, else ``$PT2PT_SPACK_MIRROR/osu-micro-benchmarks/...``, else the
@@ -154,6 +156,9 @@ def program(spec: str, base: Path | None = None) -> Program:
     if spec == "halo":
         return Program("halo", (APPS_DIR / "halo.c",),
                        cflags=("-O2", "-std=c99", "-D_POSIX_C_SOURCE=199309L"))
+    if spec == "collbench":
+        return Program("collbench", (APPS_DIR / "collbench.c",),
+                       cflags=("-O2", "-std=c99", "-D_POSIX_C_SOURCE=200112L"))
     if spec in OSU_PROGRAMS:
         top = osu_tree()
         util = top / "c" / "util"
