@@ -516,7 +516,7 @@ def not_run_note(campaign_dir: Path, out: Path) -> str | None:
     cross-check was possible.
     """
     from kit.measure.campaign.manifest import read_manifest
-    from kit.tools.binaries import DEFAULT_VIEW, TOOLS_PATH_ENV
+    from kit.tools.binaries import TOOLS_PATH_ENV, spack_view
 
     missing = read_manifest(campaign_dir).get("not_planned") or []
     if not missing:
@@ -530,7 +530,7 @@ def not_run_note(campaign_dir: Path, out: Path) -> str | None:
         return (f"Not run: {listed}: the plan in {campaign_dir} was made before they were "
                 "installed (a plan is fixed once jobs ran). Measure them with a fresh plan: "
                 f"'pt2pt demo -o {fresh}'.")
-    return (f"Not run: {listed}: not found in the Spack view ({DEFAULT_VIEW}) or on PATH, so "
+    return (f"Not run: {listed}: not found in the Spack view ({spack_view(None)}) or on PATH, so "
             "the demo has no cross-check against those tools. To add them, point at existing "
             f"builds ({TOOLS_PATH_ENV}: install prefixes or bin folders, colon-separated): "
             f"'{TOOLS_PATH_ENV}=/opt/osu:/opt/skampi pt2pt demo -o {fresh}', or build them with "
