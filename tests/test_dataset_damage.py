@@ -184,10 +184,10 @@ def test_a_fifo_in_the_dataset_is_refused_or_replaced_without_blocking(dataset: 
 
 
 def test_a_file_given_as_the_dataset_is_not_called_missing(tmp_path: Path) -> None:
-    for given in (Path("/dev/null"), tmp_path / "notes.txt"):
-        given.touch()
+    (tmp_path / "notes.txt").write_text("hello")
+    for path in (Path("/dev/null"), tmp_path / "notes.txt"):
         with pytest.raises(UserError, match="is not a folder"):
-            ds.scan(given)
+            ds.scan(path)
 
 
 def test_a_killed_writers_leftovers_go_at_the_next_open(dataset: Path) -> None:
