@@ -106,6 +106,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
         Binding("ctrl+g", "compare", "Compare marked"),
         Binding("ctrl+k", "cluster", "Cluster", show=False),  # in the help (?): footer full
         Binding("ctrl+o", "open_dataset", "Open dataset"),
+        Binding("ctrl+a", "apps", "Apps"),
         Binding("escape", "clear_filter", "Clear filter"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "app.quit", "Quit", group=QUIT_GROUP),  # last: beside the app's ctrl+q
@@ -330,7 +331,25 @@ class BrowserScreen(HelpMixin, Screen[None]):
     def _open(self, key: serieskey.SeriesKey) -> None:
         from tui.screens.series import SeriesScreen
 
+        if key.get("op") == "app":  # runs of a program: not fitted
+            self.action_apps()
+            return
         self.app.push_screen(SeriesScreen(self.session, key))
+
+    def action_apps(self) -> None:
+        from tui import appsview
+        from tui.screens.apps import AppsScreen
+
+        if self.session.apps is None:
+            self.notify("No applications result: run pt2pt predict-app DATASET --platform DIR "
+                        "-o FILE, then pt2pt tui DATASET --apps FILE.", severity="warning")
+            return
+        try:
+            view = appsview.load(self.session.apps)
+        except UserError as err:
+            notify_error(self, err)
+            return
+        self.app.push_screen(AppsScreen(view))
 
     def action_mark(self) -> None:
         key = self._highlighted()
