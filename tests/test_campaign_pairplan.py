@@ -96,6 +96,7 @@ def test_a_budget_keeps_64_nodes_all_pairs_in_its_time(tmp_path: Path,
     with pytest.raises(CampaignError, match="over the budget of 4:00:00") as err:
         plan_campaign(too_many, tmp_path / "out2")
     assert "allpairs.yaml:" in err.value.paragraph() and "samples: auto" in err.value.paragraph()
+    assert not (tmp_path / "out2").exists()  # nothing half planned
     # auto without a budget
     no_budget = _all_pairs(tmp_path, monkeypatch, 8, "    samples: auto\n")
     with pytest.raises(CampaignError, match="samples: auto needs a budget"):

@@ -451,9 +451,9 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
     out_dir = out_dir.resolve()
     node_pairs = (pairs.resolve(campaign.pairs, campaign.seed, campaign.slurm.partition,
                                 slurm_env) if campaign.pairs else None)
+    campaign, budget = _budget(campaign, out_dir, node_pairs)  # refused: no folder left
     created = not out_dir.exists()
     _prepare_dir(out_dir, force)
-    campaign, budget = _budget(campaign, out_dir, node_pairs)
     jobs, not_planned = expand(campaign, out_dir, node_pairs)
     if not jobs:
         raise CampaignError("no job could be planned (every tool is missing its binary)",
@@ -461,7 +461,7 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
                             hint="build the probe or install the Spack environment")
     try:
         return _write_plan(campaign_path, campaign, table, out_dir, jobs, not_planned,
-                           node_pairs)
+                           node_pairs, budget)
     except OSError as exc:
         # A full disk or a folder we may not write: no half plan is left to be submitted.
         if created:
@@ -475,7 +475,7 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
 
 def _write_plan(campaign_path: Path, campaign: Campaign, table: TransportTable, out_dir: Path,
                 jobs: list[PlannedJob], not_planned: list[Any],
-                node_pairs: Any) -> Path:
+                node_pairs: Any, budget: pairplan.BudgetPlan | None = None) -> Path:
     """Render and write every file of the plan; the manifest last (it names the rest)."""
     helper = out_dir / HELPER
     write_atomic(helper, Path(jobrecord.__file__).read_text(encoding="utf-8"), 0o755)
