@@ -82,6 +82,12 @@ def test_sweep_records_every_point_and_resumes(platform: Path, tmp_path: Path,
     assert main(["collectives", "analyze", str(out)]) == 0
     text = capsys.readouterr().out
     assert "alltoall np=8 size=65536: best" in text and "within 5 %" in text
+    report = tmp_path / "report"
+    assert main(["collectives", "analyze", str(out), "--split", "4", "--report",
+                 str(report)]) == 0
+    page = (report / "index.html").read_text()
+    assert all((report / f"alltoall-{k}.png").stat().st_size > 5000 for k in ("times", "shares"))
+    assert "bruck" in page and "within 10 %" in page and "&lt;=4" in page
 
 
 @needs_simgrid
@@ -177,12 +183,15 @@ def _session_of(word: str) -> set[int]:
 
 
 def _in_session(sid: int) -> list[str]:
+    """Names of the live (not zombie) processes of session ``sid``."""
     names = []
     for entry in Path("/proc").iterdir():
         try:
             if entry.name.isdigit() and os.getsid(int(entry.name)) == sid:
-                names.append((entry / "comm").read_text().strip())
-        except OSError:
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    names.append((entry / "comm").read_text().strip())
+        except (OSError, IndexError):
             continue
     return names
 
@@ -200,7 +209,7 @@ def test_a_stopped_sweep_stops_its_smpirun_and_keeps_its_points(platform: Path,
                        "--seed", seed)) == 0
     kept = (out / collsweep.JOURNAL).read_text()
     proc = subprocess.Popen([sys.executable, "-m", "kit", *_sweep(
-        out, platform, "--np", "2,4", "--sizes", "1K", "--algorithms", "pair", "--seed", seed,
+        out, platform, "--np", "2,8", "--sizes", "1K", "--algorithms", "pair", "--seed", seed,
         "--reps", "10000")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -208,6 +217,9 @@ def test_a_stopped_sweep_stops_its_smpirun_and_keeps_its_points(platform: Path,
                 "smpimain" in _in_session(sid) for sid in sessions):
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
+        # past its start-up (stopped earlier, smpimain may fail on its own when the sweep's
+        # work folder, where smpirun wrote its hostfile, disappears)
+        time.sleep(3)
         os.kill(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -215,6 +227,30 @@ def test_a_stopped_sweep_stops_its_smpirun_and_keeps_its_points(platform: Path,
             proc.kill()
             proc.wait()
     assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err
-    time.sleep(0.5)
+    # SIGKILL is sent before the sweep exits; a loaded kernel may take a moment to end them
+    # (left running, the point takes over 10 s: 10,000 alltoalls of 8 ranks, ~12 CPU-s)
+    deadline = time.monotonic() + 10
+    while any(_in_session(sid) for sid in sessions) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert [_in_session(sid) for sid in sessions] == [[]]
     assert (out / collsweep.JOURNAL).read_text() == kept
+
+
+@needs_simgrid
+def test_the_other_collectives_sweep_with_their_own_algorithms(
+        platform: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # SimGrid's names differ per collective: 'lr' is an allreduce algorithm, not a bcast one
+    assert main(_sweep(tmp_path / "b", platform, "--collective", "bcast", "--np", "4",
+                       "--sizes", "4K", "--algorithms", "lr")) == 2
+    assert "binomial_tree" in capsys.readouterr().err
+    for collective, algorithms in (("allreduce", "lr,rdb"), ("bcast", "binomial_tree,flattree"),
+                                   ("allgather", "ring,bruck"), ("reduce", "binomial,flat_tree")):
+        out = tmp_path / collective
+        assert main(_sweep(out, platform, "--collective", collective, "--np", "4",
+                           "--sizes", "4K,256K", "--algorithms", algorithms, "--reps", "2")) == 0
+        rows = collsweep.read_dataset(out)
+        assert set(rows["status"]) == {"ok"} and set(rows["collective"]) == {collective}
+        med = rows.group_by("algorithm", "size").agg(pl.col("time").median())
+        for alg in algorithms.split(","):
+            t = dict(med.filter(pl.col("algorithm") == alg).select("size", "time").rows())
+            assert 0 < t[4096] < t[262144], (collective, alg)

@@ -166,6 +166,23 @@ def test_the_tui_names_a_damaged_part_in_a_notification(dataset: Path, how: str)
     assert warnings.showwarning is before  # the route is put back when the app ends
 
 
+@pytest.mark.parametrize("name", [ds.RUNS_FILE, "series.json"])
+def test_a_fifo_in_the_dataset_is_refused_or_replaced_without_blocking(dataset: Path,
+                                                                       name: str) -> None:
+    """A FIFO put in place of the runs table blocked `pt2pt datasets` for ever (so did one in
+    place of the summary, which is only a cache: it is recomputed and written over)."""
+    (dataset / name).unlink(missing_ok=True)
+    os.mkfifo(dataset / name)
+    res = subprocess.run([sys.executable, "-m", "kit", "datasets", str(dataset)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "Traceback" not in res.stderr, res.stderr
+    if name == ds.RUNS_FILE:
+        assert res.returncode == 2 and "named pipe" in res.stderr and name in res.stderr
+    else:
+        assert res.returncode == 0 and "shm" in res.stdout and "tcp" in res.stdout
+        assert (dataset / name).is_file()
+
+
 def test_a_killed_writers_leftovers_go_at_the_next_open(dataset: Path) -> None:
     folder = _part(dataset, "tcp").parent
     leftovers = [folder / "pending-0.parquet.0.999.tmp", folder / "part-feedfacefeedface00.parquet",

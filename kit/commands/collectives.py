@@ -95,6 +95,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--resamples", type=argtypes.resamples, default=2000)
     a.add_argument("--seed", type=argtypes.seed, default=1, help="bootstrap seed (default 1)")
     a.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    a.add_argument("--report", type=Path, metavar="DIR",
+                   help="also write DIR/index.html with the study's plots (time / size against "
+                   "numproc per algorithm; shares within X %% with intervals)")
     a.set_defaults(func=run_analyze)
 
 
@@ -127,6 +130,11 @@ def run_analyze(args: argparse.Namespace) -> int:
     ranked = ranking(rows)
     found = shares(rows, within=tuple(args.within), split=args.split,
                    resamples=args.resamples, seed=args.seed)
+    if args.report is not None:
+        from kit.outputs.report.collectives import write_report
+
+        page = write_report(args.report, rows, found, source=str(args.out),
+                            within=list(args.within), split=args.split)
     if args.json:
         print(json.dumps({"ranking": ranked.to_dicts(), "shares": [s.to_dict() for s in found]},
                          indent=1, default=str))
@@ -154,4 +162,6 @@ def run_analyze(args: argparse.Namespace) -> int:
         n = next(iter(by_x.values())).configurations
         print(f"{coll:<10} {alg:<22} {numprocs:<7} {n:>4}" + "".join(
             f"{f'{by_x[x].share:.2f} [{by_x[x].lo:.2f}, {by_x[x].hi:.2f}]':>21}" for x in xs))
+    if args.report is not None:
+        print(f"wrote {page}")
     return 0
