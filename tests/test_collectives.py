@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kit.analyses.collectives import ranking, shares
+from kit.analyses.collectives import ranking, selector_lines, shares
 from kit.cli import main
 from kit.outputs import collsweep
 from tests.builders import linear_overhead_model, three_linear_regimes
@@ -152,6 +152,12 @@ def test_shares_and_intervals_on_synthetic_truth() -> None:
     assert found["fails", "all", 10.0].share == pytest.approx(0.75)
     half = found["half", "all", 5.0]
     assert half.share == 0.5 and half.lo < 0.5 < half.hi and half.hi - half.lo < 0.5
+    # a selector's irregularity: how often what it picks is more than X % slower
+    mixed = _rows({"best": [1.0] * n, "mpich": [1.0 if i % 4 else 1.2 for i in range(n)]},
+                  numprocs)
+    assert ("alltoall selector mpich: more than 5 % slower than the best in 10 of 40 "
+            "configurations") in "\n".join(selector_lines(shares(mixed, within=(5.0,))))
+    assert selector_lines(list(found.values())) == []  # no selector swept
     whole = found["best", "<=256", 2.0]
     assert whole.share == 1 and whole.hi == 1 and 0.8 < whole.lo < 1  # exact bound at n/n
     assert whole.configurations == n // 2
