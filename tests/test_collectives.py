@@ -260,3 +260,24 @@ def test_the_other_collectives_sweep_with_their_own_algorithms(
         for alg in algorithms.split(","):
             t = dict(med.filter(pl.col("algorithm") == alg).select("size", "time").rows())
             assert 0 < t[4096] < t[262144], (collective, alg)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI is not installed")
+def test_the_driver_forces_an_open_mpi_algorithm_for_real() -> None:
+    """The real half of issue 61's validation: collbench -a forces the tuned component's
+    algorithm (read back through MPI_T) and refuses a value Open MPI does not take."""
+    from tests.conftest import mpi_env
+
+    binary = collsweep.apps.build(collsweep.apps.program("collbench"), "mpicc")
+    run = ["mpirun", "-np", "2", "--oversubscribe", "--mca", "btl", "self,vader", str(binary),
+           "-c", "alltoall", "-s", "1024", "-r", "3"]
+    proc = subprocess.run([*run, "-a", "2"], capture_output=True, text=True, timeout=120,
+                          env=mpi_env(), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "forced coll_tuned_alltoall_algorithm 2" in proc.stdout
+    times = [float(ln.split()[3]) for ln in proc.stdout.splitlines() if ln.startswith("rep ")]
+    assert len(times) == 3 and all(t > 0 for t in times)
+    bad = subprocess.run([*run, "-a", "99"], capture_output=True, text=True, timeout=120,
+                         env=mpi_env(), check=False)
+    assert bad.returncode != 0 and "collective_time_s" not in bad.stdout
