@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
-from kit.analyses.collectives import Share, ranking
-from kit.core.atomicwrite import make_dirs, replacing, write_text
+from kit.analyses.collectives import Share, ranking, selector_lines
+from kit.core.atomicwrite import make_dirs, write_text
 from kit.core.paths import PACKAGE_DIR
+from kit.outputs.report.plots import _save
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -28,15 +28,6 @@ import polars as pl
 from jinja2 import Environment, FileSystemLoader
 
 TEMPLATE_DIR = PACKAGE_DIR / "templates" / "report"
-
-
-def _save(fig: Any, path: Path) -> Path:
-    try:
-        with replacing(path, suffix=".png") as tmp:
-            fig.savefig(tmp, dpi=100)
-    finally:
-        plt.close(fig)
-    return path
 
 
 def _size(v: int) -> str:
@@ -123,6 +114,7 @@ def write_report(out_dir: Path, rows: pl.DataFrame, found: list[Share], *, sourc
                        for k, v in table.items()],
             "best": [(r["numproc"], _size(r["size"]), r["algorithm"])
                      for r in best.iter_rows(named=True)],
+            "selectors": [ln for ln in selector_lines(found) if ln.startswith(collective + " ")],
             "status": ", ".join(f"{r['len']} {r['status']}" for r in status.iter_rows(named=True)),
         })
     env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
