@@ -25,8 +25,9 @@ class DiffRow:
 
 
 def diff_series(a: Samples, b: Samples, *, seed: int = 0) -> DiffResult:
-    """B against A (see ``pt2pt diff``), on the samples the explorer already holds."""
-    return diff(Side(a.key.label, a.size, a.time), Side(b.key.label, b.size, b.time),
+    """B against A (see ``pt2pt diff``), on the samples the explorer already holds (the rows
+    ``pt2pt fit`` fits, so the comparison is ``pt2pt diff``'s on the same series)."""
+    return diff(Side.of(a.key.label, a.fit_rows()), Side.of(b.key.label, b.fit_rows()),
                 seed=seed)
 
 

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time as _time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -416,7 +415,6 @@ def bootstrap_intervals(model: Any, size: ArrayLike, time: ArrayLike, *,
 def _intervals(model: Any, size: ArrayLike, time: ArrayLike, groups: ArrayLike | None,
                seq: ArrayLike | None, n_boot: int, level: float,
                random_state: int | None, at: NDArray | None = None) -> dict[str, Any]:
-    started = _time.perf_counter()
     s0 = np.asarray(size, dtype=np.float64).ravel()
     t0 = np.asarray(time, dtype=np.float64).ravel()
     # By size, then time: where the bins are the sizes, their time order is the samples' own.
@@ -490,8 +488,7 @@ def _intervals(model: Any, size: ArrayLike, time: ArrayLike, groups: ArrayLike |
                 hi = max(hi, float(np.quantile(right, 1.0 - alpha)))
         intervals[key] = {"value": float(value), "lo": float(min(lo, value)),
                           "hi": float(max(hi, value))}
-    out = _structure(intervals, model, families, scheme, n_units, int(n_boot), level, missing,
-                     _time.perf_counter() - started)
+    out = _structure(intervals, model, families, scheme, n_units, int(n_boot), level, missing)
     if at is not None:
         out["medians"] = [{"size": float(x), **intervals.get(
             f"m{i}", {"value": None, "lo": None, "hi": None, "why": "no regime holds it"})}
@@ -535,8 +532,9 @@ def _describe(key: str, families: list[str]) -> str:
 
 
 def _structure(flat: dict[str, dict[str, Any]], model: Any, families: list[str], scheme: str,
-               n_units: int, n_boot: int, level: float, missing: list[str],
-               seconds: float) -> dict[str, Any]:
+               n_units: int, n_boot: int, level: float, missing: list[str]) -> dict[str, Any]:
+    """The JSON-ready intervals; nothing in it depends on the machine or its load (a model
+    file is the same bytes whichever surface fitted it: no wall-clock time here)."""
     regimes = []
     for k, fam in enumerate(families):
         pre = f"r{k}."
@@ -555,7 +553,6 @@ def _structure(flat: dict[str, dict[str, Any]], model: Any, families: list[str],
     return {
         "method": "bootstrap, percentile intervals re-centred on the reported values",
         "level": level, "n_boot": n_boot, "resample": scheme, "n_units": n_units,
-        "seconds": round(seconds, 3),
         "breakpoints": [flat[f"bp{k}"] for k in range(len(model.breakpoints_))],
         "regimes": regimes,
         "not_estimated": missing,
