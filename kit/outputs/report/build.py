@@ -145,7 +145,9 @@ def series_section(out_dir: Path, model: Any, size: NDArray | None, time: NDArra
     section.regimes = regime_rows(model, validation)
     section.summary = summarise(model, title=title, slug=slug, validation=validation,
                                 n_samples=int(size.size) if size is not None else
-                                getattr(model, "n_samples_", None))
+                                getattr(model, "n_samples_", None),
+                                samples=(size, time) if size is not None and time is not None
+                                else None)
     baselines = {}
     if size is not None and time is not None and size.size >= 2:
         baselines["robust Hockney (per-size medians)"] = RobustHockneyModel().fit(size, time)
