@@ -7,9 +7,10 @@ which are highlighted), so it can be tested without a terminal.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from kit.analyses.diff import DiffResult, Side, diff, human_size
-from tui.loading import Samples
+from tui.loading import Samples, run_conditions
 
 
 @dataclass(frozen=True)
@@ -24,10 +25,15 @@ class DiffRow:
     slower: bool
 
 
-def diff_series(a: Samples, b: Samples, *, seed: int = 0) -> DiffResult:
-    """B against A (see ``pt2pt diff``), on the samples the explorer already holds."""
-    return diff(Side(a.key.label, a.size, a.time), Side(b.key.label, b.size, b.time),
-                seed=seed)
+def diff_series(a: Samples, b: Samples, dataset: str | Path | None = None, *,
+                seed: int = 0) -> DiffResult:
+    """B against A (see ``pt2pt diff``), on the samples the explorer already holds; with
+    ``dataset``, the runs' recorded conditions too (no verdict on a disturbed side)."""
+    def side(s: Samples) -> Side:
+        found = run_conditions(dataset, s.key) if dataset is not None else []
+        return Side(s.key.label, s.size, s.time, conditions=found)
+
+    return diff(side(a), side(b), seed=seed)
 
 
 def _pct(x: float) -> str:

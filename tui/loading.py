@@ -113,6 +113,20 @@ def _mpi_by_series(runs: pl.DataFrame | None) -> dict[tuple[str, str, str], str]
     return out
 
 
+def run_conditions(dataset: str | Path, key: SeriesKey) -> list[Any]:
+    """The recorded conditions (kit.measure.conditions) of the runs of one series."""
+    from kit.measure.conditions import Conditions
+
+    runs = _runs(Path(dataset))
+    if runs is None:
+        return []
+    for name in RUN_KEYS:
+        value = key.get(name)
+        if value:
+            runs = runs.filter(pl.col(name).cast(pl.String) == value)
+    return [Conditions.from_row(row) for row in runs.iter_rows(named=True)]
+
+
 def _conditions(found: tuple[str, str] | None) -> dict[str, str]:
     verdict, why = found or ("unknown", "no run of this series in the runs table")
     return {"conditions": verdict, "conditions_why": why}
