@@ -80,7 +80,10 @@ async def time_open(dataset: Path) -> tuple[float, float]:
     async with app.run_test(size=(140, 40)):
         def plotted() -> bool:  # the plot has something on it (from stored summaries or not)
             s = app.screen
-            return isinstance(s, SeriesScreen) and bool(s.query_one(Plot).spec.layers)
+            if not isinstance(s, SeriesScreen):
+                return False
+            plots = s.query(Plot)  # (none while the screen is still being composed)
+            return bool(plots) and bool(plots.first().spec.layers)
         t_plot = await wait_for(plotted)
         t_fit = await wait_for(lambda: app.screen.state is not None  # type: ignore[union-attr]
                                and app.screen.state.model is not None)  # type: ignore[union-attr]

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 
 from kit import commands as _commands
-from kit.core.errors import UserError, format_error
+from kit.core import signals
+from kit.core.errors import UserError, format_error, show_data_warnings
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,11 +33,13 @@ class _Parser(argparse.ArgumentParser):
 #: before ``pt2pt --version`` can answer (issue 19). A command missing here still works (all
 #: modules are then imported); tests/test_cli_startup.py checks the table is complete.
 COMMAND_MODULES = {
-    "collect": "collect", "compare": "compare", "contention": "contention",
+    "cluster": "cluster", "collect": "collect", "collectives": "collectives",
+    "compare": "compare", "contention": "contention",
     "datasets": "datasets", "demo": "demo",
     "diff": "diff", "export": "export", "fit": "fit", "ingest": "ingest", "loggp": "loggp",
     "plan": "plan",
-    "predict": "predict", "sample": "predict", "report": "report", "run-local": "run_local",
+    "predict": "predict", "predict-app": "predict_app", "sample": "predict", "report": "report",
+    "run-local": "run_local",
     "selftest": "selftest", "simulate": "simulate", "status": "status", "submit": "submit",
     "validate": "validate",
 }
@@ -100,7 +103,23 @@ def build_parser(only: set[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_modules_for(words))
+    only = _modules_for(words)
+    # A kit command: SIGTERM is an exception from here on (not for plugins: the TUI's event
+    # loop handles its own).
+    restore = signals.install() if only else (lambda: None)
+    show_data_warnings()
+    try:
+        return _main(words, only)
+    except signals.Stopped as stop:
+        print(f"pt2pt: stopped by {stop.name}; every file already written is kept whole, "
+              "and none was left half-written.", file=sys.stderr)
+        return 128 + stop.signum
+    finally:
+        restore()
+
+
+def _main(words: list[str], only: set[str] | None) -> int:
+    parser = build_parser(only)
     try:
         args = parser.parse_args(words)
     except SystemExit as stop:  # an option error (already printed), --help, --version
@@ -122,6 +141,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # The last net under every command: a full disk, a permission or a name too long
+        # for the file system met where no writer expected it is the user's situation, not
+        # a bug (kit.core.atomicwrite names it); anything else is a bug and keeps its trace.
+        from kit.core.atomicwrite import is_storage_error, output_error
+
+        if not is_storage_error(exc):
+            raise
+        failed = output_error(exc, exc.filename or "a file", "cannot read or write")
+        print(format_error(failed), file=sys.stderr)
+        return failed.exit_code
     return int(rc or 0)
 
 

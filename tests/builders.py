@@ -29,6 +29,15 @@ def three_linear_regimes(per_byte: float) -> RegimeModel:
                        overlap=False).fit(size, time)
 
 
+def forget_checksums(dataset: Path) -> None:
+    """Make ``dataset`` look written before part checksums existed (runs.parquet ``parts``
+    null), for tests that rewrite part files the way an older kit wrote them."""
+    runs_file = dataset / ds.RUNS_FILE
+    meta = pl.read_parquet_metadata(runs_file)
+    (pl.read_parquet(runs_file).with_columns(parts=pl.lit(None, pl.String))
+     .write_parquet(runs_file, metadata=meta))
+
+
 def linear_overhead_model(a: float, b: float) -> RegimeModel:
     """One linear regime ``a + b*s`` (a send or receive duration, for smpi/os and smpi/or)."""
     truth = synth.Truth([synth.TrueRegime(1, "linear", {"a": a, "b": b},
@@ -66,6 +75,6 @@ def write_contention_run(folder: Path, k: int, rounds: list[tuple[int, list[floa
     samples = folder / f"{prefix}.samples.csv"
     samples.write_text(CONTENTION_HEADER + "\n".join(lines) + "\n")
     full = {"pairs": k, "contention": True, "pairing": [[i, i + k] for i in range(k)],
-            "samples_written": len(lines), **meta}
+            **meta, "samples_written": max(meta.get("samples_written", 0), len(lines))}
     (folder / f"{prefix}.meta.json").write_text(json.dumps(full))
     return samples

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -90,6 +92,24 @@ def probe_bin() -> Path:
 
 def is_root() -> bool:
     return os.geteuid() == 0
+
+
+@contextlib.contextmanager
+def small_tmpfs(parent: Path, size: str) -> Iterator[Path]:
+    """A real tmpfs of ``size`` (``20m``) mounted at ``parent/mnt``, unmounted afterwards;
+    the test is skipped where it cannot be mounted (not root, no permission)."""
+    if not is_root():
+        pytest.skip("mounting a small tmpfs needs root")
+    mnt = parent / "mnt"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                         capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 # `make test` runs the suite in two phases (tests/run-suite): every test marked ``serial`` one

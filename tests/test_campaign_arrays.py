@@ -203,11 +203,11 @@ def test_signal_is_a_cancellation_early_and_the_time_limit_late(tmp_path: Path) 
 def test_helper_runs_with_a_bare_python(tmp_path: Path) -> None:
     """What the nodes run: the copied file with -I (no site packages, no PYTHONPATH)."""
     job = _job(tmp_path, {0: 0, 1: 0})
-    (job / "probe.meta.json").write_text("{}")
     helper = Path(jobrecord.__file__)
     begin = subprocess.run([sys.executable, "-I", str(helper), "begin", "true", "true", "--",
                             "true"], cwd=job, capture_output=True, text=True)
     assert begin.returncode == 0, begin.stderr
+    (job / "probe.meta.json").write_text("{}")  # the tool's output, written after begin
     assert not list(job.glob("rank-*.rc"))  # begin clears a previous run's codes
     for rank in (0, 1):
         (job / f"rank-{rank}.rc").write_text("0\n")

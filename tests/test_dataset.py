@@ -153,7 +153,8 @@ def test_cli_ingest_reports_failures_and_keeps_going(tmp_path, osu_dir, capsys):
     assert rc == 0 and "pingpong" in out and "tcp" in out and "23" in out
     rc = main(["datasets", str(tmp_path / "ds"), "--csv"])
     out = capsys.readouterr().out
-    assert out.startswith("campaign,tool,transport,placement,host_pair,pairs,op,stat,n_samples")
+    assert out.startswith(
+        "campaign,tool,transport,placement,host_pair,pairs,program,op,stat,n_samples")
 
 
 def test_cli_bad_options(tmp_path, osu_dir, capsys):

@@ -180,7 +180,9 @@ def mutated_model(draw: st.DrawFn) -> bytes:
                     and not isinstance(parent[last], bool):
                 parent[last] = parent[last] * draw(st.sampled_from([-1.0, 0.0, 1e-6, 1e6, 1e300]))
             else:
-                parent[last] = draw(st.sampled_from(_VALUES))
+                # a copy: the shared list/dict values would otherwise collect edits
+                # across examples and end up containing themselves
+                parent[last] = copy.deepcopy(draw(st.sampled_from(_VALUES)))
         except (KeyError, IndexError, TypeError):
             continue  # an earlier edit removed this path
     return json.dumps(doc).encode()

@@ -190,9 +190,10 @@ def test_plain_csv(everything, refdata_dir):
 
 def test_series_table(everything):
     table = ds.series_table(everything[0])
-    assert list(table.columns[:8]) == ["campaign", "tool", "transport", "placement", "host_pair",
-                                       "pairs", "op", "stat"]
+    assert list(table.columns[:9]) == ["campaign", "tool", "transport", "placement", "host_pair",
+                                       "pairs", "program", "op", "stat"]
     assert set(table["pairs"].to_list()) == {"1"}  # no contention run among the formats
+    assert set(table["program"].to_list()) == {""}  # no application run either
     row = table.filter((pl.col("campaign") == "graphene_eth_example")
                        & (pl.col("op") == "pingpong")).row(0, named=True)
     assert row["n_samples"] == 6620 and row["size_min"] == 1 and row["size_max"] == 989921

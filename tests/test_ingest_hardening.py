@@ -32,6 +32,7 @@ from kit.data.ingest.orchestrate import (
 )
 from kit.tools import probe
 from tests.builders import dataset_snapshot as _snapshot
+from tests.conftest import small_tmpfs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -73,18 +74,8 @@ def _all_or_nothing(dataset: Path) -> None:
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A real 20 MiB tmpfs, unmounted afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mnt)],
-                         capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path, "20m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _fill(fs: Path, leave: int) -> None:

@@ -138,6 +138,15 @@ def test_up_rejects_bad_arguments_before_running_anything(monkeypatch: pytest.Mo
         localcluster.up(nodes=0, state_dir="/tmp/pt2pt-never")
     with pytest.raises(UserError, match="rate, burst"):
         localcluster.up(nodes=2, state_dir="/tmp/pt2pt-never", shape=("1gbit",))  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="not a link between two of the 3 nodes"):
+        localcluster.up(nodes=3, state_dir="/tmp/pt2pt-never",
+                        links=(localcluster.LinkShape(1, 4, "10mbit"),))
+    with pytest.raises(UserError, match="not a link"):
+        localcluster.up(nodes=3, state_dir="/tmp/pt2pt-never",
+                        links=(localcluster.LinkShape(2, 2, "10mbit"),))
+    with pytest.raises(UserError, match="not a node of the 3"):
+        localcluster.up(nodes=3, state_dir="/tmp/pt2pt-never",
+                        node_shapes=(localcluster.NodeShape(1, "fast"),))
     assert not Path("/tmp/pt2pt-never").exists()
 
 

@@ -10,7 +10,11 @@ few units in the last place. These tests hold both.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +22,8 @@ from scipy import stats
 
 from kit.model import special
 from kit.model.noise import _FAMILIES, Noise, _brentq, _ml_fit
+
+REPO = Path(__file__).resolve().parent.parent
 
 SCIPY = {"lognormal": stats.lognorm, "gamma": stats.gamma, "weibull": stats.weibull_min,
          "invgauss": stats.invgauss, "fisk": stats.fisk}
@@ -115,3 +121,33 @@ def test_light_special_functions_match_scipy() -> None:
         np.testing.assert_allclose(getattr(special.LIGHT, name)(q), getattr(sc, name)(q),
                                    rtol=1e-14, err_msg=name)
     assert special.LIGHT.ndtri(np.array([0.0, 1.0])).tolist() == [-np.inf, np.inf]
+
+
+_FIT = """
+import hashlib, sys
+from kit.model import RegimeModel
+from kit.model.io import dumps, load_model
+if len(sys.argv) > 1:  # read a model and predict first: the light functions run
+    load_model(sys.argv[1]).predict_quantiles([1, 100, 10000], [0.05, 0.5, 0.95])
+    assert "scipy.special" not in sys.modules
+from kit.fit import synth  # (scipy.stats: it draws the synthetic truth)
+s, t = synth.sample(synth.ethernet_like(), 2000, grid=30, seed=4)
+print(hashlib.sha256(dumps(RegimeModel().fit(s, t)).encode()).hexdigest())
+"""
+
+
+def test_a_fit_is_the_same_whatever_the_process_read_before(tmp_path: Path) -> None:
+    """A fit computes with scipy.special's functions from its first step: a model read and
+    evaluated before (with the light functions) changes no bit of it."""
+    from kit.fit import synth
+    from kit.model import RegimeModel
+    from kit.model.io import save_model
+
+    s, t = synth.sample(synth.ethernet_like(), 1500, grid=20, seed=9)
+    # lognormal noise only: a model read and evaluated without SciPy
+    model = save_model(RegimeModel(noise=False, mixture=False).fit(s, t), tmp_path / "m.json")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runs = [subprocess.run([sys.executable, "-c", _FIT, *extra], env=env, check=True,
+                           capture_output=True, text=True).stdout.strip()
+            for extra in ([], [str(model)])]
+    assert runs[0] == runs[1] and len(runs[0]) == 64

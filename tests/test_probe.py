@@ -456,6 +456,26 @@ def test_injected_delay_is_a_lower_bound_on_the_round_trip(probe_bin: Path, scra
     assert run.meta()["inject_delay_us"] == 300
 
 
+def test_injected_delay_on_a_host_sleeping(probe_bin: Path, scratch: Path,
+                                           tmp_path: Path) -> None:
+    """Both ranks run on this host: each waits before its send, two delays per round trip;
+    a host that is not here makes no delay."""
+    import socket
+
+    here = run_probe(probe_bin, scratch, tmp_path / "here",
+                     ["--sizes", "list:8", "--samples", "30", "--inject-delay-us", "300",
+                      "--inject-delay-host", socket.gethostname(), "--inject-delay-sleep"])
+    assert here.returncode == 0, here.stderr
+    assert all(float(r["time"]) >= 600e-6 for r in check_schema(here))
+    meta = here.meta()
+    assert meta["inject_delay_host"] == socket.gethostname() and meta["inject_delay_sleep"]
+    away = run_probe(probe_bin, scratch, tmp_path / "away",
+                     ["--sizes", "list:8", "--samples", "30", "--inject-delay-us", "300000",
+                      "--inject-delay-host", "no-such-host"])
+    assert away.returncode == 0, away.stderr
+    assert statistics.median(float(r["time"]) for r in check_schema(away)) < 0.3
+
+
 def test_max_seconds_stops_cleanly(probe_bin: Path, scratch: Path, tmp_path: Path) -> None:
     run = run_probe(probe_bin, scratch, tmp_path / "maxs",
                     ["--sizes", "loguniform:0:64K", "--samples", "5000000",

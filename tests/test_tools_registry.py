@@ -70,9 +70,9 @@ def binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_registry_lists_every_builtin_tool_from_its_own_module() -> None:
-    assert tools.names() == ("probe", "osu", "skampi", "logp", "reprompi", "calibration",
-                             "csv", "netgauge")
-    assert tools.plannable() == ("probe", "osu", "skampi")
+    assert tools.names() == ("probe", "osu", "skampi", "logp", "reprompi", "app",
+                             "calibration", "csv", "netgauge")
+    assert tools.plannable() == ("probe", "osu", "skampi", "app")
     for name, tool in tools.REGISTRY.items():
         assert type(tool).__module__.startswith("kit.tools."), name
         assert tool.sniffers(), name

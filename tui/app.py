@@ -29,13 +29,13 @@ class ExplorerApp(App[int]):
 
     def __init__(self, dataset: str | Path | None = None,
                  model: str | Path | Sequence[str | Path] | None = None,
-                 models: Sequence[str | Path] = ()) -> None:
+                 models: Sequence[str | Path] = (), apps: str | Path | None = None) -> None:
         """``model``: one model file or several; ``models``: more files or directories of them.
 
         Both end up in one list: each model is matched to its series when the dataset opens.
         """
         super().__init__()
-        self.session = Session()
+        self.session = Session(apps=Path(apps) if apps else None)
         self._start_dataset = Path(dataset) if dataset else None
         given = [] if model is None else [model] if isinstance(model, str | Path) else list(model)
         self._start_models = [Path(m) for m in (*given, *models)]
@@ -45,8 +45,8 @@ class ExplorerApp(App[int]):
 
 
 def run(dataset: str | Path | None, model: str | Path | Sequence[str | Path] | None = None,
-        models: Sequence[str | Path] = ()) -> int:
+        models: Sequence[str | Path] = (), apps: str | Path | None = None) -> int:
     """Run the explorer in the terminal; returns the process exit code."""
-    app = ExplorerApp(dataset, model, models)
+    app = ExplorerApp(dataset, model, models, apps)
     app.run()
     return int(app.return_code or 0)

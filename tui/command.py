@@ -19,6 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--models", action="append", default=[], metavar="DIR",
                    help="directory of model JSON files, e.g. DIR/models of 'pt2pt demo' "
                    "(repeatable)")
+    p.add_argument("--apps", metavar="FILE",
+                   help="a pt2pt predict-app result: the applications view (ctrl+a, or an "
+                   "app series) shows it")
     p.set_defaults(func=_run)
 
 
@@ -36,4 +39,4 @@ def _run(args: argparse.Namespace) -> int:
                 err.where = f"{option} {raw}"
                 raise err
 
-    return run(args.dataset, model=args.model, models=args.models)
+    return run(args.dataset, model=args.model, models=args.models, apps=args.apps)

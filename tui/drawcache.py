@@ -29,7 +29,8 @@ from tui.serieskey import SeriesKey
 
 #: Folder of the cache files inside the dataset folder.
 CACHE_DIR = ".pt2pt-draw"
-#: Bumped whenever tui.binning would draw the same rows differently.
+#: Bumped whenever tui.binning would draw the same rows differently, or the rows a series
+#: draws change (tui.loading): a stored summary is trusted for its stamp and this.
 FORMAT = 1
 
 

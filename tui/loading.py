@@ -56,7 +56,7 @@ def _check_dataset_dir(path: Path) -> None:
         raise UserError(f"'{path}' is not a pt2pt dataset (no 'samples/' directory in it)",
                         where="dataset",
                         hint="give the directory that 'pt2pt ingest' wrote, or create one with "
-                        "'pt2pt ingest FILES -o DIR'")
+                        "'pt2pt ingest FILES --dataset DIR'")
 
 
 def series_rows(dataset: str | Path) -> list[SeriesRow]:

@@ -141,6 +141,7 @@ class Session:
     model_files: list[ModelFile] = field(default_factory=list)  # --model / --models
     file_models: dict[SeriesKey, ModelFile] = field(default_factory=dict)  # matched to rows
     fallback_model: ModelFile | None = None  # a model whose provenance names no series
+    apps: Path | None = None  # a pt2pt predict-app result (--apps): the applications view
 
     def fitted(self, key: SeriesKey) -> bool:
         state = self.series.get(key)

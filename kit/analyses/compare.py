@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from kit.core.atomicwrite import make_dirs, replacing
 from kit.core.errors import UserError
 from kit.data.schema import pairs_label
 
@@ -54,16 +55,15 @@ class Comparison:
 
     def write(self, out_dir: Path) -> list[Path]:
         """``compare-bins.csv``, ``compare-shares.csv`` and ``compare.png`` in ``out_dir``."""
-        out_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(out_dir)
         tag = ""
         if self.group:
             tag = "-" + "".join(c if c.isalnum() or c in "=._" else "_" for c in self.group)
         paths = [out_dir / f"compare{tag}-bins.csv", out_dir / f"compare{tag}-shares.csv",
                  out_dir / f"compare{tag}.png"]
         for frame, path in zip((self.bins, self.shares), paths[:2], strict=False):
-            tmp = path.with_suffix(".csv.tmp")
-            frame.write_csv(tmp)
-            tmp.replace(path)
+            with replacing(path) as tmp:
+                frame.write_csv(tmp)
         plot_comparison(self, paths[2])
         return paths
 
@@ -275,10 +275,11 @@ def plot_comparison(result: Comparison, path: Path) -> None:
     ax2.set_ylabel("median / best")
     ax2.legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with replacing(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def summary_lines(result: Comparison) -> list[str]:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from kit.core.atomicwrite import replacing
 from kit.core.errors import UserError
 from kit.figures import sanity
 from kit.model.outliers import group_medians
@@ -924,10 +925,11 @@ def plot_diff(result: DiffResult, a: Side, b: Side, path: Path) -> None:
     ax2.legend(fontsize=8, ncol=3)
     fig.suptitle(result.verdict[:110], fontsize=9)
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with replacing(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def render_html(result: DiffResult) -> str:

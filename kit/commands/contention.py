@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kit.core.atomicwrite import write_text
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -45,9 +47,7 @@ def run(args: argparse.Namespace) -> int:
         if str(args.json) == "-":
             print(text)
             return 0
-        tmp = args.json.with_name(args.json.name + ".tmp")
-        tmp.write_text(text + "\n", encoding="utf-8")
-        tmp.replace(args.json)
+        write_text(args.json, text + "\n")
     console = Console(width=160)
     for group in groups:
         table = Table(title=group.title, caption="x k=1 = this k's figure / k = 1's; ideal 1/k "

@@ -69,8 +69,10 @@ def _print(dataset: Path, summary: series_summary.Summary) -> None:
                 caption=f"small median = median one-way time of sizes <= 64 B; "
                 f"{TOP_OCTAVE_DEFINITION}")
     # The pairs column only when a contention run is there (the CSV always has it).
-    keys = [k for k in SERIES_KEYS if k != "pairs"
-            or any(pairs_count(r["pairs"]) > 1 for r in rows)]
+    # ... and the program column only when an app run is there.
+    keys = [k for k in SERIES_KEYS if (k != "pairs" or any(pairs_count(r["pairs"]) > 1
+                                                            for r in rows))
+            and (k != "program" or any(r["program"] for r in rows))]
     for key in keys:
         out.add_column(key)
     for name in ("samples", "size min", "size max", "small median", TOP_OCTAVE_LABEL):

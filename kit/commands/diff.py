@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from kit.core import argtypes
+from kit.core.atomicwrite import write_text
 from kit.core.errors import UserError
 
 
@@ -56,14 +55,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def _both_datasets(args: argparse.Namespace) -> bool:
     """A and B are dataset folders without a selector (and no --series): pair their series."""
     return (args.series is None and "#" not in args.a and "#" not in args.b
@@ -106,9 +97,9 @@ def _run_pairs(args: argparse.Namespace, rules: list[Any], pairs: Any) -> int:
             hits += [f"{label}: {h}" for h in broken(result, rules)]
         if args.output:
             folder = args.output / re.sub(r"[^A-Za-z0-9.=-]+", "_", label)
-            _write_atomic(folder / "diff.json", json.dumps(result.as_dict(), indent=1) + "\n")
+            write_text(folder / "diff.json", json.dumps(result.as_dict(), indent=1) + "\n")
             plot_diff(result, a, b, folder / "diff.png")
-            _write_atomic(folder / "diff.html", render_html(result))
+            write_text(folder / "diff.html", render_html(result))
     doc = {"format": "pt2pt-diff-pairs", "format_version": 1, "a": args.a, "b": args.b,
            "pairs": [{"series": label, **r.as_dict()} for label, r in results],
            "only_a": pairs.only_a, "only_b": pairs.only_b}
@@ -124,10 +115,10 @@ def _run_pairs(args: argparse.Namespace, rules: list[Any], pairs: Any) -> int:
             if names:
                 print(f"only in {side} (not compared): {'; '.join(names)}")
         if args.json:
-            _write_atomic(Path(args.json), text)
+            write_text(Path(args.json), text)
             print(f"wrote {args.json}")
     if args.output:
-        _write_atomic(args.output / "diff.json", text)
+        write_text(args.output / "diff.json", text)
         print(f"wrote {args.output}/<series>/diff.html, diff.png, diff.json and "
               f"{args.output}/diff.json", file=sys.stderr)
     for h in hits:
@@ -190,12 +181,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(summary_lines(result)))
         if args.json:
-            _write_atomic(Path(args.json), text)
+            write_text(Path(args.json), text)
             print(f"wrote {args.json}")
     if args.output:
-        _write_atomic(args.output / "diff.json", text)
+        write_text(args.output / "diff.json", text)
         plot_diff(result, a, b, args.output / "diff.png")
-        _write_atomic(args.output / "diff.html", render_html(result))
+        write_text(args.output / "diff.html", render_html(result))
         print(f"wrote {args.output}/diff.html, diff.png and diff.json", file=sys.stderr)
     if result.withheld:
         print(f"pt2pt diff: no verdict, a side was measured on a disturbed node: "

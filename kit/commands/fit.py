@@ -157,12 +157,23 @@ def _summary(fitted: Any, quality: Any) -> list[str]:
             lines.append(f"  {row['model']:<15} CRPS/floor {_num(row['crps_over_floor'])}  "
                          f"median err {_pct(row['median_err'])}  p95 err "
                          f"{_pct(row['p95_err'])}  ({label})")
+        lines += _cost("validation", "the refit on the training split and the scores",
+                       "--no-validate")
     intervals = fitted.intervals
     if intervals:
         from kit.model.uncertainty import summary_lines
 
         lines += summary_lines(intervals)
+        lines += _cost("intervals", "the bootstrap", "--no-intervals")
     return lines
+
+
+def _cost(part: str, what: str, flag: str) -> list[str]:
+    """What an optional part of the fit cost, next to the flag that skips it."""
+    from kit.core.cost import spent
+
+    cpu = spent(part)
+    return [] if cpu is None else [f"  ({what}: {cpu:.2f} CPU-s; {flag} skips it)"]
 
 
 def _num(v: Any) -> str:
@@ -177,25 +188,35 @@ def _resolve(dataset: Path, selector: dict[str, str], aggregates: bool) -> dict[
     """The one series the selector names, without reading its rows (a series may hold 10^8:
     kit.fit.fitall reads what the fit needs); kit.data.dataset.select_series words the errors."""
     from kit.data.dataset import matching_series
+    from kit.data.series_keys import series_dict
     from kit.fit.fitting import select_series
 
     found = matching_series(dataset, selector, aggregates=aggregates)
     if found.height == 1:
-        return {k: str(v) for k, v in found.row(0, named=True).items() if k != "n"}
+        chosen = series_dict(found.row(0, named=True))
+        if chosen.get("op") == "app":
+            raise ModelError(f"{chosen.get('program')}: an application's runs are compared "
+                             "with its simulations, not fitted", where="option --series",
+                             hint="pt2pt predict-app DATASET --platform DIR")
+        return chosen
     chosen, _, _ = select_series(dataset, selector, aggregates=aggregates)  # raises
     return chosen
 
 
 def run_all(args: argparse.Namespace, opts: Any) -> int:
     """``fit --all``: every matching series, in parallel; exit 1 when any series failed."""
+    import polars as pl
+
     from kit.core.progress import bar
     from kit.data.dataset import describe, matching_series, parse_selector
+    from kit.data.series_keys import series_dict
     from kit.fit.fitall import SeriesFit, fit_all
 
     if args.output.exists() and not args.output.is_dir():
         raise UserError(f"{args.output} exists and is not a folder", where="-o/--output",
                         hint="with --all, -o names a folder that receives one model per series")
     found = matching_series(args.dataset, parse_selector(args.series), aggregates=args.aggregates)
+    found = found.filter(pl.col("op") != "app")  # applications: pt2pt predict-app
     if found.height == 0:
         raise ModelError("no series to fit" + (f" match {args.series}" if args.series else ""),
                          where=str(args.dataset),
@@ -203,7 +224,7 @@ def run_all(args: argparse.Namespace, opts: Any) -> int:
                          "only are fitted with --aggregates")
     # Largest first: the long fits start at once and the short ones fill the gaps.
     rows = sorted(found.iter_rows(named=True), key=lambda r: -int(r["n"]))
-    series = [{k: str(v) for k, v in r.items() if k != "n"} for r in rows]
+    series = [series_dict(r) for r in rows]
     with bar("fit --all", total=len(series), description=str(args.dataset)) as shown:
         def on_done(done: int, total: int, res: SeriesFit) -> None:
             shown.update(completed=done)

@@ -35,6 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--placement", choices=PLACEMENTS,
                         help="where the ranks ran (default: from the job record, checked "
                         "against the hosts the run recorded; else from the hosts alone)")
+    parser.add_argument("--allow-running", action="store_true",
+                        help="also ingest runs whose writer is still at work (the probe's "
+                        "lock, or its meta without an end time): the samples written so far, "
+                        "as an incomplete run that a later, longer copy replaces; by default "
+                        "they are skipped and listed")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
     parser.set_defaults(func=run)
 
@@ -75,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
             report = ingest(args.paths, args.dataset, campaign=args.campaign,
                             transport=args.transport, tool=args.tool, op=args.op,
                             placement=args.placement,
-                            on_file=on_file if shown.shown else None)
+                            on_file=on_file if shown.shown else None,
+                            allow_running=args.allow_running)
     except Interrupted as stop:
         print(interrupted_message(stop, args.dataset), file=sys.stderr)
         return 128 + stop.signum
@@ -86,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"skipped {path}: {reason}", file=sys.stderr)
     for _path, message in report.files_failed:
         print(f"pt2pt: error: {message}", file=sys.stderr)
+    if report.running:
+        print(f"pt2pt: note: {len(report.running)} file(s) are still being written and were "
+              "not ingested (listed above); run the same command when their runs have ended",
+              file=sys.stderr)
     print(report.summary())
     if report.files_failed:
         raise IngestError(f"{len(report.files_failed)} file(s) could not be ingested (listed "

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.core import argtypes
+from kit.core.atomicwrite import write_text
 from kit.core.errors import UserError
 
 
@@ -59,8 +60,6 @@ def run(args: argparse.Namespace) -> int:
         for p in PARAMS:
             print(f"  {p:<4} {_fmt(reg[p], UNITS[p])}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n",
-                             encoding="utf-8")
+        write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
         print(f"written: {args.json}", file=sys.stderr)
     return 0

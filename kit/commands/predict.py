@@ -11,6 +11,14 @@ import numpy as np
 
 from kit.core import argtypes
 from kit.core.errors import UserError
+from kit.core.inputs import read_bytes
+
+#: The largest message size the kit reads (ingest's bound too).
+MAX_SIZE = 1 << 48
+#: Draws made by one ``model.sample`` call of ``pt2pt sample`` (8 MiB of float64).
+SAMPLE_BLOCK = 1 << 20
+#: A sizes file lists message sizes: 64 MiB is millions of them.
+MAX_SIZES_FILE_BYTES = 64 << 20
 
 
 def read_sizes(sizes: str | None, sizes_file: Path | None) -> np.ndarray:
@@ -23,10 +31,12 @@ def read_sizes(sizes: str | None, sizes_file: Path | None) -> np.ndarray:
         items = [("--sizes", v) for v in sizes.split(",") if v.strip()]
     else:
         assert sizes_file is not None
+        raw = read_bytes(sizes_file, "sizes file", limit=MAX_SIZES_FILE_BYTES)
         try:
-            lines = sizes_file.read_text().splitlines()
-        except OSError as exc:
-            raise UserError(f"cannot read sizes file ({exc.strerror})", where=str(sizes_file)) \
+            lines = raw.decode("utf-8-sig").splitlines()
+        except UnicodeDecodeError as exc:
+            raise UserError(f"not UTF-8 text (invalid byte at offset {exc.start})",
+                            where=str(sizes_file), hint="give one size in bytes per line") \
                 from None
         for no, line in enumerate(lines, 1):
             line = line.split("#", 1)[0].strip()
@@ -42,6 +52,9 @@ def read_sizes(sizes: str | None, sizes_file: Path | None) -> np.ndarray:
                             hint="give whole numbers of bytes, e.g. 1,1024,65536") from None
         if not np.isfinite(val) or val < 0:
             raise UserError(f"size {v.strip()} must be >= 0 bytes", where=where)
+        if val > MAX_SIZE:  # beyond any message: a typo or a wrong unit
+            raise UserError(f"size {v.strip()} is more than 2^48 bytes (256 TiB)", where=where,
+                            hint="give message sizes in bytes")
         out.append(val)
     if not out:
         raise UserError("no sizes given", where="--sizes-file" if sizes_file else "--sizes")
@@ -88,10 +101,18 @@ def run_sample(args: argparse.Namespace) -> int:
         raise UserError("must be at least 1", where="-n")
     sizes = read_sizes(args.sizes, args.sizes_file)
     model = load_model(args.model)
-    draws = model.sample(sizes, args.n, random_state=args.seed)
     w = csv.writer(sys.stdout, lineterminator="\n")
     w.writerow(["size", "time"])
-    for s, row in zip(sizes, draws, strict=True):
-        label = _fmt_size(s)
-        w.writerows([label, f"{v:.9e}"] for v in row)
+    # Bounded memory: sizes x n draws may be 10^11 numbers; they are drawn and written a
+    # block at a time (one call, and the same numbers as before, up to SAMPLE_BLOCK draws).
+    rng = np.random.default_rng(args.seed)
+    per_call = max(1, SAMPLE_BLOCK // args.n)
+    for start in range(0, len(sizes), per_call):
+        chunk = sizes[start:start + per_call]
+        for first in range(0, args.n, SAMPLE_BLOCK):
+            count = min(args.n - first, SAMPLE_BLOCK)
+            draws = model.sample(chunk, count, random_state=rng)
+            for s, row in zip(chunk, draws, strict=True):
+                label = _fmt_size(s)
+                w.writerows([label, f"{v:.9e}"] for v in row)
     return 0

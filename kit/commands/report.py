@@ -26,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-validate", action="store_true",
                    help="for a dataset: skip the held-out validation (faster)")
     p.add_argument("--seed", type=argtypes.seed, default=0, help="seed of fits, splits and draws")
+    p.add_argument("--apps", type=Path, metavar="FILE",
+                   help="for a dataset: a pt2pt predict-app result (-o FILE), shown as the "
+                   "applications section")
     p.set_defaults(func=run)
 
 
@@ -36,10 +39,13 @@ def run(args: argparse.Namespace) -> int:
     from kit.outputs.report.build import report_dataset, report_model_file
 
     if args.target.is_dir():
+        from kit.outputs.predictapp import read
+
         require_ingested(args.target)
+        apps = read(args.apps) if args.apps else None
         path = report_dataset(args.target, args.output,
                               series=parse_selector(args.series, "option --series", SERIES_KEYS),
-                              validate=not args.no_validate, random_state=args.seed)
+                              validate=not args.no_validate, random_state=args.seed, apps=apps)
     else:
         path = report_model_file(args.target, args.output, dataset=args.dataset)
     print(f"wrote {path}")

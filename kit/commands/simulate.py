@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from kit.core import argtypes
+from kit.core.argtypes import integer, real
 from kit.core.errors import UserError
 
 
@@ -20,8 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "DATASET: refit the model's settings on a training split of the measured series, "
         "simulate the held-out samples' plan with noise and compare with those samples "
         "(ratios per size decade, and each p05/p95's level among the held-out samples). "
-        "Needs SimGrid (Debian 12: apt-get install libsimgrid-dev g++).")
-    p.add_argument("model", type=Path, metavar="MODEL", help="ping-pong model JSON")
+        "Needs SimGrid (Debian 12: apt-get install libsimgrid-dev g++). With --app PROGRAM "
+        "--np N --platform DIR: build an MPI program with smpicc and run it R times under "
+        "smpirun on a cluster platform (pt2pt export --hosts), with the network plugin's "
+        "noise, and print the program's figure per run (docs/simgrid.md).")
+    p.add_argument("model", type=Path, metavar="MODEL", nargs="?",
+                   help="ping-pong model JSON (not with --app)")
     p.add_argument("--noise", action="store_true",
                    help="draw every message's factors from the model's noise (plugin)")
     p.add_argument("--reps", type=argtypes.repetitions, metavar="N",
@@ -39,6 +44,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--series", metavar="KEY=V,...",
                    help="series in --against DATASET (default: the model's provenance)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    app = p.add_argument_group("applications (issue 57)")
+    app.add_argument("--app", metavar="PROGRAM",
+                     help="halo (the kit's mini-app), osu_bw, osu_bibw, osu_latency, "
+                     "osu_alltoall, osu_allreduce, osu_bcast (OSU 7.4 from a Spack mirror), or "
+                     "a .c file")
+    app.add_argument("--args", default="", metavar="'ARGS'",
+                     help="the program's arguments, one string, e.g. '-w 8192 -i 20'")
+    app.add_argument("--np", type=integer(1, 65536, "ranks"), metavar="N", help="MPI ranks")
+    app.add_argument("--platform", type=Path, metavar="DIR",
+                     help="a cluster platform folder (pt2pt export MODEL --simgrid --hosts N)")
+    app.add_argument("--ranks-per-host", type=integer(1, 4096, "ranks per host"), metavar="K",
+                     help="default: as few per host as fit")
+    app.add_argument("--compute", choices=("skip", "benchmark"), default="skip",
+                     help="the program's own computation: not simulated (default; MPI calls "
+                     "and explicit smpi_execute phases only) or benchmarked on this machine")
+    app.add_argument("--deterministic", action="store_true",
+                     help="no noise: every message at its model's median (one run)")
+    app.add_argument("--nominal", action="store_true",
+                     help="the baseline without factors: the platform's latency and bandwidth "
+                     "only")
+    app.add_argument("--time-limit", type=real(1.0, 86400.0, "seconds"), default=600.0,
+                     metavar="S", help="per run (default 600 s): beyond it the run is a failure")
+    app.add_argument("-o", "--output", type=Path, metavar="FILE",
+                     help="write the simulated runs as JSON (only when every run succeeded)")
     p.set_defaults(func=run)
 
 
@@ -50,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
     from kit.model.io import load_model, read_model
     from kit.outputs.simulate import simulate_against, simulate_model
 
+    if args.app is not None:
+        return _run_app(args)
+    if args.model is None:
+        raise UserError("give a MODEL, or --app PROGRAM --np N --platform DIR",
+                        where="pt2pt simulate", hint="see pt2pt simulate --help")
     if args.reps is not None and args.reps < 1:
         raise UserError(f"--reps {args.reps} must be at least 1", where="option --reps")
     fitted = read_model(args.model)
@@ -108,4 +142,47 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     for note in report.notes:
         print(note)
+    return 0
+
+
+def _run_app(args: argparse.Namespace) -> int:
+    import shlex
+
+    from kit.outputs.appsim import simulate_app, write_result
+
+    if args.model is not None or args.against is not None:
+        raise UserError("--app runs a program on a platform, not a model",
+                        where="option --app", hint="leave out MODEL and --against")
+    for option in ("np", "platform"):
+        if getattr(args, option) is None:
+            raise UserError("needed with --app", where=f"option --{option}",
+                            hint="e.g. --app halo --np 4 --platform sg-platform/")
+    try:
+        words = shlex.split(args.args)
+    except ValueError as exc:
+        raise UserError(f"cannot split {args.args!r} ({exc})", where="option --args",
+                        hint="quote it like a shell command line") from None
+    sim = simulate_app(args.app, words, np=args.np, platform=args.platform,
+                       reps=args.reps or 10, noise=not args.deterministic, seed=args.seed,
+                       compute=args.compute, variant="nominal" if args.nominal else "calibrated",
+                       ranks_per_host=args.ranks_per_host, time_limit=args.time_limit)
+    if args.output is not None:
+        write_result(sim, args.output)
+    if args.json:
+        print(json.dumps(sim.to_dict(), indent=2))
+        return 0
+    values = sorted(sim.values())
+    print(f"SimGrid {sim.simgrid_version}: {sim.label} on {sim.platform} ({sim.variant}"
+          f"{', noise' if sim.noise else ''}), {len(values)} run(s) in {sim.elapsed_s:.1f} s")
+    print(f"{'run':>4} {'seed':>6} {'size':>10} {'seconds':>13}")
+    for i, r in enumerate(sim.runs, 1):
+        print(f"{i:>4} {r.seed:>6} {r.size:>10} {r.seconds:>13.6g}")
+    mid = values[len(values) // 2] if len(values) % 2 else 0.5 * (
+        values[len(values) // 2 - 1] + values[len(values) // 2])
+    print(f"median {mid:.6g} s, min {values[0]:.6g}, max {values[-1]:.6g} (the program's "
+          "figure per run: halo wall time of the slowest rank; OSU latency or size/bandwidth)")
+    for note in sim.notes:
+        print(f"note: {note}")
+    if args.output is not None:
+        print(f"wrote {args.output}")
     return 0

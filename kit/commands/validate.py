@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kit.core import argtypes
+from kit.core.atomicwrite import refuse_read_only
 from kit.core.errors import ModelError
 from kit.fit.validate import SPLIT_METHODS
 
@@ -97,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
     from kit.fit.validate import validate_into, validation_table
     from kit.model.io import write_model
 
+    out = args.output or (None if args.target.is_dir() else args.target)
+    if out is not None and not args.no_save:
+        refuse_read_only(out)  # before the work, not after: a protected model stays as it is
     fitted, frame = _load(args)
     size = frame["size"].to_numpy().astype(float)
     time = frame["time"].to_numpy().astype(float)
@@ -118,7 +122,6 @@ def run(args: argparse.Namespace) -> int:
     if fitted.aggregate:
         print("note: fitted to aggregates (the tool's per-size statistic): these scores are "
               "for that statistic, not for single messages")
-    out = args.output or (None if args.target.is_dir() else args.target)
     if out is not None and not args.no_save:
         write_model(fitted, out)
         print(f"validation written to {out}")

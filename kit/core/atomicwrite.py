@@ -20,7 +20,6 @@ import contextlib
 import errno
 import os
 import re
-import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,7 +67,7 @@ def error_code(exc: BaseException) -> int | None:
     (Polars reports a failed write so), else None."""
     if isinstance(exc, OSError) and exc.errno is not None:
         return exc.errno
-    found = _OS_ERROR_IN_TEXT.search(str(exc)) if not isinstance(exc, OSError) else None
+    found = _OS_ERROR_IN_TEXT.search(str(exc))  # Polars raises OSError("... (os error 28)")
     return int(found.group(1)) if found else None
 
 
@@ -111,7 +110,8 @@ def _temp_name(path: Path, suffix: str) -> Path:
     # Short and bounded: a target name of 250 bytes must not fail only because of the
     # temp name's extra characters. ``suffix`` keeps an extension tools look at (.png).
     stem = path.name[:40]
-    return path.with_name(f".{stem}.{secrets.token_hex(4)}{TMP_SUFFIX}{suffix}")
+    # os.urandom, not secrets: the latter imports random and hashlib (a model read avoids them)
+    return path.with_name(f".{stem}.{os.urandom(4).hex()}{TMP_SUFFIX}{suffix}")
 
 
 def make_dirs(folder: str | Path) -> Path:
@@ -162,7 +162,9 @@ def replacing(path: str | Path, *, mode: int | None = None, suffix: str = "") ->
 def write_bytes(path: str | Path, data: bytes, *, mode: int | None = None) -> Path:
     """Write ``data`` to ``path`` atomically (see :func:`replacing`)."""
     path = Path(path)
-    with replacing(path, mode=mode) as tmp, open(tmp, "wb") as fh:
+    # O_EXCL: the temp name is ours alone (never a file or link someone put there)
+    with replacing(path, mode=mode) as tmp, os.fdopen(
+            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as fh:
         fh.write(data)
     return path
 

@@ -8,7 +8,9 @@ which file, line or option is wrong and what to do, not where in our code we not
 
 from __future__ import annotations
 
+import sys
 import textwrap
+import warnings
 
 
 class UserError(Exception):
@@ -58,6 +60,37 @@ class CampaignError(UserError):
 
 class ModelError(UserError):
     """A series cannot be fitted, or a model file cannot be read."""
+
+
+class DataWarning(UserWarning):
+    """Something a user must know while the command still does its work (a damaged part of
+    a dataset left out, say). The CLI prints it as ``pt2pt: warning: ...``; a program or the
+    TUI can catch it with :mod:`warnings` like any other warning."""
+
+
+def warn(message: str) -> None:
+    """Tell the user about ``message`` (once per message and place, Python's default)."""
+    warnings.warn(message, DataWarning, stacklevel=2)
+
+
+def show_data_warnings() -> None:
+    """Print :class:`DataWarning` as one wrapped ``pt2pt: warning:`` paragraph on stderr,
+    without Python's file:line prefix (the CLI calls this once at start)."""
+    shown = warnings.showwarning
+    if getattr(shown, "pt2pt", False):
+        return
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: object = None, line: str | None = None) -> None:
+        if issubclass(category, DataWarning):
+            print(textwrap.fill(f"pt2pt: warning: {message}", width=100,
+                                break_long_words=False, break_on_hyphens=False),
+                  file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)  # type: ignore[arg-type]
+
+    show.pt2pt = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
 
 
 def format_error(err: UserError, prog: str = "pt2pt") -> str:

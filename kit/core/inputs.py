@@ -27,6 +27,20 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
+def refuse_special(path: str | Path, what: str = "file",
+                   error: type[UserError] = UserError) -> None:
+    """Refuse an existing FIFO, device or socket at ``path`` (``stat`` only, never blocks);
+    a missing file or a folder is left to the caller's own message."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise error(f"the {what} is {kind_of(mode)}, not a regular file", where=str(path),
+                    hint=f"give a regular {what}")
+
+
 def require_regular(path: str | Path, what: str = "file",
                     error: type[UserError] = UserError) -> os.stat_result:
     """``stat`` of ``path`` (links followed) if it is a regular file; else ``error``."""

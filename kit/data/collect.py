@@ -10,6 +10,7 @@ The outcome per job is written to ``collect.json`` in the campaign directory.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -17,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from kit.core.errors import UserError
+from kit.core.liveness import file_locked, pid_alive, this_host
 from kit.measure.campaign import slurm
 from kit.measure.campaign.fileio import dump_json, write_atomic
+from kit.measure.campaign.jobrecord import COUNTERS
 from kit.measure.campaign.manifest import output_paths, read_job_json, read_manifest, read_submitted
 
 COLLECT_NAME = "collect.json"
@@ -72,7 +75,13 @@ def _ingest(job: dict[str, Any], paths: list[Path], dataset: Path, campaign: str
     outcome.run_ids = list(report.run_ids)
     outcome.rows_added = report.rows_added
     already = [why for _p, why in report.files_skipped if "already ingested" in why]
-    if report.files_failed:
+    if report.running and not report.run_ids:
+        # the job's record says it ended, but a rank of it still writes (a probe that
+        # outlived its launcher): nothing taken, said as such rather than as 'partial'
+        outcome.outcome, outcome.complete = "running", None
+        outcome.detail = "; ".join(why for p, why in report.files_skipped
+                                   if p in report.running)
+    elif report.files_failed:
         outcome.outcome = "failed"
         outcome.detail = "; ".join(msg for _p, msg in report.files_failed)
     elif already and not report.run_ids:
@@ -90,6 +99,21 @@ def _running(campaign_dir: Path, env: Mapping[str, str] | None) -> set[str]:
         # no Slurm here (e.g. a directory copied off the cluster): nothing is running
         return set()
     return {job for job, sid in submitted.items() if sid in queue}
+
+
+def _alive_here(job_dir: Path, paths: list[Path]) -> str | None:
+    """Why the job is still running on this machine (run-local, or a job script without
+    Slurm), or None: its script's process is alive, or its output is locked by the probe."""
+    try:
+        snap = json.loads((job_dir / COUNTERS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        snap = {}
+    if isinstance(snap, dict) and this_host(snap.get("host")) and pid_alive(
+            snap.get("pid"), started=snap.get("pid_start")):
+        return f"still running on this host (job script, process {snap.get('pid')})"
+    if any(file_locked(p) for p in paths if p.exists()):
+        return "its output is still being written (locked by the probe)"
+    return None
 
 
 def collect(campaign_dir: Path, dataset: Path, *,
@@ -112,6 +136,8 @@ def collect(campaign_dir: Path, dataset: Path, *,
             out.outcome, out.detail = "skipped", reason
         elif state == "transport-check-failed":
             out.outcome, out.detail = "check-failed", reason + " (not ingested)"
+        elif state is None and (busy := _alive_here(campaign_dir / job["dir"], paths)):
+            out.outcome, out.detail = "running", f"{busy}; collect it when it has ended"
         elif state in _PARTIAL_STATES or (state is None and job["id"] not in running):
             why = reason or ("the job ended without writing job.json (killed, or never ran)"
                              if state is None else state)

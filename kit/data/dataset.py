@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from kit.core.errors import ModelError, UserError
+from kit.data import integrity
 from kit.data import series_summary as summary_file
 from kit.data.schema import (
     OPTIONAL_SAMPLE_DEFAULTS,
@@ -44,6 +45,7 @@ from kit.data.schema import (
     SERIES_KEYS,
     UNKNOWN,
 )
+from kit.data.series_keys import OPTIONAL_KEYS, series_dict
 from kit.data.series_summary import (  # noqa: F401  (the layout's names, re-exported)
     PART_PREFIX,
     RUNS_FILE,
@@ -186,8 +188,18 @@ def _wanted(dataset: Path, run_table: pl.DataFrame) -> dict[Path, set[str]]:
 
 
 def committed_parts(dataset: Path, run_table: pl.DataFrame) -> list[Path]:
-    """Part files whose run is committed in ``run_table`` (large runs have several)."""
-    return summary_file.committed_files(_wanted(dataset, run_table))
+    """Part files whose run is committed in ``run_table`` (large runs have several), less
+    those that are damaged or truncated (kit.data.integrity warns about them and about
+    missing ones)."""
+    return _readable(dataset, run_table, summary_file.committed_files(_wanted(dataset,
+                                                                              run_table)))
+
+
+def _readable(dataset: Path, run_table: pl.DataFrame, files: list[Path]) -> list[Path]:
+    runs = [(run_id, parts, partition_dir(dataset, campaign, tool)) for run_id, parts, campaign,
+            tool in run_table.select("run_id", integrity.PARTS_COLUMN, "campaign",
+                                     "tool").iter_rows()]
+    return integrity.readable(dataset, files, runs)
 
 
 def scan(dataset: str | Path) -> pl.LazyFrame:
@@ -197,6 +209,7 @@ def scan(dataset: str | Path) -> pl.LazyFrame:
     """
     dataset = _check(Path(dataset))
     run_table = runs(dataset)
+    _tidy_if_idle(dataset, run_table)
     return _scan_files(committed_parts(dataset, run_table), run_table)
 
 
@@ -215,7 +228,9 @@ def _scan_files(files: list[Path], run_table: pl.DataFrame) -> pl.LazyFrame:
     """
     if not files:
         return pl.LazyFrame(schema=SAMPLES_SCHEMA)
-    values = {r[0]: (r[0], *(v or UNKNOWN for v in r[1:])) for r in
+    # a run without a program (every tool but app, runs from before the column) has ""
+    blank = [UNKNOWN if c != "program" else "" for c in RUN_LEVEL_COLUMNS[1:]]
+    values = {r[0]: (r[0], *(v or b for v, b in zip(r[1:], blank, strict=True))) for r in
               run_table.select(*RUN_LEVEL_COLUMNS).iter_rows()}
     groups: dict[str, list[Path]] = {}
     for path in files:
@@ -229,7 +244,7 @@ def _scan_files(files: list[Path], run_table: pl.DataFrame) -> pl.LazyFrame:
                             "hive_schema": hive}
 
     def run_values(run_id: str) -> tuple[str, ...]:
-        return values.get(run_id, (run_id, *[UNKNOWN] * (len(RUN_LEVEL_COLUMNS) - 1)))
+        return values.get(run_id, (run_id, *blank))
 
     if len(groups) <= _MAX_RUN_GROUPS:
         frames = [pl.scan_parquet(paths, **part)
@@ -333,8 +348,9 @@ def commit_stamp(dataset: str | Path) -> str:
 
 def _committed(dataset: Path) -> _Committed:
     run_table, data = _load_runs(dataset)
+    _tidy_if_idle(dataset, run_table)
     wanted = _wanted(dataset, run_table)
-    files = summary_file.committed_files(wanted)
+    files = _readable(dataset, run_table, summary_file.committed_files(wanted))
     rows = int(run_table["n_samples"].fill_null(0).sum())
     return _Committed(data, files, summary_file.stamp(dataset, data, files), rows, run_table,
                       wanted)
@@ -419,6 +435,48 @@ def locked(dataset: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _has_leftovers(dataset: Path, committed: set[str]) -> bool:
+    """Whether a killed writer left files behind (a listing, nothing is read)."""
+    if (dataset / (RUNS_FILE + TMP_SUFFIX)).exists():
+        return True
+    if any(dataset.glob(f"{SUMMARY_FILE}.*{TMP_SUFFIX}")) or any(
+            dataset.glob(f".{SUMMARY_FILE}.*{TMP_SUFFIX}")):
+        return True
+    root = dataset / SAMPLES_DIR
+    for folder in root.glob("campaign=*/tool=*") if root.is_dir() else ():
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                run_id = run_of_part(entry.name)
+                if entry.name.endswith(TMP_SUFFIX) or (run_id is not None
+                                                       and run_id not in committed):
+                    return True
+    return False
+
+
+def _tidy_if_idle(dataset: Path, run_table: pl.DataFrame) -> None:
+    """Remove what a killed ingest left behind (temp and uncommitted parts, a temp runs
+    table) when no ingest is running: the next reader cleans up, not only the next ingest.
+
+    Never waits and never fails the reader: a running ingest holds the lock (its temp files
+    are live), a read-only dataset cannot be cleaned. The runs table is read again under the
+    lock, so parts an ingest committed after ``run_table`` was read are not taken for
+    leftovers.
+    """
+    try:
+        if not _has_leftovers(dataset, set(run_table["run_id"].to_list())):
+            return
+        fd = os.open(dataset / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by an ingest: BlockingIOError
+        remove_leftovers(dataset, _load_runs(dataset)[0])
+    except (OSError, UserError, pl.exceptions.PolarsError):
+        pass
+    finally:
+        os.close(fd)
+
+
 def remove_leftovers(dataset: Path, run_table: pl.DataFrame) -> int:
     """Delete temp files and uncommitted parts an interrupted ingest left behind."""
     committed = set(run_table["run_id"].to_list())
@@ -437,6 +495,7 @@ def remove_leftovers(dataset: Path, run_table: pl.DataFrame) -> int:
     if tmp_runs.exists():
         tmp_runs.unlink()
     for tmp in [*dataset.glob(f"{SUMMARY_FILE}.*{TMP_SUFFIX}"),  # a killed summary write
+                *dataset.glob(f".{SUMMARY_FILE}.*{TMP_SUFFIX}"),
                 *dataset.glob(f"{summary_file.OLD_SUMMARY_FILE}.*{TMP_SUFFIX}")]:
         tmp.unlink(missing_ok=True)
     return removed
@@ -451,13 +510,20 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def commit(dataset: Path, parts: list[tuple[Path, Path]], new_runs: pl.DataFrame) -> None:
+def commit(dataset: Path, parts: list[tuple[Path, Path]], new_runs: pl.DataFrame,
+           drop: set[str] | None = None) -> None:
     """Make written temp parts visible: rename them, then replace runs.parquet atomically.
 
-    The runs.parquet replace is the single commit point (see the module docstring).
+    The runs.parquet replace is the single commit point (see the module docstring). Runs in
+    ``drop`` (replaced by a longer copy) leave the runs table in the same replace; their part
+    files are removed after it (a kill in between leaves them uncommitted: leftovers).
     """
-    if not parts and new_runs.height == 0:
+    drop = drop or set()
+    if not parts and new_runs.height == 0 and not drop:
         return
+    old = runs(dataset)
+    gone = committed_parts(dataset, old.filter(pl.col("run_id").is_in(list(drop)))) \
+        if drop else []
     for tmp, _final in parts:
         fsync_path(tmp)
     for tmp, final in parts:
@@ -465,12 +531,14 @@ def commit(dataset: Path, parts: list[tuple[Path, Path]], new_runs: pl.DataFrame
     for folder in {final.parent for _tmp, final in parts}:  # once per partition folder
         fsync_path(folder)
     added = new_runs.select(list(RUNS_SCHEMA)).cast(pl.Schema(RUNS_SCHEMA))
-    table = pl.concat([runs(dataset), added])
+    table = pl.concat([old.filter(~pl.col("run_id").is_in(list(drop))), added])
     tmp_runs = dataset / (RUNS_FILE + TMP_SUFFIX)
     table.write_parquet(tmp_runs, metadata={FORMAT_KEY: str(DATASET_FORMAT)})
     fsync_path(tmp_runs)
     os.replace(tmp_runs, dataset / RUNS_FILE)
     fsync_path(dataset)
+    for path in gone:
+        path.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------- one series
@@ -511,8 +579,10 @@ def parse_selector(text: str | None, where: str = "--series") -> dict[str, str]:
 
 
 def describe(series: Mapping[str, object]) -> str:
-    """``campaign=c,tool=probe,...`` for messages (keys in SERIES_KEYS order)."""
-    return ",".join(f"{k}={series[k]}" for k in SERIES_KEYS if k in series)
+    """``campaign=c,tool=probe,...`` for messages (keys in SERIES_KEYS order; an empty
+    optional key, e.g. the program of a non-app series, left out)."""
+    return ",".join(f"{k}={series[k]}" for k in SERIES_KEYS
+                    if k in series and (series[k] != "" or k not in OPTIONAL_KEYS))
 
 
 def model_selector(series: Mapping[str, object] | None) -> dict[str, str]:
@@ -618,7 +688,7 @@ def select_series(dataset: str | Path, series: Mapping[str, str] | None = None, 
         raise ModelError(f"{found.height} series match, a model needs one: {listing}",
                          where=where, hint="add keys to --series to pick exactly one")
     row = found.row(0, named=True)
-    chosen = {k: str(row[k]) for k in SERIES_KEYS}
+    chosen = series_dict(row)
     data = (series_rows(lf, chosen, aggregates=True)
             .select(pl.col("size").cast(pl.Float64), pl.col("time").cast(pl.Float64),
                     pl.col("run_id").cast(pl.String))

@@ -40,6 +40,7 @@ SAMPLES_SCHEMA: dict[str, pl.DataType] = {
     # sample; 1 and 0 for every other run (see OPTIONAL_SAMPLE_DEFAULTS)
     "pairs": pl.UInt16(),
     "pair": pl.UInt16(),
+    "program": pl.String(),  # run-level (runs.parquet): an application run's program, else ""
 }
 
 #: Sample columns that parsers may omit and part files written before they existed lack:
@@ -78,6 +79,7 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     "placement_source": pl.String(),
     "host_pair": pl.String(),  # "n1:n2" (rank order), from ``hosts``
     "cpus": pl.String(),  # comma-separated CPU of each rank (probe meta "cpus"), when known
+    "program": pl.String(),  # tool app: program, arguments, rank count (a series key), else ""
     # Run conditions (kit.measure.conditions; null where not recorded, e.g. older datasets):
     # 1-minute load average before/after, mean runnable tasks during (ranks included),
     # share of CPU time stolen by the hypervisor, share of wall time tasks waited for a CPU
@@ -97,12 +99,19 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     "tenants": pl.String(),  # other Slurm jobs on the nodes ("" none, null unknown)
     "conditions": pl.String(),  # quiet | disturbed | unknown (kit.measure.conditions.judge)
     "conditions_why": pl.String(),
+    # JSON [{name, bytes, sha256}] of the run's part files, checked before they are read
+    # (kit.data.integrity); null for runs ingested before checksums were recorded.
+    "parts": pl.String(),
+    # The run beyond its bytes (kit.tools.identity): a longer copy replaces a shorter
+    # one; null for tools that record nothing to tell two runs apart.
+    "identity": pl.String(),
 }
 
 #: Columns of SAMPLES_SCHEMA that are per run and kept in the runs table, not the part files
 #: (a part file's run is in its name, see :func:`kit.data.series_summary.run_of_part`). Part
 #: files written before 2026-11-27 also hold run_id and transport; readers ignore them.
-RUN_LEVEL_COLUMNS: tuple[str, ...] = ("run_id", "transport", "placement", "host_pair")
+RUN_LEVEL_COLUMNS: tuple[str, ...] = ("run_id", "transport", "placement", "host_pair",
+                                      "program")
 
 #: Where two ranks can run relative to each other, closest first.
 PLACEMENTS: tuple[str, ...] = ("intra-socket", "intra-node", "inter-node")

@@ -7,11 +7,27 @@ summary without importing Polars (~0.5 s), so the keys live here rather than in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 #: The columns that identify one series (what one model is fitted to). ``pairs`` is there
 #: because k concurrent pairs share the network: a model through k = 1, 2, 4 mixed describes
-#: none of them. Series values are strings everywhere (series table, selectors, provenance).
+#: none of them. ``program`` names an application run (tool ``app``, op ``app``: the program,
+#: its arguments and the rank count, e.g. ``halo 4096 50 np=4``); empty for every other tool.
+#: Series values are strings everywhere (series table, selectors, provenance).
 SERIES_KEYS: tuple[str, ...] = ("campaign", "tool", "transport", "placement", "host_pair",
-                                 "pairs", "op", "stat")
+                                 "pairs", "program", "op", "stat")
+
+
+#: Keys a series may lack: empty means "not this kind of series" (program: not an app run);
+#: series dicts, selectors and file names leave them out, so nothing changes for them.
+OPTIONAL_KEYS: tuple[str, ...] = ("program",)
+
+
+def series_dict(row: Mapping[str, object]) -> dict[str, str]:
+    """A series' key values as strings (``row``: a mapping with every SERIES_KEYS value),
+    optional keys left out when empty."""
+    out = {k: "" if row[k] is None else str(row[k]) for k in SERIES_KEYS}
+    return {k: v for k, v in out.items() if v or k not in OPTIONAL_KEYS}
 
 
 def pairs_count(value: object) -> int:

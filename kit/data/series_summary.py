@@ -20,13 +20,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kit.core.atomicwrite import write_text
 from kit.data.series_keys import SERIES_KEYS
 
 SAMPLES_DIR = "samples"
@@ -213,13 +212,6 @@ def write(dataset: Path, summary: Summary, stamp_: str,
         "columns": list(COLUMNS),
         "rows": [list(r) for r in summary.rows],
     }
-    tmp = dataset / f"{SUMMARY_FILE}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(doc) + "\n")
-        os.replace(tmp, dataset / SUMMARY_FILE)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_text(dataset / SUMMARY_FILE, json.dumps(doc) + "\n")
     with contextlib.suppress(OSError):
         (dataset / OLD_SUMMARY_FILE).unlink(missing_ok=True)

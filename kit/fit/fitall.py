@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.core import workers
+from kit.core.atomicwrite import make_dirs
 from kit.core.errors import ModelError, UserError
 
 #: Rows of one series above which the fit uses a deterministic uniform subsample of this
@@ -214,9 +215,10 @@ def model_filename(series: Mapping[str, str]) -> str:
     key's value in SERIES_KEYS order, characters unsafe in a file name replaced by ``_``.
     The pair count appears only for k > 1 (``k4``), so names fitted before it was a key stay."""
     from kit.data.schema import SERIES_KEYS, pairs_short
+    from kit.data.series_keys import OPTIONAL_KEYS
 
     values = [pairs_short(series.get(k)) if k == "pairs" else str(series.get(k, "unknown"))
-              for k in SERIES_KEYS]
+              for k in SERIES_KEYS if k not in OPTIONAL_KEYS or series.get(k)]
     parts = [re.sub(r"[^A-Za-z0-9.+=-]+", "_", v) for v in values if v]
     return "__".join(parts) + ".json"
 
@@ -259,7 +261,7 @@ def fit_all(dataset: str | Path, series: list[dict[str, str]], out_dir: str | Pa
     Returns the results in the order of ``series``; failures are results with ``error``.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     tasks = [(dict(s), str(out / filename(s))) for s in series]
     jobs = max(1, min(jobs or workers.default_jobs(), len(tasks) or 1))
     results: list[SeriesFit | None] = [None] * len(tasks)

@@ -40,6 +40,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import ArrayLike, NDArray
 
+from kit.core.cost import charged
 from kit.core.errors import ModelError
 from kit.model.outliers import group_medians
 from kit.model.runs import run_ids, runs_of, stable_order
@@ -528,9 +529,10 @@ def validate_into(model: Any, size: ArrayLike, time: ArrayLike, **kwargs: Any) -
     The result is returned, never written onto ``model``: the caller keeps it beside the
     estimator (``ModelFile.validation``), which ``kit.model.io.write_model`` saves.
     """
-    result = validate(model, size, time, **kwargs)
-    if getattr(model, "regimes_", None) and hasattr(model, "regime_index"):
-        result["regimes"] = per_regime(result, model)
+    with charged("validation"):
+        result = validate(model, size, time, **kwargs)
+        if getattr(model, "regimes_", None) and hasattr(model, "regime_index"):
+            result["regimes"] = per_regime(result, model)
     return result
 
 

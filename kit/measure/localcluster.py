@@ -237,9 +237,61 @@ def is_up(state_dir: Path | str | None = None) -> bool:
         _alive(d["pidfile"], d["exe"], d["match"]) for d in cluster.daemons)
 
 
+@dataclass(frozen=True)
+class LinkShape:
+    """One slower link between nodes ``a`` and ``b`` (numbers 1..N), both directions."""
+
+    a: int
+    b: int
+    rate: str
+    burst: str = "64kb"
+
+    def playbook_value(self) -> dict[str, object]:
+        return {"nodes": [self.a, self.b], "rate": self.rate, "burst": self.burst}
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """A slower node: its egress at ``rate`` instead of the common shaping (every message it
+    sends is serialised slower, so each of its pairs slows down)."""
+
+    node: int
+    rate: str
+    burst: str = "64kb"
+
+    def playbook_value(self) -> dict[str, object]:
+        return {"node": self.node, "rate": self.rate, "burst": self.burst}
+
+
+_RATE_RE = re.compile(r"^[0-9.]+[kmgt]?(bit|bps)$")
+_BURST_RE = re.compile(r"^[0-9]+[kmg]?b?$")
+
+
+def _check_node_shapes(shapes: tuple[NodeShape, ...], nodes: int) -> None:
+    for shape in shapes:
+        if not (isinstance(shape, NodeShape) and 1 <= shape.node <= nodes
+                and _RATE_RE.match(shape.rate) and _BURST_RE.match(shape.burst)):
+            raise UserError(f"node_shapes: {shape!r} is not a node of the {nodes}",
+                            where="kit.measure.localcluster.up",
+                            hint="pass NodeShape(node, rate, burst) with 1 <= node <= nodes, "
+                            "a rate like '20mbit' and a burst like '64kb'")
+
+
+def _check_links(links: tuple[LinkShape, ...], nodes: int) -> None:
+    for link in links:
+        if not (isinstance(link, LinkShape) and 1 <= link.a <= nodes and 1 <= link.b <= nodes
+                and link.a != link.b and _RATE_RE.match(link.rate)
+                and _BURST_RE.match(link.burst)):
+            raise UserError(f"links: {link!r} is not a link between two of the {nodes} nodes",
+                            where="kit.measure.localcluster.up",
+                            hint="pass LinkShape(a, b, rate, burst) with 1 <= a != b <= nodes, "
+                            "a rate like '100mbit' and a burst like '64kb'")
+
+
 def up(nodes: int = 1, state_dir: Path | str | None = None,
        shape: tuple[str, str] | None = None, *, layout: Layout | None = None,
        accounting: bool = False, switches: int = 0, cpus: int = 0,
+       links: tuple[LinkShape, ...] = (), node_shapes: tuple[NodeShape, ...] = (),
        timeout: float = 900) -> Cluster:
     """Start (or confirm) a local cluster of ``nodes`` nodes and return it.
 
@@ -248,7 +300,10 @@ def up(nodes: int = 1, state_dir: Path | str | None = None,
     derived from the state dir. ``accounting=True`` adds MariaDB + slurmdbd (sacct works);
     ``switches=K`` spreads the nodes over K leaf switches (topology/tree); ``cpus=C`` makes
     every node declare C CPUs (0: the machine's), e.g. for more ranks per node than cores.
-    Idempotent: on a running cluster it changes nothing.
+    ``links`` makes some links slower than the rest (:class:`LinkShape`, htb on both ends,
+    matched on the peer's address) and ``node_shapes`` some nodes (:class:`NodeShape`, their
+    egress rate): known slow links and nodes for the cluster model's ground truth.
+    Idempotent: on a running cluster it changes nothing (shapes and links are re-applied).
     Debian packages are installed only when a daemon binary is missing.
     """
     _require_root("kit.measure.localcluster.up")
@@ -265,6 +320,8 @@ def up(nodes: int = 1, state_dir: Path | str | None = None,
     if not isinstance(cpus, int) or not 0 <= cpus <= 256:
         raise UserError(f"cpus={cpus!r} is not a CPU count", where="kit.measure.localcluster.up",
                         hint="pass an integer between 0 (the machine's) and 256")
+    _check_links(tuple(links), nodes)
+    _check_node_shapes(tuple(node_shapes), nodes)
     state = Path(state_dir) if state_dir else default_state_dir(nodes)
     extra: dict[str, object] = {
         **(layout or layout_for(state)).playbook_vars(),
@@ -275,6 +332,8 @@ def up(nodes: int = 1, state_dir: Path | str | None = None,
         "local_slurm_accounting": accounting,
         "local_slurm_switches": switches,
         "local_slurm_cpus": cpus,
+        "local_slurm_link_shapes": [link.playbook_value() for link in links],
+        "local_slurm_node_shapes": [shape.playbook_value() for shape in node_shapes],
     }
     daemons = ["slurmctld", "slurmd", "munged"] + (["slurmdbd", "mariadbd"] if accounting else [])
     have_all = all(Path("/usr/sbin", b).exists() for b in daemons)

@@ -47,6 +47,7 @@ from kit.model.segmentation import (
     refine_boundary,
     reweight,
 )
+from kit.model.special import use_scipy
 
 #: Fewest samples a model can be fitted to.
 MIN_SAMPLES = 5
@@ -135,6 +136,9 @@ class RegimeModel(Params):
         return default_min_support(n) if ms is None else max(1, int(ms))
 
     def fit(self, size: ArrayLike, time: ArrayLike) -> RegimeModel:
+        # A fit computes with scipy.special's functions from its first step, whatever was
+        # read in this process before (kit.model.special): the same bits every time.
+        use_scipy()
         with one_blas_thread():
             return self._fit(size, time)
 

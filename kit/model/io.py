@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kit.core.atomicwrite import write_text
 from kit.core.errors import ModelError
+from kit.core.inputs import refuse_special
 from kit.model.contract import ModelFile
 from kit.model.schema import (
     MAX_FILE_BYTES,
@@ -113,13 +114,6 @@ def dumps(model: RegimeModel, provenance: Mapping[str, Any] | None = None,
     return text + "\n"
 
 
-def _umask() -> int:
-    """The process umask (there is no getter: set and restore it)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_model(fitted: ModelFile, path: str | Path | None = None) -> Path:
     """Write a :class:`ModelFile` (to ``path``, default its own ``path``)."""
     target = path if path is not None else fitted.path
@@ -136,21 +130,7 @@ def save_model(model: RegimeModel, path: str | Path,
                validation: Mapping[str, Any] | None = None,
                about: Mapping[str, Any] | None = None) -> Path:
     """Write the model atomically (temp file + rename) so a crash never leaves half a file."""
-    import tempfile  # here: reading a model needs neither it nor the random module
-
-    path = Path(path)
-    text = dumps(model, provenance, validation, about)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a model is shared like any file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text(path, dumps(model, provenance, validation, about))
 
 
 _OVERLAP_KEYS = ("size_lo", "size_hi", "center", "slope", "share_left", "share_right",
@@ -222,6 +202,7 @@ def load_model(path: str | Path) -> RegimeModel:
 
 
 def _read_dict(path: Path) -> dict[str, Any]:
+    refuse_special(path, "model file", ModelError)  # a FIFO would block the open for ever
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_FILE_BYTES + 1)

@@ -88,15 +88,18 @@ def terms(regimes: list[Regime], breakpoints: list[float], size: NDArray,
 
 
 def cdf(tlist: list[Term], time: NDArray) -> NDArray:
-    """Mixture CDF; ``time`` is (n,) or (n, m) against n sizes."""
+    """Mixture CDF; ``time`` is (n,) or (n, m) against n sizes. Each term is evaluated only
+    at the sizes where its weight is not zero (a per-size model's terms, one per Gauss-Hermite
+    node, band and regime, cover few sizes each)."""
     t = np.asarray(time, dtype=float)
     acc = np.zeros(t.shape)
     for w, scale, noise in tlist:
-        ww = w if t.ndim == 1 else w[:, None]
-        sc = scale if t.ndim == 1 else scale[:, None]
-        nz = ww > 0
-        if nz.any():
-            acc = acc + np.where(nz, ww * noise.cdf(np.where(nz, t / sc, 1.0)), 0.0)
+        rows = np.flatnonzero(w > 0)
+        if not len(rows):
+            continue
+        ww = w[rows] if t.ndim == 1 else w[rows, None]
+        sc = scale[rows] if t.ndim == 1 else scale[rows, None]
+        acc[rows] = acc[rows] + ww * noise.cdf(t[rows] / sc)
     return acc
 
 

@@ -21,14 +21,13 @@ own ``format_version`` is checked against :data:`kit.model.io.FORMAT_VERSION`.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import warnings
 from typing import Any
 
 import numpy as np
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 
 from kit.core.errors import ModelError
 
@@ -39,7 +38,7 @@ MAX_DEPTH = 64
 #: Most per-size shape levels (shape_levels, and the values of each shape row).
 MAX_SHAPE_LEVELS = 64
 MAX_GMM_COMPONENTS = 16
-GRID_PER_REGIME = 9
+GRID_PER_REGIME = 33
 _HINT = "re-create it with 'pt2pt fit' (or fix the field named)"
 
 _NUM = {"type": "number"}
@@ -270,7 +269,15 @@ MODEL_SCHEMA: dict[str, Any] = {
         "run_quality": _RUN_QUALITY,
     },
 }
-_VALIDATOR = Draft202012Validator(MODEL_SCHEMA)
+
+
+@functools.cache
+def _validator() -> Any:
+    """The schema's validator, made on the first read: writing a model (``pt2pt fit``)
+    needs no jsonschema, ~0.05-0.08 CPU-s of imports."""
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(MODEL_SCHEMA)
 
 
 def _fail(where: str, path: str, message: str) -> ModelError:
@@ -355,7 +362,9 @@ def check_model_dict(doc: dict[str, Any], where: str, format_version: int) -> No
         raise _fail(where, "$.regimes", f"{len(regimes)} regimes; at most {MAX_REGIMES} "
                     "are read")
     _scan(doc, where)
-    error = best_match(_VALIDATOR.iter_errors(doc))
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator().iter_errors(doc))
     if error is not None:
         raise _fail(where, error.json_path, _short(error.message, error.instance))
     _check_columns(doc, where)
@@ -535,50 +544,160 @@ def _noises(reg: dict[str, Any], path: str) -> list[tuple[dict[str, Any], str]]:
     return out
 
 
-def check_physical(model: Any, where: str) -> None:
-    """Refuse a model that predicts non-finite, non-positive or mis-ordered times.
+#: The physical range of one message's time: from 1 ns (below any timer and any network)
+#: to 1 day. Every time a model predicts, draws or rests its curves on must lie within it.
+TIME_MIN_S = 1e-9
+TIME_MAX_S = 86_400.0
+#: A noise's ratio to its curve (time / curve) at p0.1 and p99.9: beyond a factor 10^6 on
+#: either side it is not noise around that curve (lognormal s=400, Weibull c=0.02...).
+RATIO_RANGE = (1e-6, 1e6)
+#: The predictive quantiles checked at every size of the grid.
+CHECK_QUANTILES = (0.001, 0.5, 0.999)
+#: Draws per size of the grid (a fixed seed: the same model is always judged the same).
+CHECK_DRAWS = 8
+#: Stored sizes (a per-size layer's) checked besides the regime grids; above this many, an
+#: evenly spaced selection of them.
+MAX_CHECKED_SIZES = 20_000
 
-    A grid of sizes across each regime (log-spaced, both ends included) must give a finite
-    positive curve and median, and finite positive p05 <= p50 <= p95. All regimes' grids go
-    through one ``predict_quantiles`` call (each call runs a bisection on the mixture CDF).
+
+def _physical_error(model: Any, where: str, what: str, at: float | None = None,
+                    regime: int | None = None) -> ModelError:
+    """"the model predicts ... at S B (regime k, sizes a to b B): not physical"."""
+    if regime is None and at is not None:
+        try:
+            regime = int(np.asarray(model.regime_index([at]))[0])
+        except Exception:  # naming the regime is a courtesy
+            regime = None
+    place = f" at {at:g} B" if at is not None else ""
+    if regime is not None and 0 <= regime < len(model.regimes_):
+        reg = model.regimes_[regime]
+        place += f" (regime {regime}, sizes {reg.size_min:g} to {reg.size_max:g} B)"
+    return ModelError(f"the model {what}{place}: it is not physical (message times lie "
+                      f"between {TIME_MIN_S:g} s and {TIME_MAX_S:g} s)", where=where, hint=_HINT)
+
+
+def _check_noises(model: Any, where: str) -> None:
+    """Each noise's p0.1, median and p99.9 ratio: finite, within RATIO_RANGE (closed forms:
+    microseconds, so the commonest absurd files are refused before any prediction)."""
+    lo, hi = RATIO_RANGE
+    for k, reg in enumerate(model.regimes_):
+        named = [("noise", reg.noise)] + [(f"band {i} noise", c.noise)
+                                          for i, c in enumerate(reg.components)]
+        for label, noise in named:
+            r = np.asarray(noise.ppf(np.array([0.001, 0.5, 0.999])), dtype=float)
+            if not (np.all(np.isfinite(r)) and np.all(r >= lo) and np.all(r <= hi)):
+                raise _physical_error(model, where, f"has a {noise.family} {label} whose p0.1, "
+                                      f"median and p99.9 are {r[0]:.3g}, {r[1]:.3g} and "
+                                      f"{r[2]:.3g} times its curve (at most {hi:g} either way)",
+                                      regime=k)
+
+
+def check_sizes(model: Any) -> np.ndarray:
+    """The sizes a model is judged at: a log grid across every regime (both ends) and the
+    sizes it stores values of (a per-size layer, whatever its form)."""
+    grid, stored = _check_grids(model)
+    sizes = np.sort(np.concatenate([grid, stored]))
+    # distinct sizes (np.unique would import numpy.ma, ~20 ms of a model read)
+    return sizes[np.r_[True, np.diff(sizes) > 0]]
+
+
+def _check_grids(model: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(the regimes' log grids, the stored sizes not on them), each sorted and distinct."""
+    grids = []
+    for reg in model.regimes_:
+        lo = max(float(reg.size_min), 1.0)
+        grids.append(np.geomspace(lo, max(float(reg.size_max), lo), GRID_PER_REGIME))
+    grid = np.sort(np.concatenate(grids)) if grids else np.zeros(0)
+    grid = grid[np.r_[True, np.diff(grid) > 0]] if len(grid) else grid
+    listed = getattr(getattr(model, "per_size_", None), "sizes", None)
+    stored = np.asarray([] if listed is None else listed, dtype=float).ravel()
+    stored = stored[np.isfinite(stored)]
+    if len(stored) > MAX_CHECKED_SIZES:
+        stored = stored[np.linspace(0, len(stored) - 1, MAX_CHECKED_SIZES).astype(int)]
+    stored = np.sort(np.maximum(stored, 1.0))
+    stored = stored[np.r_[True, np.diff(stored) > 0]] if len(stored) else stored
+    return grid, stored[~np.isin(stored, grid)]
+
+
+def _check_bounds(model: Any, where: str, sizes: np.ndarray) -> None:
+    """:func:`check_physical`'s bounds on the predictive distribution at ``sizes``, read
+    off its CDF at each bound: p0.1 >= 1 ns <=> F(1 ns) <= 0.001, p99.9 <= 1 day <=>
+    F(1 day) >= 0.999, and p99.9 within :data:`RATIO_RANGE` of the curve likewise. A CDF per
+    bound where quantiles need a root search each (most of a model read: 0.2 of 0.3 CPU-s
+    of ``pt2pt predict`` for a two-band per-size model); quantiles only for the message of
+    a refusal."""
+    if not len(sizes):
+        return
+    curve = np.asarray(model.curve(sizes), dtype=float)
+    at = np.stack([np.full(len(sizes), TIME_MIN_S), np.full(len(sizes), TIME_MAX_S),
+                   curve * RATIO_RANGE[0], curve * RATIO_RANGE[1]], axis=1)
+    cdf = np.asarray(model.cdf(sizes, at), dtype=float)
+    if cdf.shape != at.shape:
+        raise _physical_error(model, where, "gives predictions of the wrong shape")
+    lo_q, hi_q = CHECK_QUANTILES[0], CHECK_QUANTILES[-1]
+    checks = [
+        (np.any(~np.isfinite(cdf), axis=1) | ~np.isfinite(curve), "predicts non-finite times"),
+        ((cdf[:, 0] > lo_q) | (cdf[:, 1] < hi_q), "predicts times out of range"),
+        ((cdf[:, 2] > hi_q) | (cdf[:, 3] < hi_q),  # p99.9, as the check always read
+         f"predicts a median more than {RATIO_RANGE[1]:g} times away from its regime's "
+         "curve"),
+    ]
+    for bad, what in checks:
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            q = np.asarray(model.predict_quantiles(sizes[i:i + 1], list(CHECK_QUANTILES)),
+                           dtype=float).ravel()
+            shown = ", ".join(f"{v:.3g}" for v in q)
+            raise _physical_error(model, where, f"{what} ({shown} s)", float(sizes[i]))
+
+
+def check_physical(model: Any, where: str) -> None:
+    """Refuse a model that predicts a time no message can take, before any command uses it.
+
+    Gates, cheapest first (a refusal costs well under a second): every noise's ratio
+    quantiles (:data:`RATIO_RANGE`); every regime's curves (its own and its bands') on a
+    dense log grid (:func:`check_sizes`); then what the model predicts there, whatever its
+    layers: finite p0.1 and p99.9 within [:data:`TIME_MIN_S`, :data:`TIME_MAX_S`] and p99.9
+    within :data:`RATIO_RANGE` of the regime's curve (a per-size shift of e^20 is no
+    measurement), read off the CDF (:func:`_check_bounds`), and :data:`CHECK_DRAWS` finite
+    draws per size of the regimes' grids within the time range too.
     """
-    grids, curves = [], []
+    sizes = np.zeros(0)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            for reg in model.regimes_:
-                lo = max(float(reg.size_min), 1.0)
-                grid = np.geomspace(lo, max(float(reg.size_max), lo), GRID_PER_REGIME)
-                # distinct sizes (np.unique would import numpy.ma, ~20 ms of a predict)
-                grid = grid[np.r_[True, np.diff(grid) > 0]]
-                grids.append(grid)
-                curves.append(np.asarray(reg.curve(grid), dtype=float))
-            sizes = np.concatenate(grids)
-            q = np.asarray(model.predict_quantiles(sizes, [0.05, 0.5, 0.95]), dtype=float)
+            _check_noises(model, where)
+            sizes = check_sizes(model)
+            for k, reg in enumerate(model.regimes_):
+                mine = sizes[(sizes >= max(float(reg.size_min), 1.0))
+                             & (sizes <= max(float(reg.size_max), 1.0))]
+                own = (np.ones(len(mine)), reg.curve(mine), None)  # what export reads
+                for weight, scale, _noise in [own, *reg.terms(mine)]:
+                    used = np.asarray(weight) > 1e-6
+                    c = np.asarray(scale, dtype=float)[used]
+                    bad = ~np.isfinite(c) | (c < TIME_MIN_S) | (c > TIME_MAX_S)
+                    if bad.any():
+                        i = int(np.flatnonzero(bad)[0])
+                        raise _physical_error(model, where, f"has a curve of {c[i]:.3g} s",
+                                              float(mine[used][i]), k)
+            # The bounds at every size, through the CDF; draws on the regimes' grids.
+            _check_bounds(model, where, sizes)
+            sizes, _ = _check_grids(model)
+            draws = np.asarray(model.sample(sizes, CHECK_DRAWS, random_state=0), dtype=float)
     except ModelError:
         raise
     except Exception as exc:  # the model is untrusted: any failure refuses it
         raise ModelError(f"the model cannot be evaluated ({type(exc).__name__}: {exc})",
                          where=where, hint=_HINT) from None
-    curve = np.concatenate(curves)
-    what = None
-    bad = ~np.isfinite(curve) | (curve <= 0)
-    if bad.any():
-        what = "a non-positive or non-finite curve"
-    elif q.shape != (len(sizes), 3):
-        what, bad = "quantiles of the wrong shape", np.ones(len(sizes), dtype=bool)
-    elif (bad := np.any(~np.isfinite(q) | (q <= 0), axis=1)).any():
-        what = "non-positive or non-finite times"
-    elif (bad := (q[:, 0] > q[:, 1] * (1 + 1e-9)) | (q[:, 1] > q[:, 2] * (1 + 1e-9))).any():
-        what = "quantiles out of order (p05 <= p50 <= p95 fails)"
-    if what is not None:
-        first = int(np.flatnonzero(bad)[0])
-        at = float(sizes[first])
-        # the regime whose grid it was (curve) or that holds the size (prediction)
-        owner = int(np.searchsorted(np.cumsum([len(g) for g in grids]), first, side="right"))
-        which = owner if what.endswith("curve") else int(
-            np.asarray(model.regime_index([at]))[0])
-        reg = model.regimes_[min(which, len(model.regimes_) - 1)]
-        raise ModelError(f"the model predicts {what} at {at:g} B (regime {which}, sizes "
-                         f"{reg.size_min:g} to {reg.size_max:g} B): it is not physical",
-                         where=where, hint=_HINT)
+    if draws.shape != (len(sizes), CHECK_DRAWS):
+        raise _physical_error(model, where, "gives predictions of the wrong shape")
+    checks = [
+        (np.any(~np.isfinite(draws), axis=1), "draws non-finite times"),
+        (np.any((draws < TIME_MIN_S) | (draws > TIME_MAX_S), axis=1),
+         "draws times out of range"),
+    ]
+    for bad, what in checks:
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            shown = ", ".join(f"{v:.3g}" for v in draws[i][:5])
+            raise _physical_error(model, where, f"{what} ({shown} s)", float(sizes[i]))

@@ -56,11 +56,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from kit.core.blas import one_blas_thread
+from kit.core.cost import charged
 from kit.model.families import evaluate, fit_family, ln_evaluate
 from kit.model.outliers import group_order
 from kit.model.resampled_bins import Counts, RegimeBins, running_sum, weighted_quantiles
 from kit.model.runs import dense_codes, run_starts
 from kit.model.segmentation import refine_boundary
+from kit.model.special import use_scipy
 
 #: Resamples by default (percentile 2.5/97.5 intervals are stable from about 100 on).
 N_BOOT = 120
@@ -394,7 +396,8 @@ def bootstrap_intervals(model: Any, size: ArrayLike, time: ArrayLike, *,
     The result is JSON-ready (``null`` where not estimable, with the reason in
     ``not_estimated``).
     """
-    with one_blas_thread():
+    use_scipy()  # as a fit: scipy.special's functions, whatever ran before
+    with one_blas_thread(), charged("intervals"):
         return _intervals(model, size, time, groups, seq, n_boot, level, random_state)
 
 

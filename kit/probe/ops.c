@@ -6,18 +6,28 @@
 #define TAG_DATA 1
 #define TAG_CTRL 2
 
+static void inject(const struct op_ctx *c)
+{
+    if (c->inject_sleep)
+        sleep_us(c->inject_delay_us);
+    else
+        busy_wait_us(c->inject_delay_us);
+}
+
 /* pingpong: Send then Recv of the same size; time = full round trip. */
 static void pingpong(const struct op_ctx *c, int n, struct sample *s)
 {
     if (c->role == 0) {
         double t0 = c->now();
+        if (c->inject_delay_us) /* only with --inject-delay-host naming this rank's host */
+            inject(c);
         MPI_Send(c->sbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm);
         MPI_Recv(c->rbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, MPI_STATUS_IGNORE);
         s->time = c->now() - t0;
     } else {
         MPI_Recv(c->rbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, MPI_STATUS_IGNORE);
         if (c->inject_delay_us)
-            busy_wait_us(c->inject_delay_us);
+            inject(c);
         MPI_Send(c->sbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm);
     }
 }

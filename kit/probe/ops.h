@@ -27,7 +27,8 @@ struct op_ctx {
     MPI_Request *reqs;           /* window requests for stream (2 * window) */
     int window;
     int bidirectional;           /* stream: both sides send a window at once */
-    unsigned long inject_delay_us;
+    unsigned long inject_delay_us; /* this rank waits so long before each pingpong send */
+    int inject_sleep;            /* ... sleeping (no CPU) instead of busy-waiting */
     timer_fn now;
 };
 

@@ -44,6 +44,11 @@ void options_usage(void)
         "  --window N           messages per stream window (default 64)\n"
         "  --inject-delay-us N  rank 1 busy-waits N us before each pingpong reply: a known\n"
         "                       constant latency for checking the analysis (default 0)\n"
+        "  --inject-delay-host H  the delay is made by the ranks running on host H (the\n"
+        "                       processor name), before each pingpong message they send,\n"
+        "                       whichever their role: a slow node in a multi-node campaign\n"
+        "  --inject-delay-sleep  wait by sleeping (no CPU, timer slack 1 ns) instead of\n"
+        "                       busy-waiting: on a loaded machine a spinning rank is preempted\n"
         "  --order shuffled|blocked  measured entries shuffled (default), or blocked: per op,\n"
         "                       sizes ascending, repetitions of a size back to back (as OSU)\n"
         "  --repeat-fraction F  measure a random share F (0..1) of the planned entries again,\n"
@@ -364,6 +369,10 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
             o->bidirectional = 1;
             continue;
         }
+        if (strcmp(arg, "--inject-delay-sleep") == 0) {
+            o->inject_delay_sleep = 1;
+            continue;
+        }
         if (strncmp(arg, "--", 2) != 0) {
             set_err(err, "unexpected argument '%s'; options start with --", arg);
             return PARSE_ERROR;
@@ -382,7 +391,7 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
         static const char *const known[] = {"--op", "--sizes", "--samples", "--seed", "--warmup",
                                             "--timer", "--output", "--max-seconds",
                                             "--flush-every", "--fsync-interval", "--window",
-                                            "--inject-delay-us", "--order",
+                                            "--inject-delay-us", "--inject-delay-host", "--order",
                                             "--repeat-fraction", "--repeat-count", "--pairs"};
         int is_known = 0;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
@@ -415,6 +424,12 @@ enum parse_result options_parse(int argc, char **argv, struct options *o, char *
                 set_err(err, "--timer '%s': choose mpi or monotonic", value);
                 return PARSE_ERROR;
             }
+        } else if (strcmp(name, "--inject-delay-host") == 0) {
+            if (value[0] == '\0' || strlen(value) >= 256) {
+                set_err(err, "--inject-delay-host: give a host name (at most 255 characters)");
+                return PARSE_ERROR;
+            }
+            o->inject_delay_host = value;
         } else if (strcmp(name, "--order") == 0) {
             if (strcmp(value, "shuffled") == 0) {
                 o->order = ORDER_SHUFFLED;

@@ -45,6 +45,8 @@ struct options {
     double fsync_interval;     /* seconds between fsyncs of the CSV; 0: after every block */
     int window;                /* stream op: messages per window */
     unsigned long inject_delay_us;
+    const char *inject_delay_host; /* NULL: the peer (role 1) delays; else ranks on this host */
+    int inject_delay_sleep;    /* sleep instead of busy-waiting */
     enum order_kind order;
     double repeat_fraction;    /* share of measured entries measured again (0: none) */
     uint64_t repeat_count;     /* extra measurements of each repeated entry */

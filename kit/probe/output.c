@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,14 +47,48 @@ int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, double 
                  (unsigned long long)block_rows);
         return -1;
     }
-    c->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    /* Never overwrite or truncate a run: an existing samples or meta file under this
+     * PREFIX is an earlier run (or one still being written). */
+    char meta[4096];
+    snprintf(meta, sizeof meta, "%s.meta.json", prefix);
+    if (access(meta, F_OK) == 0) {
+        snprintf(err, ERRMSG_LEN, "--output: '%s' already exists (an earlier run); the probe "
+                 "never overwrites a run: choose another PREFIX or move the old files away",
+                 meta);
+        return -1;
+    }
+    c->fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (c->fd < 0 && errno == EEXIST) {
+        snprintf(err, ERRMSG_LEN, "--output: '%s' already exists (an earlier run); the probe "
+                 "never overwrites a run: choose another PREFIX or move the old files away",
+                 path);
+        return -1;
+    }
+    /* Held until the probe exits (even by SIGKILL): ingest and collect see a live writer and
+     * do not commit a run that is still growing. Not every file system has locks: then the
+     * meta file's pid and end time say the same. */
+    if (c->fd >= 0)
+        (void)flock(c->fd, LOCK_EX | LOCK_NB);
     const char *header = c->extended ? CSV_HEADER_EXT : CSV_HEADER;
     if (c->fd < 0 || write_all(c->fd, header, strlen(header)) || fsync(c->fd)) {
         snprintf(err, ERRMSG_LEN, "--output: cannot write '%s': %s; choose a writable PREFIX",
                  path, strerror(errno));
+        if (c->fd >= 0)
+            unlink(path);
         return -1;
     }
     return 0;
+}
+
+void csv_discard(struct csv_out *c, const char *prefix)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s.samples.csv", prefix);
+    if (c->fd >= 0 && c->rows == 0) {
+        unlink(path);
+        close(c->fd);
+        c->fd = -1;
+    }
 }
 
 static const char DIGIT_PAIRS[201] =
@@ -357,8 +392,14 @@ static void sb_meta(struct sb *b, const struct meta *m)
     for (int i = 0; i < o->n_ops; i++)
         sb_printf(b, "%s\"%s\"", i ? ", " : "", op_name(o->ops[i]));
     sb_printf(b, "],\n  \"warmup\": %llu,\n  \"window\": %d,\n  \"inject_delay_us\": %lu,\n"
-              "  \"flush_every\": %llu,\n  \"fsync_interval_s\": %g,\n  \"max_seconds\": ",
-              (unsigned long long)o->warmup, o->window, o->inject_delay_us,
+              "  \"inject_delay_host\": ", (unsigned long long)o->warmup, o->window,
+              o->inject_delay_us);
+    if (o->inject_delay_host)
+        sb_str(b, o->inject_delay_host);
+    else
+        sb_printf(b, "null");
+    sb_printf(b, ",\n  \"inject_delay_sleep\": %s", o->inject_delay_sleep ? "true" : "false");
+    sb_printf(b, ",\n  \"flush_every\": %llu,\n  \"fsync_interval_s\": %g,\n  \"max_seconds\": ",
               (unsigned long long)o->flush_every, o->fsync_interval);
     if (o->max_seconds > 0)
         sb_printf(b, "%g", o->max_seconds);
@@ -377,6 +418,8 @@ static void sb_meta(struct sb *b, const struct meta *m)
         sb_str(b, job);
     else
         sb_printf(b, "null");
+    /* who writes the files (a live writer on this host is not ingested before it ends) */
+    sb_printf(b, ",\n  \"writer_pid\": %ld", (long)getpid());
     sb_printf(b, ",\n  \"start\": \"%s\",\n  \"end\": ", m->start);
     if (m->end[0])
         sb_printf(b, "\"%s\"", m->end);

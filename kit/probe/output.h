@@ -18,8 +18,12 @@ struct csv_out {
     int extended;         /* contention mode: seq is the row number, plus pair and round */
 };
 
+/* Create PREFIX.samples.csv; refuses (never truncates) when PREFIX.samples.csv or
+ * PREFIX.meta.json exists. The file stays flock'ed while the probe runs. */
 int csv_open(struct csv_out *c, const char *prefix, uint64_t block_rows, double fsync_interval,
              char *err);
+/* Remove a samples file this run created and wrote no sample to (its meta failed). */
+void csv_discard(struct csv_out *c, const char *prefix);
 /* Format n samples and write them with one write() loop; fsync when `force` is set or
  * fsync_interval seconds have passed since the last one. Never called inside a timed region. */
 int csv_flush(struct csv_out *c, const struct sample *s, uint64_t n, int force, char *err);

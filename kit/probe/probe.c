@@ -7,9 +7,13 @@
  * block written before the kill. See README.md. */
 #include <mpi.h>
 #include <signal.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "cpu.h"
@@ -25,9 +29,31 @@
 
 static volatile sig_atomic_t g_signal = 0;
 
+static pid_t g_parent = 0;
+
+/* Seconds a rank keeps going after its launcher died: enough to flush the block and rewrite
+ * the meta (complete: false), then SIGALRM's default action ends it even if an MPI call
+ * waits for a peer that is gone. */
+#define ORPHAN_GRACE_S 10
+
 static void on_signal(int sig)
 {
     g_signal = sig;
+    if (g_parent && getppid() != g_parent)
+        alarm(ORPHAN_GRACE_S); /* the launcher is gone (PR_SET_PDEATHSIG sent this) */
+}
+
+/* The ranks die with their launcher: with Open MPI a SIGKILL'ed mpirun left both ranks
+ * running, and a surviving rank later marked its run complete. The parent's death sends
+ * SIGTERM, handled like any SIGTERM (whole blocks kept, meta complete=false). */
+static void die_with_parent(void)
+{
+#ifdef __linux__
+    g_parent = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != g_parent) /* it died before the call */
+        raise(SIGTERM);
+#endif
 }
 
 static void install_handlers(void)
@@ -135,6 +161,8 @@ int main(int argc, char **argv)
         return pr == PARSE_ERROR && first ? EXIT_BAD_INPUT : 0;
     }
 
+    install_handlers();
+    die_with_parent();
     MPI_Init(&argc, &argv);
     int rank, nranks;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -159,7 +187,6 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return EXIT_BAD_INPUT;
     }
-    install_handlers();
 
     /* This rank's pair and role: every rank is in exactly one pair (checked above). */
     int my_pair = 0, role = 0, peer = 0;
@@ -177,7 +204,7 @@ int main(int argc, char **argv)
     int st = plan_build(&o, &plan, err) ? 1 : 0;
     size_t bytes = o.sizes.max ? (size_t)o.sizes.max : 1;
     struct op_ctx ctx = {role, peer, MPI_COMM_WORLD, NULL, NULL, NULL, o.window,
-                         o.bidirectional, o.inject_delay_us, timer_get(o.timer)};
+                         o.bidirectional, o.inject_delay_us, 0, timer_get(o.timer)};
     struct sample *rec = NULL, *rec_in = NULL;
     if (!st) {
         ctx.sbuf = page_alloc(bytes);
@@ -229,6 +256,14 @@ int main(int argc, char **argv)
     int len = 0;
     memset(me, 0, sizeof me);
     MPI_Get_processor_name(me, &len);
+    /* Who injects the delay: the peer by default, else every rank on the named host. */
+    if (o.inject_delay_host)
+        ctx.inject_delay_us = strcmp(me, o.inject_delay_host) == 0 ? o.inject_delay_us : 0;
+    else
+        ctx.inject_delay_us = role == 1 ? o.inject_delay_us : 0;
+    ctx.inject_sleep = o.inject_delay_sleep;
+    if (ctx.inject_sleep && ctx.inject_delay_us)
+        prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); /* wake at the deadline, not 50 us on */
     MPI_Gather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
                MPI_COMM_WORLD);
     int place[4] = {where.cpu, where.socket, where.core, -1};
@@ -253,8 +288,11 @@ int main(int argc, char **argv)
         meta.timer_resolution = timer_resolution(o.timer);
         meta.timer_overhead = timer_overhead(ctx.now);
         iso_now(meta.start, sizeof meta.start);
-        st = csv_open(&csv, o.output, o.flush_every, o.fsync_interval, err) ||
-             meta_write(o.output, &meta, err);
+        st = csv_open(&csv, o.output, o.flush_every, o.fsync_interval, err);
+        if (!st && meta_write(o.output, &meta, err)) {
+            csv_discard(&csv, o.output);
+            st = 1;
+        }
     }
     MPI_Bcast(&st, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (st) {

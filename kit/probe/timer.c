@@ -1,5 +1,7 @@
 #include "timer.h"
 
+#include <errno.h>
+
 #include <mpi.h>
 #include <stdlib.h>
 #include <time.h>
@@ -58,5 +60,21 @@ void busy_wait_us(unsigned long us)
 {
     double until = mono_now() + (double)us * 1e-6;
     while (mono_now() < until) {
+    }
+}
+
+/* Sleep until `us` microseconds from now (absolute deadline, so a signal only resumes it):
+ * a delay that costs no CPU, like a packet held on an interface. */
+void sleep_us(unsigned long us)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += (time_t)(us / 1000000UL);
+    until.tv_nsec += (long)(us % 1000000UL) * 1000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec += 1;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {
     }
 }

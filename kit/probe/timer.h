@@ -16,5 +16,6 @@ double timer_overhead(timer_fn now);
 double mono_now(void);
 /* Spin (no sleep: sleeping would add scheduler wake-up noise) for the given microseconds. */
 void busy_wait_us(unsigned long us);
+void sleep_us(unsigned long us);
 
 #endif

@@ -77,6 +77,8 @@ class JobParts:
     stdout_name: str = "stdout.txt"
     meta_file: str | None = None
     extra_files: dict[str, str] = field(default_factory=dict)
+    #: permission bits of extra files (default 0644): a copy is as private as its source
+    extra_modes: dict[str, int] = field(default_factory=dict)
 
 
 class Tool:
@@ -135,6 +137,14 @@ class Tool:
     def concurrency(self, spec: ToolSpec) -> list[int]:
         """Concurrent pairs per job (0: one plain pair); one job variant per value."""
         return [0]
+
+    #: how a variant of :meth:`concurrency` is named in job names (``-k4``; app: ``-np4``)
+    variant_tag: str = "k"
+
+    def shape(self, spec: ToolSpec, placement: str, k: int) -> tuple[int, int] | None:
+        """(nodes, tasks per node) of a job, or None for the placement's pair shape (K
+        concurrent pairs: K ranks per node). The app tool runs np ranks, one per node."""
+        return None
 
     def job(self, spec: ToolSpec, benchmark: str | None, binary: Path) -> JobParts:
         """Template, command, outputs of one job (before its seed and folder are known)."""

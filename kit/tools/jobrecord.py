@@ -98,6 +98,12 @@ def apply_job_record(run: ParsedRun, output: Path) -> ParsedRun:
     return run
 
 
+def job_plan(output: Path) -> dict[str, Any] | None:
+    """The ``plan`` of the valid ``job.json`` that names ``output`` (None without one)."""
+    record = _load(output)
+    return dict(record["plan"]) if record is not None else None
+
+
 def describe_binding(binding: dict[str, Any]) -> str:
     """``cores 0,1`` / ``cpus 2,3`` / ``none``: the policy and the CPUs the ranks were pinned
     to, in rank order."""

@@ -85,6 +85,8 @@ class ParsedRun:
             self.warnings.append(warning)
     #: The placement the campaign planned (job.json), checked against ``hosts`` at ingest.
     placement: str | None = None
+    #: An application run's program, arguments and rank count (tool app; a series key).
+    program: str = ""
     #: CPU and socket (physical package) of each rank, rank order, when the tool recorded them.
     cpus: list[int] = field(default_factory=list)
     sockets: list[int] = field(default_factory=list)
@@ -105,6 +107,12 @@ class ParsedRun:
     #: Called by the orchestrator with the number of rows written, before the run is
     #: recorded: a parser that knows how many rows there should be checks them here.
     check_rows: Callable[[int], None] | None = None
+    #: The run's identity beyond its bytes (kit.tools.identity.of): a longer copy of
+    #: the same run replaces a shorter one. None: identified by its bytes alone.
+    identity: str | None = None
+    #: {host, pid, program} of the process writing the files, when the tool recorded one
+    #: and no end time (kit.tools.identity.live_writer asks whether it still runs).
+    writer: dict[str, Any] | None = None
 
 
 class Companion(Exception):
@@ -146,23 +154,96 @@ def fail(path: Path, line: int | None, message: str, hint: str | None = None) ->
     return IngestError(message, where=where, hint=hint)
 
 
+#: No tool writes a line this long: a longer one is not a tool output (a 1 GB single-line
+#: file once made the CSV reader take 24 GB).
+MAX_LINE_BYTES = 1 << 20
+#: Text outputs read whole (OSU, SkaMPI, logp, ReproMPI, netgauge, calibration) are at most
+#: this large; the probe's and plain CSV files, which can be huge, are read in blocks.
+MAX_TEXT_BYTES = 256 << 20
+#: Bytes of whole lines per block of :func:`line_blocks` (its memory budget, with one line).
+BLOCK_BYTES = 16 << 20
+_BOM = b"\xef\xbb\xbf"
+_LONG_LINE = re.compile(b"[^\n]{%d}" % (MAX_LINE_BYTES + 1))
+_LONG_TEXT_LINE = re.compile(b"[^\n\r]{%d}" % (MAX_LINE_BYTES + 1))
+_NOT_TEXT = "pass only text outputs of the supported tools"
+
+
+def _too_long(path: Path, line: int) -> IngestError:
+    return fail(path, line, f"a line longer than {MAX_LINE_BYTES >> 20} MiB: not the output "
+                "of a supported tool", _NOT_TEXT)
+
+
 def read_text(path: Path) -> list[str]:
-    """The file's lines; undecodable bytes are an IngestError, not a UnicodeDecodeError."""
+    """The file's lines (any of \\n, \\r\\n, \\r ends a line; a byte order mark is
+    dropped); undecodable bytes, NUL bytes, a line over :data:`MAX_LINE_BYTES` or a file over
+    :data:`MAX_TEXT_BYTES` are an IngestError naming the line."""
     try:
-        data = path.read_bytes()
+        size = path.stat().st_size
+        if size > MAX_TEXT_BYTES:
+            raise fail(path, None, f"the file is {size:,} bytes, more than the "
+                       f"{MAX_TEXT_BYTES >> 20} MiB a text output of this tool can be", _NOT_TEXT)
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_TEXT_BYTES + 1)
     except OSError as exc:
         raise fail(path, None, f"cannot read the file ({exc.strerror})") from None
+    long_line = _LONG_TEXT_LINE.search(data)  # before decoding: no copy of a huge line
+    if long_line is not None:
+        raise _too_long(path, data.count(b"\n", 0, long_line.start()) + 1)
     try:
-        text = data.decode("utf-8")
+        text = data.removeprefix(_BOM).decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise fail(path, line, "the file is not UTF-8 text",
-                   "pass only text outputs of the supported tools") from None
+        raise fail(path, line, "the file is not UTF-8 text", _NOT_TEXT) from None
     if "\x00" in text:
         line = text[: text.index("\x00")].count("\n") + 1
         raise fail(path, line, "the file contains NUL bytes (a binary or corrupted file)",
-                   "pass only text outputs of the supported tools")
+                   _NOT_TEXT)
     return text.splitlines()
+
+
+def line_blocks(path: Path, *, skip_header: bool = True) -> Iterator[tuple[int, bytes]]:
+    """(line number of the block's first line, whole lines) of ``path`` in blocks of about
+    :data:`BLOCK_BYTES`, streamed: memory stays at a block whatever the file's size.
+
+    Line ends are made ``\\n`` (``\\r\\n`` and a lone ``\\r`` too: CR-only files once made
+    Polars abort the process), a byte order mark is dropped, the header line is skipped when
+    asked, a line over :data:`MAX_LINE_BYTES` and a NUL byte are IngestErrors at their line.
+    """
+    line = 1
+    carry = b""
+    first = True  # the file's first read (a byte order mark is dropped from it)
+    header = skip_header  # the header line is still to be skipped
+    cr_pending = False
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(BLOCK_BYTES)
+            eof = not chunk
+            if first:
+                chunk, first = chunk.removeprefix(_BOM), False
+            if cr_pending and chunk.startswith(b"\n"):
+                chunk = chunk[1:]  # the \n of a \r\n cut between two reads
+            cr_pending = chunk.endswith(b"\r")
+            data = carry + chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if b"\x00" in data:
+                raise fail(path, line + data[: data.index(b"\x00")].count(b"\n"),
+                           "the file contains NUL bytes (a binary or corrupted file)", _NOT_TEXT)
+            end = len(data) if eof else data.rfind(b"\n") + 1
+            whole, carry = data[:end], data[end:]
+            if len(carry) > MAX_LINE_BYTES:
+                raise _too_long(path, line + whole.count(b"\n"))
+            if whole and header:
+                cut = whole.find(b"\n") + 1 or len(whole)
+                if cut > MAX_LINE_BYTES:
+                    raise _too_long(path, 1)
+                whole, line, header = whole[cut:], 2, False
+            if whole:
+                found = _LONG_LINE.search(whole)
+                if found is not None:
+                    raise _too_long(path, line + whole.count(b"\n", 0, found.start()))
+                yield line, whole
+                line += whole.count(b"\n") + (0 if whole.endswith(b"\n") else 1)
+            if eof:
+                return
 
 
 def parse_size(path: Path, line: int, token: str, what: str = "message size") -> int:

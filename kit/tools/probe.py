@@ -42,6 +42,7 @@ import contextlib
 import csv
 import functools
 import hashlib
+import json
 import math
 import mmap
 import os
@@ -57,7 +58,7 @@ from kit.core.checks import Checker, parse_size
 from kit.core.errors import IngestError
 from kit.core.paths import probe_binary
 from kit.core.yamlmarks import PathKey
-from kit.tools import binaries
+from kit.tools import binaries, identity
 from kit.tools.base import Executable, JobParts, Sniff, Tool
 from kit.tools.jobrecord import apply_job_record
 from kit.tools.parsing import (
@@ -140,9 +141,13 @@ def parse(path: Path) -> ParsedRun:
     run = ParsedRun(tool="probe", sources=[path], rows=pl.DataFrame(), complete=None,
                     explain=lambda: locate_error(path))
     written = meta.get("samples_written") if meta else None
-    expected = written if isinstance(written, int) and not isinstance(written, bool) else None
+    expected = written if isinstance(written, int) and not isinstance(written, bool) \
+        and written >= 0 else None
+    # An ended run's meta counts every line; a killed one's only those flushed before its
+    # last meta write, so more lines than that are normal there.
+    ended = meta is not None and meta.get("complete") is True
     run.rows = _frames(path, run, with_calls=with_calls, extended=extended, pairs=pairs,
-                       expected=expected)
+                       expected=expected, ended=ended)
     if meta is None:
         run.warnings.append(f"{path.name}: no {meta_file.name} beside it; run metadata unknown")
         if extended:
@@ -162,7 +167,7 @@ def _check_header(path: Path) -> bool:
             first = fh.readline()
     except OSError as exc:
         raise fail(path, None, f"cannot read the file ({exc.strerror})") from None
-    header = first.rstrip(b"\r\n").decode("utf-8", "replace")
+    header = first.removeprefix(b"\xef\xbb\xbf").rstrip(b"\r\n").decode("utf-8", "replace")
     if header not in (HEADER, HEADER_EXT):
         raise fail(path, 1, f"expected the probe header '{HEADER}' (or '{HEADER_EXT}' from "
                    "a contention run)")
@@ -181,7 +186,8 @@ def _pairs(meta_file: Path, meta: dict[str, Any] | None) -> int:
 
 
 def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = False,
-            pairs: int = 1, expected: int | None = None) -> Iterator[Frame]:
+            pairs: int = 1, expected: int | None = None, ended: bool = False
+            ) -> Iterator[Frame]:
     """Tidy frames, one per slice of BLOCK_BYTES of whole lines, each as a function the
     orchestrator's writer thread calls (:func:`_slice_frame`); marks the run incomplete
     on a torn last line, or when fewer sample lines than the meta file's ``samples_written``
@@ -240,9 +246,9 @@ def _frames(path: Path, run: ParsedRun, *, with_calls: bool, extended: bool = Fa
     if expected is None:
         return
     if with_calls:
-        _check_written(run, path, lines, expected)
+        _check_written(run, path, lines, expected, ended)
     else:  # a row per line: the orchestrator's row count is the line count
-        run.check_rows = lambda rows: _check_written(run, path, rows, expected)
+        run.check_rows = lambda rows: _check_written(run, path, rows, expected, ended)
 
 
 def _slice_frame(data: bytes, *, with_calls: bool, extended: bool, pairs: int
@@ -294,8 +300,15 @@ def _fast_frame(data: bytes, with_calls: bool, extended: bool = False, pairs: in
     return pl.DataFrame(out)
 
 
-def _check_written(run: ParsedRun, path: Path, lines: int, expected: int) -> None:
-    """Fewer sample lines than the meta file's ``samples_written``: a truncated copy."""
+def _check_written(run: ParsedRun, path: Path, lines: int, expected: int,
+                   ended: bool = False) -> None:
+    """Fewer sample lines than the meta file's ``samples_written``: a truncated copy; more,
+    in a run the probe ended: not this run alone (a file concatenated with itself was one
+    complete run at double the rows)."""
+    if ended and lines > expected:
+        raise fail(path, None, f"{lines} sample lines but the meta file says the probe wrote "
+                   f"{expected}: the file holds more than this run (two runs concatenated?)",
+                   "ingest each run's own samples file with its own meta file")
     if lines < expected:
         run.mark_incomplete(
             f"{lines} of {expected} samples (output cut short)",
@@ -479,6 +492,16 @@ def _apply_meta(path: Path, meta: dict[str, Any], run: ParsedRun) -> None:
     elif complete is True and run.complete is None:
         run.complete = True
     run.transport_hint = transport_from_env(run.env, run.hosts)
+    # Who the run is beyond its bytes, and who (if anyone) is still writing it.
+    run.identity = identity.of("probe", plan_hash=_text(meta.get("plan_hash")),
+                               start=run.start, hosts=run.hosts, seed=_text(meta.get("seed")),
+                               pairing=json.dumps(meta.get("pairing")))
+    if run.end is None and complete is not True and "writer_pid" in meta:
+        # a probe that records its writer (older ones do not: their runs count as ended)
+        pid = meta.get("writer_pid")
+        run.writer = {"host": run.hosts[0] if run.hosts else None,
+                      "pid": pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+                      "program": "pt2pt-probe"}
     run.cpus = _int_list(meta.get(META_CPUS))
     run.sockets = _int_list(meta.get(META_SOCKETS))
     run.pair_ranks = _first_pair(meta.get("pairing"))
@@ -518,6 +541,67 @@ _SIZES_RE = re.compile(
     rf"^(loguniform:{_SIZE}:{_SIZE}|grid:{_SIZE}:{_SIZE}:\d+(\.\d+)?|list:{_SIZE}(,{_SIZE})*)$")
 
 
+_SIZE_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+#: The probe's limits on ``--sizes`` (kit/probe/options.c): the specification's length, the
+#: entries of a list, and the largest message (an MPI count is a C int).
+MAX_SPEC_CHARS = 8191
+MAX_LIST_SIZES = 4096
+MAX_MESSAGE = 2**31 - 1
+
+
+def _bytes_or_none(text: str) -> int | None:
+    """parse_bytes of options.c: digits, an optional K/M/G (either case), within 64 bits."""
+    mult = _SIZE_SUFFIX.get(text[-1:].upper(), 1) if text else 1
+    digits = text[:-1] if mult != 1 else text
+    if not digits.isdigit() or not digits.isascii():
+        return None
+    value = int(digits) * mult
+    return value if value < 2**64 else None
+
+
+def size_spec_problem(spec: str) -> str | None:
+    """Why the probe would refuse ``--sizes SPEC`` (the same rules as its options.c, plus the
+    largest MPI message), or None. Plan checks a campaign's sizes with it, so a job never
+    fails on sizes the plan accepted."""
+    usage = "use loguniform:MIN:MAX, grid:MIN:MAX:FACTOR or list:A,B,C (bytes, suffixes K/M/G)"
+    if len(spec) > MAX_SPEC_CHARS:
+        return f"the specification is longer than {MAX_SPEC_CHARS} characters"
+    kind, _, rest = spec.partition(":")
+    fields = rest.split(":") if rest else []
+    if kind in ("loguniform", "grid"):
+        if len(fields) != (3 if kind == "grid" else 2):
+            return f"wrong number of fields; {usage}"
+        lo, hi = _bytes_or_none(fields[0]), _bytes_or_none(fields[1])
+        if lo is None or hi is None:
+            return "MIN and MAX must be byte counts like 0, 512, 64K or 4M (below 2^64)"
+        if lo > hi:
+            return f"MIN ({lo}) > MAX ({hi}); give MIN <= MAX"
+        if kind == "grid":
+            try:
+                factor = float(fields[2])
+            except ValueError:
+                factor = math.nan
+            if not (factor > 1.0 and math.isfinite(factor)):
+                return "FACTOR must be a number > 1, e.g. 2 or 1.5"
+    elif kind == "list":
+        if len(fields) != 1 or not fields[0]:
+            return usage
+        items = fields[0].split(",")
+        if len(items) > MAX_LIST_SIZES:
+            return f"more than {MAX_LIST_SIZES} sizes in the list"
+        values = [_bytes_or_none(item) for item in items]
+        if None in values:
+            bad = items[values.index(None)]
+            return f"'{bad}' is not a byte count like 0, 512, 64K or 4M"
+        hi = max(v for v in values if v is not None)
+    else:
+        return f"unknown kind '{kind}'; {usage}"
+    if hi > MAX_MESSAGE:
+        return (f"the largest message ({hi} B) exceeds {MAX_MESSAGE} B, the largest MPI int "
+                "count; lower MAX")
+    return None
+
+
 def _options(ck: Checker, entry: dict[str, Any], path: PathKey) -> dict[str, Any]:
     ops = ck.choices(entry.get("ops", ["pingpong"]), (*path, "ops"), OPS, "probe op")
     sizes = ck.text(entry.get("sizes", "loguniform:0:4M"), (*path, "sizes"), pattern=_SIZES_RE,
@@ -529,6 +613,11 @@ def _options(ck: Checker, entry: dict[str, Any], path: PathKey) -> dict[str, Any
         if lo > hi:
             raise ck.fail((*path, "sizes"), f"MIN {lo} is larger than MAX {hi}",
                           "swap the two bounds")
+    why = size_spec_problem(sizes)  # the probe's own rules: a job never fails on them
+    if why is not None:
+        raise ck.fail((*path, "sizes"), f"the probe would refuse sizes '{sizes[:60]}"
+                      f"{'...' if len(sizes) > 60 else ''}': {why}",
+                      "fix the size specification")
     return {
         "ops": list(ops),
         "sizes": sizes,
@@ -543,10 +632,40 @@ def _options(ck: Checker, entry: dict[str, Any], path: PathKey) -> dict[str, Any
         "order": ck.text(entry.get("order", "shuffled"), (*path, "order"),
                          pattern=re.compile(r"^(shuffled|blocked)$"),
                          hint="use shuffled (default) or blocked"),
-        "extra_args": list(ck.text_list(entry.get("extra_args", []), (*path, "extra_args"))),
+        "extra_args": _extra_args(ck, entry.get("extra_args", []), (*path, "extra_args")),
         "concurrent_pairs": _concurrent(ck, entry.get("concurrent_pairs"),
                                         (*path, "concurrent_pairs")),
     }
+
+
+#: Probe options a campaign may pass through ``extra_args``: how it measures, never where it
+#: writes (``--output``) or what the campaign's own keys say (ops, sizes, seed, order...).
+EXTRA_ARGS = ("--flush-every", "--fsync-interval", "--window", "--inject-delay-us",
+              "--repeat-fraction", "--repeat-count")
+EXTRA_FLAGS = ("--bidirectional",)
+
+
+def _extra_args(ck: Checker, value: Any, path: PathKey) -> list[str]:
+    words = list(ck.text_list(value, path))
+    i = 0
+    while i < len(words):
+        name = words[i].split("=", 1)[0]
+        if name in EXTRA_FLAGS:
+            i += 1
+            continue
+        if name not in EXTRA_ARGS:
+            raise ck.fail((*path, i), f"'{words[i]}' is not a probe option extra_args may set "
+                          "(outputs go to the job folder; ops, sizes, samples, seed, warmup, "
+                          "timer, order and max_seconds have their own keys)",
+                          f"use the entry's own keys, or one of {', '.join(EXTRA_ARGS)}, "
+                          f"{', '.join(EXTRA_FLAGS)}")
+        if "=" not in words[i]:
+            if i + 1 >= len(words) or words[i + 1].startswith("--"):
+                raise ck.fail((*path, i), f"'{words[i]}' needs a value",
+                              f"write e.g. [{words[i]}, \"64\"]")
+            i += 1
+        i += 1
+    return words
 
 
 def _concurrent(ck: Checker, value: Any, path: PathKey) -> list[int]:

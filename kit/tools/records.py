@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,8 @@ PROBE_META_SCHEMA: dict[str, Any] = {
                               "minItems": 2, "maxItems": 2}},
         "complete": {"type": ["boolean", "null"]},
         "stop_reason": _STR_OR_NULL,
+        # the process writing the files (kit.tools.identity asks whether it still runs)
+        "writer_pid": {"type": ["integer", "null"], "minimum": 0},
     },
 }
 _VALIDATORS = {id(s): Draft202012Validator(s) for s in (JOB_RECORD_SCHEMA, PROBE_META_SCHEMA)}
@@ -83,6 +86,8 @@ _VALIDATORS = {id(s): Draft202012Validator(s) for s in (JOB_RECORD_SCHEMA, PROBE
 def read_record(path: Path) -> tuple[Any, str | None]:
     """(parsed JSON, None) or (None, why it cannot be read): never raises for bad content."""
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the open for ever
+            return None, "is not a regular file"
         with open(path, "rb") as fh:
             raw = fh.read(MAX_RECORD_BYTES + 1)
     except OSError as exc:
@@ -90,7 +95,7 @@ def read_record(path: Path) -> tuple[Any, str | None]:
     if len(raw) > MAX_RECORD_BYTES:
         return None, f"is larger than {MAX_RECORD_BYTES >> 20} MiB"
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # an editor's byte order mark is not an error
     except UnicodeDecodeError as exc:
         return None, f"is not UTF-8 text (invalid byte at offset {exc.start})"
     try:

@@ -17,6 +17,7 @@ Run metadata (start, end, hosts, job id, forced variables, completeness) comes f
 from __future__ import annotations
 
 import re
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -240,24 +241,44 @@ def _options(ck: Checker, entry: dict[str, Any], path: PathKey,
     given = Path(ck.text(entry["ski"], (*path, "ski")))
     ski = base / given if not given.is_absolute() and base is not None else given
     shipped = SHIPPED_CAMPAIGNS / given
-    if not ski.is_file() and not given.is_absolute() and shipped.is_file():
+    if not ski.exists() and not given.is_absolute() and shipped.is_file():
         # A campaign copied out of jobs/campaigns (as the tutorial says) keeps naming the
         # kit's own templates, which stayed behind.
         ski = shipped
-    if not ski.is_file():
+    # The template is copied into every job folder: it must be a file meant to be shared,
+    # beside the campaign (or one of the kit's own), never /etc/shadow, /proc/self/environ,
+    # ../../.. or a symbolic link out of the folder.
+    shared = [base.resolve()] if base is not None else []
+    shared.append(SHIPPED_CAMPAIGNS.resolve())
+    resolved = ski.resolve()
+    if not any(resolved.is_relative_to(folder) for folder in shared):
+        raise ck.fail((*path, "ski"), f"the .ski template {ski} is outside the campaign's "
+                      f"folder{f' ({base})' if base is not None else ''}",
+                      "copy the template beside the campaign file (plan copies it into every "
+                      "job folder) and name it relative to the campaign")
+    if not ski.exists():
         raise ck.fail((*path, "ski"), f"the .ski template {ski} does not exist (nor a "
                       f"template of that name among the kit's, {SHIPPED_CAMPAIGNS})",
                       "give a path relative to the campaign file, or copy the .ski beside it "
                       f"(e.g. 'cp {SHIPPED_CAMPAIGNS / 'pingpong.ski'} .')")
+    if not resolved.is_file():
+        raise ck.fail((*path, "ski"), f"the .ski template {ski} is not a regular file",
+                      "give a .ski text file")
     raw = entry.get("params") if entry.get("params") is not None else {}
     params = ck.mapping(raw, (*path, "params"), tuple(raw) if isinstance(raw, dict) else ())
     for key in params:
         if not ENV_NAME_RE.match(key):
             raise ck.fail((*path, "params", key), f"invalid template variable '{key}'",
                           "use letters, digits and _")
-    return {"ski": str(ski.resolve()),
+    options = list(ck.text_list(entry.get("options", []), (*path, "options")))
+    for i, option in enumerate(options):
+        if option in ("-i", "-o") or option.startswith(("-i", "-o")):
+            raise ck.fail((*path, "options", i), f"'{option}' would change SkaMPI's input or "
+                          "output file, which the job sets (input.ski, skampi.sko)",
+                          "remove it: the results stay in the job folder")
+    return {"ski": str(resolved),
             "params": {k: ck.text(v, (*path, "params", k)) for k, v in params.items()},
-            "options": list(ck.text_list(entry.get("options", []), (*path, "options")))}
+            "options": options}
 
 
 def find_skampi(view: Path) -> Path | None:
@@ -294,10 +315,15 @@ class Skampi(Tool):
     def job(self, spec: ToolSpec, benchmark: str | None, binary: Path) -> JobParts:
         ski = Path(spec.options["ski"])
         text = read_text_template(ski, spec.options["params"])
+        try:  # the copy is as private as its source
+            mode = stat.S_IMODE(ski.stat().st_mode) & 0o666
+        except OSError:
+            mode = 0o600
         return JobParts(template="skampi.sbatch.j2",
                         command=[str(binary), "-i", "input.ski", "-o", "skampi.sko",
                                  *spec.options["options"]],
-                        outputs=["skampi.sko"], extra_files={"input.ski": text})
+                        outputs=["skampi.sko"], extra_files={"input.ski": text},
+                        extra_modes={"input.ski": mode})
 
     def sniff(self, path: Path, lines: list[str]) -> bool:
         if looks_like(lines):

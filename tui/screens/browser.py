@@ -105,6 +105,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
         Binding("space", "mark", "Mark"),  # for compare (ctrl+g); short: the footer is full
         Binding("ctrl+g", "compare", "Compare marked"),
         Binding("ctrl+o", "open_dataset", "Open dataset"),
+        Binding("ctrl+a", "apps", "Apps"),
         Binding("escape", "clear_filter", "Clear filter"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "app.quit", "Quit", group=QUIT_GROUP),  # last: beside the app's ctrl+q
@@ -326,7 +327,25 @@ class BrowserScreen(HelpMixin, Screen[None]):
     def _open(self, key: serieskey.SeriesKey) -> None:
         from tui.screens.series import SeriesScreen
 
+        if key.get("op") == "app":  # runs of a program: not fitted
+            self.action_apps()
+            return
         self.app.push_screen(SeriesScreen(self.session, key))
+
+    def action_apps(self) -> None:
+        from tui import appsview
+        from tui.screens.apps import AppsScreen
+
+        if self.session.apps is None:
+            self.notify("No applications result: run pt2pt predict-app DATASET --platform DIR "
+                        "-o FILE, then pt2pt tui DATASET --apps FILE.", severity="warning")
+            return
+        try:
+            view = appsview.load(self.session.apps)
+        except UserError as err:
+            notify_error(self, err)
+            return
+        self.app.push_screen(AppsScreen(view))
 
     def action_mark(self) -> None:
         key = self._highlighted()

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import signal
+import stat
 import sys
 import threading
 import time
@@ -36,11 +37,14 @@ import polars as pl
 
 from kit import tools
 from kit.core.errors import IngestError, UserError
+from kit.core.inputs import kind_of
 from kit.data import dataset as ds
+from kit.data import integrity
 from kit.data.ingest import sniff
 from kit.data.placement import resolve as resolve_placement
 from kit.data.schema import OPTIONAL_SAMPLE_DEFAULTS, PLACEMENTS, RUNS_SCHEMA
 from kit.measure.conditions import Conditions, columns
+from kit.tools import identity
 from kit.tools.parsing import (
     Frame,
     ParsedRun,
@@ -62,6 +66,10 @@ class IngestReport:
     files_skipped: list[tuple[Path, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
+    #: files not ingested because their writer is still at work (kit.tools.identity)
+    running: list[Path] = field(default_factory=list)
+    #: (run replaced, run replacing it): a longer copy of the same run
+    replaced: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -227,21 +235,70 @@ def _option_name(value: str | None, option: str) -> str | None:
     return value
 
 
-def _expand(paths: Iterable[str | Path], report: IngestReport) -> list[tuple[Path, bool]]:
+def _walk(root: Path, report: IngestReport, dataset: Path | None) -> list[Path]:
+    """Regular files under ``root``, symbolic links to folders followed (each folder once),
+    hidden names left out. Nothing is left out silently: a folder that cannot be read is a
+    failure, a FIFO or device is skipped with its reason, and so is a pt2pt dataset (the one
+    being written to, or any other: its Parquet files are not tool outputs)."""
+    found: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        try:
+            st = folder.stat()
+            if (st.st_dev, st.st_ino) in seen:
+                continue  # a link back to a folder already walked
+            seen.add((st.st_dev, st.st_ino))
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            failed = fail(folder, None, f"cannot read the folder ({exc.strerror}); the files "
+                          "in it were not ingested", "check its permissions, or leave it out")
+            report.files_failed.append((folder, failed.paragraph()))
+            continue
+        if (folder != root and (folder / ds.RUNS_FILE).is_file()) or (
+                dataset is not None and folder.resolve() == dataset):
+            report.files_skipped.append((folder, "a pt2pt dataset, not tool outputs"))
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            try:
+                if entry.is_dir():  # follows a link to a folder
+                    todo.append(path)
+                elif entry.is_file():
+                    found.append(path)
+                else:
+                    mode = os.stat(path).st_mode
+                    report.files_skipped.append((path, f"{kind_of(mode)}, not a file"))
+            except OSError as exc:  # a dangling link, a vanished entry
+                report.files_skipped.append((path, f"cannot be read ({exc.strerror})"))
+    return sorted(found)
+
+
+def _expand(paths: Iterable[str | Path], report: IngestReport,
+            dataset: Path | None = None) -> list[tuple[Path, bool]]:
     """(file, came from a folder walk), in a stable order, without duplicates."""
     seen: set[Path] = set()
     files: list[tuple[Path, bool]] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file()
-                           and not any(part.startswith(".") for part in p.relative_to(path).parts))
-            entries = [(p, True) for p in found]
-        elif path.is_file():
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:
+            why = "no such file or folder" if isinstance(exc, FileNotFoundError) else \
+                f"cannot be read ({exc.strerror})"
+            report.files_failed.append((path, fail(path, None, why).paragraph()))
+            continue
+        if stat.S_ISDIR(mode):
+            entries = [(p, True) for p in _walk(path, report, dataset)]
+        elif stat.S_ISREG(mode):
             entries = [(path, False)]
-        else:
-            missing = fail(path, None, "no such file or folder")
-            report.files_failed.append((path, missing.paragraph()))
+        else:  # a FIFO would block the first read for ever
+            refused = fail(path, None, f"this is {kind_of(mode)}, not a file",
+                           "give the tool's output files or folders")
+            report.files_failed.append((path, refused.paragraph()))
             continue
         for p, walked in entries:
             key = p.resolve()
@@ -290,7 +347,8 @@ def _default_campaign(path: Path) -> str:
 def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | None = None,
            transport: str | None = None, tool: str | None = None, op: str | None = None,
            placement: str | None = None,
-           on_file: Callable[[int, int, Path], None] | None = None) -> IngestReport:
+           on_file: Callable[[int, int, Path], None] | None = None,
+           allow_running: bool = False) -> IngestReport:
     """Ingest tool outputs (files or folders) into ``dataset``; see the module docstring.
 
     campaign: default = the name of the folder holding each file.
@@ -300,6 +358,8 @@ def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | 
     placement: what the campaign planned (intra-socket/intra-node/inter-node); default = the
     job record's, if any. Checked against the hosts the run recorded (kit.data.placement).
     on_file(index, n_files, path): called before each file is read (progress bars).
+    allow_running: also commit runs whose writer is still at work (their samples so far,
+    marked incomplete); by default they are skipped and listed in ``report.running``.
     """
     campaign = _option_name(campaign, "--campaign")
     transport = _option_name(transport, "--transport")
@@ -313,10 +373,11 @@ def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | 
         raise UserError(f"{dataset} exists and is not a folder", where="option --dataset",
                         hint="give a folder (it is created if missing)")
     report = IngestReport()
-    files = _expand(paths, report)
+    files = _expand(paths, report, dataset.resolve())
     try:
         _ingest_locked(dataset, files, report, forced=forced, campaign=campaign,
-                       transport=transport, op=op, placement=placement, on_file=on_file)
+                       transport=transport, op=op, placement=placement, on_file=on_file,
+                       allow_running=allow_running)
     except Interrupted as exc:
         exc.report = report
         raise
@@ -331,14 +392,16 @@ def ingest(paths: Iterable[str | Path], dataset: str | Path, *, campaign: str | 
 def _ingest_locked(dataset: Path, files: list[tuple[Path, bool]], report: IngestReport, *,
                    forced: str | None, campaign: str | None, transport: str | None,
                    op: str | None, placement: str | None,
-                   on_file: Callable[[int, int, Path], None] | None = None) -> None:
+                   on_file: Callable[[int, int, Path], None] | None = None,
+                   allow_running: bool = False) -> None:
     dataset.mkdir(parents=True, exist_ok=True)
     with ds.locked(dataset):
         existing = ds.runs(dataset)
         ds.remove_leftovers(dataset, existing)
         batch = _Batch(dataset, report, set(existing["run_id"].to_list()),
                        known_paths=_source_paths(existing), forced=forced,
-                       campaign=campaign, transport=transport, op=op, placement=placement)
+                       campaign=campaign, transport=transport, op=op, placement=placement,
+                       allow_running=allow_running, identities=_identities(existing))
         try:
             for index, (path, walked) in enumerate(files):
                 if on_file is not None:
@@ -348,7 +411,7 @@ def _ingest_locked(dataset: Path, files: list[tuple[Path, bool]], report: Ingest
             _stop_if_signalled()
             with _commit_window():
                 ds.commit(dataset, batch.parts,
-                          pl.DataFrame(batch.new_runs, schema=RUNS_SCHEMA))
+                          pl.DataFrame(batch.new_runs, schema=RUNS_SCHEMA), drop=batch.drop)
         except Interrupted as exc:
             if not exc.committed:
                 _discard(dataset, batch)
@@ -386,6 +449,15 @@ def _ingest_locked(dataset: Path, files: list[tuple[Path, bool]], report: Ingest
             raise stop
 
 
+def _identities(run_table: pl.DataFrame) -> dict[str, tuple[str, int]]:
+    """identity -> (run id, rows) of the committed runs that have one."""
+    found: dict[str, tuple[str, int]] = {}
+    for key, run_id, rows in run_table.select("identity", "run_id", "n_samples").iter_rows():
+        if key is not None:
+            found[key] = (run_id, int(rows or 0))
+    return found
+
+
 def _source_paths(run_table: pl.DataFrame) -> set[str]:
     """The files the runs were read from (runs.parquet's ``sources``)."""
     paths: set[str] = set()
@@ -419,8 +491,44 @@ class _Batch:
     transport: str | None = None
     op: str | None = None
     placement: str | None = None
+    allow_running: bool = False
+    #: identity -> (run id, rows) of the committed runs, then of the staged ones too
+    identities: dict[str, tuple[str, int]] = field(default_factory=dict)
     parts: list[tuple[Path, Path]] = field(default_factory=list)
     new_runs: list[dict[str, object]] = field(default_factory=list)
+    #: committed runs that longer copies replace (removed by the commit)
+    drop: set[str] = field(default_factory=set)
+
+    def _unstage(self, run_id: str) -> None:
+        """Take a staged run (and its temp parts) out of this batch."""
+        keep = [(tmp, final) for tmp, final in self.parts if ds.run_of_part(final.name) != run_id]
+        for tmp, final in self.parts:
+            if ds.run_of_part(final.name) == run_id:
+                tmp.unlink(missing_ok=True)
+        self.parts = keep
+        self.new_runs = [r for r in self.new_runs if r["run_id"] != run_id]
+        self.report.run_ids = [r for r in self.report.run_ids if r != run_id]
+
+    def _same_run(self, path: Path, run: ParsedRun, run_id: str, n_rows: int) -> bool:
+        """A copy of a run already there: True when this copy is to be skipped; a longer
+        copy replaces the other (committed: dropped at the commit; staged: unstaged)."""
+        if run.identity is None or run.identity not in self.identities:
+            return False
+        other, rows = self.identities[run.identity]
+        if n_rows <= rows:
+            self.report.files_skipped.append(
+                (path, f"a copy of run {other}, which holds as many samples or more "
+                       f"({rows:,} rows, this copy {n_rows:,}); not ingested again"))
+            return True
+        if other in self.known and all(r["run_id"] != other for r in self.new_runs):
+            self.drop.add(other)
+        else:
+            self._unstage(other)
+        self.report.replaced.append((other, run_id))
+        self.report.warnings.append(
+            f"{path}: a longer copy of run {other} ({n_rows:,} rows instead of {rows:,}): "
+            "it replaces that run, so the samples are not counted twice")
+        return False
 
     def add(self, path: Path, walked: bool) -> None:
         """Detect, parse and stage one file; its errors go to the report, not up."""
@@ -441,6 +549,14 @@ class _Batch:
                     report.files_skipped.append((path, f"already ingested (run {run_id})"))
                     return
             run = parse_file(path, fmt, self.op)
+            busy = None if self.allow_running else identity.live_writer(run)
+            if busy is not None:
+                report.running.append(path)
+                report.files_skipped.append(
+                    (path, f"still being written: {busy}; not ingested (run the same command "
+                           "once the run has ended, or give --allow-running to take the "
+                           "samples written so far as an incomplete run)"))
+                return
             campaign = self.campaign or _default_campaign(path)
             transport = safe_name(self.transport or run.transport_hint or transport_from_name(
                 path.name, path.resolve().parent.name) or "unknown")
@@ -465,6 +581,9 @@ class _Batch:
                 _unlink(tmps)
                 report.files_skipped.append((path, f"already ingested (run {run_id})"))
                 return
+            if self._same_run(path, run, run_id, n_rows):
+                _unlink(tmps)
+                return
         except sniff.Companion as comp:
             report.files_skipped.append((path, comp.reason))
             return
@@ -482,7 +601,10 @@ class _Batch:
             raise
         final = ds.part_path(self.dataset, campaign, run.tool, run_id)
         self.known.add(run_id)
-        self.parts.extend(zip(tmps, _final_names(final, len(tmps)), strict=True))
+        finals = _final_names(final, len(tmps))
+        self.parts.extend(zip(tmps, finals, strict=True))
+        # each part's size and checksum, committed with the run and checked by every reader
+        parts = integrity.describe(zip(tmps, [f.name for f in finals], strict=True))
         listed = [{"path": str(p.resolve()), "sha256": hashes.get(p) or _sha256(p)}
                   for p in run.sources]
         where = resolve_placement(run.hosts, self.placement or run.placement,
@@ -500,8 +622,13 @@ class _Batch:
             "placement": where.placement, "placement_source": where.source,
             "host_pair": where.host_pair,
             "cpus": ",".join(str(c) for c in run.cpus) or None,
+            integrity.PARTS_COLUMN: parts,
+            "identity": run.identity,
+            "program": run.program or None,
             **run_conditions(run),
         })
+        if run.identity is not None:
+            self.identities[run.identity] = (run_id, n_rows)
         report.files_ok += 1
         report.rows_added += n_rows
         report.run_ids.append(run_id)

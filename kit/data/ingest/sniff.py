@@ -49,7 +49,8 @@ def head_lines(path: Path) -> list[str]:
                    "the tool wrote nothing; check its stderr or re-run it")
     if b"\x00" in data:
         raise fail(path, None, "this is a binary file, not a tool's text output")
-    text = data.decode("utf-8", errors="replace")
+    # an editor's byte order mark is not part of the first line (it hid 6 of 7 formats)
+    text = data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", errors="replace")
     lines = text.splitlines()
     if len(data) == _HEAD_BYTES and lines:
         lines = lines[:-1] or lines  # the last line may be cut by the sniff window

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from kit.core.atomicwrite import write_text
+
 
 def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write to a temp file in the same directory, then rename over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write to a temp file in the same directory, then rename over ``path``
+    (kit.core.atomicwrite: errors in words, no temp file left)."""
+    write_text(path, text, mode=mode)
 
 
 def dump_json(data: Any) -> str:

@@ -421,13 +421,44 @@ def write_record(job_dir: Path, plan: dict[str, Any], fields: dict[str, Any]) ->
     _write_atomic(job_dir / "job.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
+def _start_ticks(pid: int) -> int | None:
+    """The process' start time in clock ticks since boot (/proc/PID/stat field 22)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _keep_previous(job_dir: Path, plan: dict[str, Any]) -> None:
+    """Move an earlier run's outputs (a rerun, a requeue) to ``previous/<time>/``: the tools
+    never overwrite a run (the probe refuses to), and nothing measured is thrown away."""
+    names = [*plan.get("outputs", []), plan.get("meta_file")]
+    found = [job_dir / n for n in names if isinstance(n, str) and "/" not in n
+             and (job_dir / n).exists()]
+    if not found:
+        return
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = job_dir / "previous" / stamp
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = job_dir / "previous" / f"{stamp}-{n}"
+    dest.mkdir(parents=True)
+    for path in found:
+        os.replace(path, dest / path.name)
+
+
 def _begin(args: argparse.Namespace, job_dir: Path) -> int:
     plan = _plan(job_dir)
+    _keep_previous(job_dir, plan)
     (job_dir / "job.json").unlink(missing_ok=True)
     for old in [*job_dir.glob("rank-*.rc"), *job_dir.glob("rank-*.cpu"), job_dir / DURING]:
         old.unlink(missing_ok=True)
     snap = {"start": _now(), "epoch": time.time(), "net": net_bytes(), "ib": ib_bytes(),
-            "command": list(args.command), "conditions": nodestate.before()}
+            "command": list(args.command), "conditions": nodestate.before(),
+            # the job script (this helper's parent): collect asks whether it still runs
+            "host": socket.gethostname(), "pid": os.getppid(),
+            "pid_start": _start_ticks(os.getppid())}
     _write_atomic(job_dir / COUNTERS, json.dumps(snap) + "\n")
     launcher, tool = args.launcher, args.tool
     for what, name in (("launcher", launcher), ("tool", tool)):

@@ -17,26 +17,80 @@ from pathlib import Path
 from typing import Any
 
 from kit.core.errors import CampaignError
+from kit.core.inputs import read_bytes
 
 MANIFEST_NAME = "manifest.json"
 SUBMITTED_NAME = "submitted.json"
 
 
+#: A manifest lists every job of a campaign: 64 MiB is millions of them.
+MAX_MANIFEST_BYTES = 64 << 20
+_REPLAN = ("plan the campaign again into a new directory (manifest.json is written by "
+           "'pt2pt plan', not by hand)")
+
+
 def read_manifest(campaign_dir: Path) -> dict[str, Any]:
+    """The manifest, checked: every path it names stays inside ``campaign_dir``.
+
+    A manifest is untrusted (copied between sites, maybe edited): a job whose ``dir`` was
+    ``../../../../etc`` made collect read /etc/shadow. Job folders, scripts and output names
+    must be relative, without ``..``, and resolve (symbolic links followed) inside the
+    campaign folder; anything else is a CampaignError naming the job and the field.
+    """
     path = campaign_dir / MANIFEST_NAME
     if not path.is_file():
         raise CampaignError("no manifest.json here: not a planned campaign directory",
                             where=str(campaign_dir),
                             hint="run 'pt2pt plan CAMPAIGN.yaml -o DIR' first")
+    raw = read_bytes(path, "manifest", limit=MAX_MANIFEST_BYTES, error=CampaignError)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CampaignError(f"cannot read the manifest: {exc}", where=str(path),
-                            hint="plan the campaign again into a new directory") from None
-    if not isinstance(data, dict) or "jobs" not in data:
-        raise CampaignError("the manifest has no 'jobs'", where=str(path),
-                            hint="plan the campaign again into a new directory")
+                            hint=_REPLAN) from None
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        raise CampaignError("the manifest has no 'jobs' list", where=str(path), hint=_REPLAN)
+    if not isinstance(data.get("campaign", {}), dict):
+        raise CampaignError("the manifest's 'campaign' is not an object", where=str(path),
+                            hint=_REPLAN)
+    root = campaign_dir.resolve()
+    for i, job in enumerate(data["jobs"]):
+        _check_job(root, path, i, job)
+    arrays = data.get("arrays", {})
+    if not isinstance(arrays, dict):
+        raise CampaignError("the manifest's 'arrays' is not an object", where=str(path),
+                            hint=_REPLAN)
+    for group, array in arrays.items():
+        if not isinstance(array, dict):
+            raise CampaignError(f"array {group!r} is not an object", where=str(path),
+                                hint=_REPLAN)
+        _inside(root, path, f"array {group!r}", "script", array.get("script"))
     return data
+
+
+def _inside(root: Path, manifest: Path, what: str, key: str, value: Any) -> None:
+    """``value`` is a relative path that stays inside ``root`` (links followed)."""
+    rel = Path(value) if isinstance(value, str) and value and "\0" not in value else None
+    if rel is None or rel.is_absolute() or ".." in rel.parts or not (
+            root / rel).resolve().is_relative_to(root):
+        raise CampaignError(f"{what} has '{key}': {value!r}, which is not a path inside the "
+                            "campaign folder", where=str(manifest), hint=_REPLAN)
+
+
+def _check_job(root: Path, manifest: Path, index: int, job: Any) -> None:
+    if not isinstance(job, dict) or not isinstance(job.get("id"), str):
+        raise CampaignError(f"job {index} is not an object with an 'id'", where=str(manifest),
+                            hint=_REPLAN)
+    what = f"job {job['id']!r}"
+    _inside(root, manifest, what, "dir", job.get("dir"))
+    if "script" in job:
+        _inside(root, manifest, what, "script", job.get("script"))
+    outputs = job.get("outputs", [])
+    if not isinstance(outputs, list) or not all(
+            isinstance(o, str) and o and "/" not in o and o not in (".", "..")
+            for o in outputs):
+        raise CampaignError(f"{what} has 'outputs': {outputs!r}; outputs are file names in "
+                            "its job folder", where=str(manifest), hint=_REPLAN)
 
 
 def read_job_json(campaign_dir: Path, job: dict[str, Any]) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kit import tools
+from kit.core.atomicwrite import output_error
 from kit.core.errors import CampaignError
 from kit.measure.campaign import jobrecord, nodestate, pairs
 from kit.measure.campaign.fileio import dump_json, write_atomic
@@ -50,6 +51,7 @@ class PlannedJob:
     stdout_name: str = "stdout.txt"
     meta_file: str | None = None
     extra_files: dict[str, str] = field(default_factory=dict)
+    extra_modes: dict[str, int] = field(default_factory=dict)
     spec_index: int = 0
     id: str = ""
     seed: int = 0
@@ -66,6 +68,13 @@ def shape(placement: str, k: int = 0) -> tuple[int, int]:
     or all 2K on one node (rank i measures against rank i+K)."""
     nodes, per_node = _PLACEMENT_SHAPE[placement]
     return nodes, per_node * max(k, 1)
+
+
+def job_shape(campaign: Campaign, job: PlannedJob) -> tuple[int, int]:
+    """(nodes, tasks per node) of a planned job: its tool's (app: np ranks), else the
+    placement's pair shape."""
+    own = tools.get(job.tool).shape(_spec_of(campaign, job), job.placement, job.k)
+    return own or shape(job.placement, job.k)
 
 
 def job_seed(campaign_seed: int, key: str) -> int:
@@ -139,7 +148,7 @@ def expand(campaign: Campaign, out_dir: Path,
                     if tool_names.count(spec.tool) > 1:  # two entries of one tool
                         name += str(spec_index)
                     if k:
-                        name += f"-k{k}"
+                        name += f"-{tool.variant_tag}{k}"
                     group = f"{name}-{transport}-{_PLACEMENT_SHORT[placement]}"
                     for pair in _units(placement, node_pairs):
                         for rep in range(1, campaign.repetitions + 1):
@@ -171,7 +180,8 @@ def _job(spec: ToolSpec, bench: str | None, binary: Path, transport: str, placem
     parts = tools.get(spec.tool).job(spec, bench, binary)
     return PlannedJob(**common, template=parts.template, command=parts.command,
                       outputs=parts.outputs, stdout_name=parts.stdout_name,
-                      meta_file=parts.meta_file, extra_files=dict(parts.extra_files))
+                      meta_file=parts.meta_file, extra_files=dict(parts.extra_files),
+                      extra_modes=dict(parts.extra_modes))
 
 
 def _launch_words(campaign: Campaign, entry: TransportEntry,
@@ -245,7 +255,7 @@ def _context(campaign: Campaign, table: TransportTable, job: PlannedJob,
     entry = table.entry(campaign.mpi, job.transport).for_placement(job.placement)
     forced = list(dict.fromkeys([*entry.env, *(k for o in entry.env_by_major.values()
                                                 for k in o)]))
-    nodes, per_node = shape(job.placement, job.k)
+    nodes, per_node = job_shape(campaign, job)
     slurm_launch, local_launch = _launch_words(campaign, entry, forced, nodes * per_node)
     spec = _spec_of(campaign, job)
     return {
@@ -287,7 +297,7 @@ def campaign_python(campaign: Campaign) -> str:
 def _job_record(campaign: Campaign, job: PlannedJob, table: TransportTable) -> dict[str, Any]:
     flavour = table.entry(campaign.mpi, job.transport)
     entry = flavour.for_placement(job.placement)
-    nodes, per_node = shape(job.placement, job.k)
+    nodes, per_node = job_shape(campaign, job)
     forced = list(dict.fromkeys([*entry.env, *(k for o in entry.env_by_major.values()
                                                 for k in o)]))
     return {
@@ -339,15 +349,17 @@ def _write_new(path: Path, text: str, mode: int = 0o644) -> None:
     """A file in a job directory this plan just created: no reader can see it half-written
     before the manifest (written last, atomically) names it, so no temp file + rename (which
     costs two file operations per file in a 10,000-job campaign)."""
-    with open(path, "w", encoding="utf-8") as fh:
+    # created with its final bits (never readable by others, even for an instant, when the
+    # source was private)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w",
+                   encoding="utf-8") as fh:
         fh.write(text)
-    if mode != 0o644:
-        os.chmod(path, mode)
+    os.chmod(path, mode)
 
 
 def _array_context(campaign: Campaign, group: str, jobs: list[PlannedJob],
                    out_dir: Path) -> dict[str, Any]:
-    nodes, per_node = shape(jobs[0].placement, jobs[0].k)
+    nodes, per_node = job_shape(campaign, jobs[0])
     return {
         "array": {"group": group, "size": len(jobs),
                   "slurm_name": f"{campaign.name}.{group}"[:120],
@@ -372,12 +384,31 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
     out_dir = out_dir.resolve()
     node_pairs = (pairs.resolve(campaign.pairs, campaign.seed, campaign.slurm.partition,
                                 slurm_env) if campaign.pairs else None)
+    created = not out_dir.exists()
     _prepare_dir(out_dir, force)
     jobs, not_planned = expand(campaign, out_dir, node_pairs)
     if not jobs:
         raise CampaignError("no job could be planned (every tool is missing its binary)",
                             where=str(campaign_path),
                             hint="build the probe or install the Spack environment")
+    try:
+        return _write_plan(campaign_path, campaign, table, out_dir, jobs, not_planned,
+                           node_pairs)
+    except OSError as exc:
+        # A full disk or a folder we may not write: no half plan is left to be submitted.
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        else:
+            for job in jobs:
+                shutil.rmtree(out_dir / "jobs" / job.id, ignore_errors=True)
+        raise output_error(exc, exc.filename or out_dir,
+                           "cannot write the campaign plan") from None
+
+
+def _write_plan(campaign_path: Path, campaign: Campaign, table: TransportTable, out_dir: Path,
+                jobs: list[PlannedJob], not_planned: list[Any],
+                node_pairs: Any) -> Path:
+    """Render and write every file of the plan; the manifest last (it names the rest)."""
     helper = out_dir / HELPER
     write_atomic(helper, Path(jobrecord.__file__).read_text(encoding="utf-8"), 0o755)
     # the helper's own module, imported beside it (standard library only, like the helper)
@@ -400,7 +431,7 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
         job_dir.mkdir(parents=True, exist_ok=True)
         _write_new(job_dir / "plan.json", dump_json(record))
         for name, text in sorted(job.extra_files.items()):
-            _write_new(job_dir / name, text)
+            _write_new(job_dir / name, text, job.extra_modes.get(name, 0o644))
         _write_new(job_dir / "job.sbatch", script, 0o755)
         records.append(record)
     array_template = env.get_template("array.sbatch.j2")
@@ -414,7 +445,7 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
                          "tool": members[0].benchmark or members[0].tool,
                          "transport": members[0].transport,
                          "placement": members[0].placement,
-                         "ntasks_per_node": shape(members[0].placement, members[0].k)[1]}
+                         "ntasks_per_node": job_shape(campaign, members[0])[1]}
     source = campaign_path.read_bytes()
     write_atomic(out_dir / "campaign.yaml", source.decode("utf-8"))
     manifest = {

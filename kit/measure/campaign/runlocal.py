@@ -9,12 +9,14 @@ ended as completed or skipped are not run again (re-running a campaign resumes i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kit.core.errors import CampaignError
 from kit.measure.campaign.manifest import read_job_json, read_manifest
 
 _DONE_STATES = ("completed", "skipped")
@@ -40,6 +42,23 @@ def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
+#: Seconds a job script has, after SIGTERM, to stop its tool and write its record.
+STOP_GRACE_S = 30.0
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the job script (it records "cancelled" and stops the tool, as under Slurm's
+    scancel), then SIGKILL it if it has not ended within STOP_GRACE_S."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+
+
 def run_local(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
               on_start: Callable[[int, int, str], None] | None = None,
               on_end: Callable[[LocalResult], None] | None = None,
@@ -47,6 +66,14 @@ def run_local(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
     campaign_dir = campaign_dir.resolve()
     manifest = read_manifest(campaign_dir)
     jobs = manifest["jobs"]
+    for job in jobs:  # a folder deleted since the plan: say so before anything runs
+        script = campaign_dir / job.get("script", f"{job['dir']}/job.sbatch")
+        if not (campaign_dir / job["dir"]).is_dir() or not script.is_file():
+            raise CampaignError(f"job {job['id']}'s folder or script is missing "
+                                f"({script.relative_to(campaign_dir)})",
+                                where=str(campaign_dir),
+                                hint="plan the campaign again (pt2pt plan CAMPAIGN.yaml -o "
+                                     "DIR --force keeps the results already there)")
     results: list[LocalResult] = []
     run_env = _env(env)
     for index, job in enumerate(jobs):
@@ -59,9 +86,14 @@ def run_local(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
         else:
             job_dir = campaign_dir / job["dir"]
             with (job_dir / "run-local.log").open("w", encoding="utf-8") as log:
-                proc = subprocess.run(["bash", str(campaign_dir / job["script"])],
-                                      cwd=job_dir, env=run_env, stdin=subprocess.DEVNULL,
-                                      stdout=log, stderr=subprocess.STDOUT, check=False)
+                proc = subprocess.Popen(["bash", str(campaign_dir / job["script"])],
+                                        cwd=job_dir, env=run_env, stdin=subprocess.DEVNULL,
+                                        stdout=log, stderr=subprocess.STDOUT)
+                try:
+                    proc.wait()
+                except BaseException:
+                    _stop(proc)  # run-local stopped: the job ends as Slurm would end it
+                    raise
             record = read_job_json(campaign_dir, job) or {}
             result = LocalResult(job["id"], str(record.get("state", "failed")),
                                  proc.returncode,

@@ -33,6 +33,11 @@ OVERHEADS_EXCEED = ("the send/recv overheads (smpi/os + smpi/or) exceed the ping
 class OverheadsExceed(ModelError):
     """The send/recv models' overheads leave no network time somewhere: export without them
     (the demo does, and says so)."""
+#: Probabilities of a measured size's own noise table, (i - 0.5) / 25: its shape is set at
+#: nine levels (kit.model.persize.SHAPE_LEVELS, p02 ... p98), which 25 quantiles carry, at a
+#: quarter of the cost of the segments' 100 (the predictive quantiles of ~10^4 sizes were
+#: most of an export's time).
+OWN_PROBS = tuple((i + 0.5) / 25 for i in range(25))
 #: The levels compared to decide whether a stored size needs its own entries.
 _DECIDE_LEVELS = (0.05, 0.5, 0.95)
 
@@ -52,27 +57,40 @@ class SizePoint:
     ratios: tuple[float, ...]
 
     def to_dict(self) -> dict[str, object]:
+        """Without the table: it is in the noise table (``= SIZE ...``), 25 numbers a size."""
         return {"size": self.size, "transfer": self.transfer,
                 "latency_factor": self.latency_factor,
-                "bandwidth_factor": self.bandwidth_factor, "median_s": self.median_s,
-                "network_ratio_table": list(self.ratios)}
+                "bandwidth_factor": self.bandwidth_factor, "median_s": self.median_s}
+
+
+@dataclass(frozen=True)
+class OwnSizes:
+    """The stored sizes to export on their own, with the model's median and quantiles."""
+
+    sizes: NDArray[np.float64]
+    median: NDArray[np.float64]
+    #: (len(sizes), len(probs)) quantiles at the noise table's probabilities
+    quantiles: NDArray[np.float64]
 
 
 def own_sizes(model: PointToPointModel, smooth: PointToPointModel, stored: NDArray[np.float64],
-              tolerance: float = PER_SIZE_TOLERANCE) -> NDArray[np.float64]:
-    """The stored sizes whose median, p05 or p95 differ from ``smooth``'s by > tolerance."""
+              probs: Sequence[float] = OWN_PROBS,
+              tolerance: float = PER_SIZE_TOLERANCE) -> OwnSizes:
+    """The stored sizes whose median, p05 or p95 differ from ``smooth``'s by > tolerance
+    (one quantile call per model: the model's own at ``probs`` and the three levels)."""
     sizes = np.unique(np.asarray(stored, dtype=np.float64))
     sizes = sizes[(sizes >= 1) & (sizes == np.round(sizes))]
+    levels = [*probs, *_DECIDE_LEVELS]
     if not sizes.size:
-        return sizes
-    decide = list(_DECIDE_LEVELS)
-    own = np.asarray(model.predict_quantiles(sizes, decide), dtype=np.float64)
-    base = np.asarray(smooth.predict_quantiles(sizes, decide), dtype=np.float64)
-    return sizes[np.max(np.abs(own / base - 1.0), axis=1) > tolerance]
+        return OwnSizes(sizes, sizes, np.zeros((0, len(probs))))
+    q = np.asarray(model.predict_quantiles(sizes, levels), dtype=np.float64)
+    own = q[:, len(probs):]
+    base = np.asarray(smooth.predict_quantiles(sizes, list(_DECIDE_LEVELS)), dtype=np.float64)
+    keep = np.max(np.abs(own / base - 1.0), axis=1) > tolerance
+    return OwnSizes(sizes[keep], own[keep, 1], q[keep, :len(probs)])
 
 
-def size_points(model: PointToPointModel, sizes: NDArray[np.float64], *, envelope: int,
-                probs: Sequence[float],
+def size_points(own: OwnSizes, *, envelope: int,
                 overhead: Callable[[NDArray[np.float64]], NDArray[np.float64]],
                 line: Callable[[NDArray[np.float64]], tuple[NDArray[np.float64],
                                                             NDArray[np.float64]]],
@@ -85,19 +103,18 @@ def size_points(model: PointToPointModel, sizes: NDArray[np.float64], *, envelop
     same ratio, so they stay as physical as the line they come from); its noise table is
     the size's own quantiles over that median.
     """
+    sizes, median, q = own.sizes, own.median, own.quantiles
     if not sizes.size:
         return []
-    median = np.asarray(model.predict(sizes), dtype=np.float64)
-    q = np.asarray(model.predict_quantiles(sizes, list(probs)), dtype=np.float64)
     transfer = sizes + envelope
     o = overhead(transfer)
     centre = median - o
     if np.any(centre <= 0):
         bad = int(sizes[np.argmax(centre <= 0)])
         raise OverheadsExceed(f"at the measured size {bad} B {OVERHEADS_EXCEED}",
-                         where="ping-pong model",
-                         hint="check that --send/--recv are models of the same pair, or "
-                         "export without them")
+                              where="ping-pong model",
+                              hint="check that --send/--recv are models of the same pair, or "
+                              "export without them")
     a, b = line(transfer)
     scale = centre / (a + b * transfer)
     ratios = np.maximum((q - o[:, None]) / centre[:, None], 1e-3)

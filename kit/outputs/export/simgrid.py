@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from kit.core.atomicwrite import make_dirs, write_text
 from kit.core.errors import ModelError
 from kit.core.lsq import nnls2
 from kit.figures import sanity
@@ -286,7 +287,11 @@ def parse_version(text: str, where: str = "option --simgrid-version") -> tuple[i
     if not m:
         raise ModelError(f"cannot read a SimGrid version in {text!r}", where=where,
                          hint="give MAJOR.MINOR, e.g. 3.32")
-    return int(m.group(1)), int(m.group(2))
+    major, minor = int(m.group(1)), int(m.group(2))
+    if not (3 <= major <= 9 and minor <= 999):  # SimGrid 3.x today; a typo, not a version
+        raise ModelError(f"{text!r} is not a SimGrid version (3.x to 9.x)", where=where,
+                         hint="give MAJOR.MINOR, e.g. 3.32")
+    return major, minor
 
 
 def detect_version() -> tuple[int, int] | None:
@@ -474,8 +479,17 @@ class _Target:
         dense = getattr(self, "_dense", None)
         if dense is not None and s.size:
             idx = np.clip(np.searchsorted(dense, s), 0, dense.size - 1)
-            if np.all(dense[idx] == s):
-                return np.asarray(self._dense_centre[idx], dtype=np.float64)
+            hit = dense[idx] == s
+            if not np.all(hit):  # evaluate the misses once and keep them (the line split
+                # and the check after it ask for the same narrow ranges again)
+                new = np.unique(s[~hit])
+                merged = np.concatenate([dense, new])
+                order = np.argsort(merged, kind="stable")
+                self._dense = dense = merged[order]
+                self._dense_centre = np.concatenate(
+                    [self._dense_centre, self._centre_uncached(new)])[order]
+                idx = np.clip(np.searchsorted(dense, s), 0, dense.size - 1)
+            return np.asarray(self._dense_centre[idx], dtype=np.float64)
         return self._centre_uncached(s)
 
     def _centre_uncached(self, size: ArrayLike) -> NDArray[np.float64]:
@@ -558,7 +572,7 @@ class SimgridExport:
         ``platform.xml`` (the measured pair with that block), ``hostfile``,
         ``simgrid-noise.json`` and its flat twin ``simgrid-noise.tsv`` for the noise plugin.
         """
-        out_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(out_dir)
         props = "\n".join(f'  <prop id="{k}" value="{v}"/>' for k, v in self.config.items())
         files = {
             "smpi-config.txt": "\n".join(self.cfg_args()) + "\n",
@@ -568,14 +582,7 @@ class SimgridExport:
             "simgrid-noise.json": json.dumps(self.document, indent=2, sort_keys=True) + "\n",
             "simgrid-noise.tsv": self.noise_table,
         }
-        written = []
-        for name, text in files.items():
-            path = out_dir / name
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
-            written.append(path)
-        return written
+        return [write_text(out_dir / name, text) for name, text in files.items()]
 
 
 def _refuse_unphysical(model: Any, lat_entries: Sequence[FactorEntry],
@@ -736,8 +743,9 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
         if key != "smpi/ois":
             overheads.append(text)
     own = (own_sizes(full, model, full.stored_sizes())
-           if center == "median" and hasattr(full, "stored_sizes") else np.zeros(0))
-    target = _Target(model, center, overheads, DETACHED_THRESH, envelope, own)
+           if center == "median" and hasattr(full, "stored_sizes") else None)
+    target = _Target(model, center, overheads, DETACHED_THRESH, envelope,
+                     own.sizes if own is not None else None)
     target.prefetch()
     for k, r in enumerate(target.regimes_):
         grid = target.grid(r.size_min, r.size_max, k == len(target.regimes_) - 1)
@@ -824,9 +832,9 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
                  "values": [float(v) for v in row]}
                 for size, row in zip(table_sizes, ratios, strict=True)],
         })
-    points = size_points(full, own, envelope=envelope, probs=NOISE_PROBS,
-                         overhead=target.overhead, line=lambda t: _line_at(pieces, bounds, t),
-                         latency=latency, bandwidth=bandwidth)
+    points = [] if own is None else size_points(
+        own, envelope=envelope, overhead=target.overhead,
+        line=lambda t: _line_at(pieces, bounds, t), latency=latency, bandwidth=bandwidth)
     merged = with_points([e.bound for e in lat_entries],
                          [(a.values[0], b.values[0])
                           for a, b in zip(lat_entries, bw_entries, strict=True)], points)

@@ -22,6 +22,7 @@ from jinja2 import Environment, FileSystemLoader
 from numpy.typing import NDArray
 
 from kit import __version__
+from kit.core.atomicwrite import make_dirs, write_text
 from kit.core.errors import ModelError, UserError
 from kit.core.paths import PACKAGE_DIR
 from kit.core.progress import track
@@ -262,7 +263,8 @@ def aggregate_note(stat: str, reported: Mapping[str, Any] | None = None) -> str:
 
 def render(out_dir: Path, sections: list[Section], title: str, *,
            loggp: tuple[list[Any], list[str]] | None = None,
-           contention: list[dict[str, Any]] | None = None) -> Path:
+           contention: list[dict[str, Any]] | None = None,
+           apps: dict[str, Any] | None = None) -> Path:
     """Write ``index.html`` (atomically) from the sections (and the LogGP part, if any:
     :func:`kit.outputs.report.loggp.loggp_part`'s tables and notes; the contention part:
     :func:`contention_part`'s groups)."""
@@ -271,14 +273,12 @@ def render(out_dir: Path, sections: list[Section], title: str, *,
     blocks, loggp_notes = loggp if loggp is not None else ([], [])
     html = env.get_template("index.html.j2").render(
         loggp_blocks=blocks, loggp_notes=loggp_notes, contention=contention or [],
+        apps=apps_part(apps) if apps else None,
         title=title, sections=sections, kit_version=__version__, terms=TERMS,
         summaries=[s.summary for s in sections if s.summary is not None],
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
     path = out_dir / "index.html"
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text(path, html)
 
 
 # --------------------------------------------------------------------------- data access
@@ -323,7 +323,7 @@ def _series_title(series: Mapping[str, Any]) -> str:
     from kit.data.schema import SERIES_KEYS, UNKNOWN, pairs_label
 
     words = [pairs_label(series.get(k)) if k == "pairs" else str(series[k])
-             for k in SERIES_KEYS if series.get(k) is not None and series.get(k) != UNKNOWN]
+             for k in SERIES_KEYS if series.get(k) not in (None, UNKNOWN, "")]
     return " / ".join(w for w in words if w)
 
 
@@ -336,7 +336,7 @@ def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None =
     series = fitted.series or {}
     ds_path = dataset or fitted.dataset
     size = time = None
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
     notes = []
     if ds_path is not None:
         try:
@@ -377,25 +377,39 @@ def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None =
     return render(out_dir, [section], f"pt2pt report: {title}", loggp=loggp)
 
 
+def apps_part(doc: dict[str, Any]) -> dict[str, Any]:
+    """The applications section from a ``pt2pt predict-app`` result (kit.outputs.predictapp:
+    the same rows as its table, the same summary lines)."""
+    from kit.outputs.predictapp import summary_lines, table_rows
+
+    rows = table_rows(doc)
+    headers = list(rows[0]) if rows else []
+    return {"platform": doc.get("platform", ""), "statistic": doc.get("statistic", ""),
+            "headers": headers, "rows": [[r[h] for h in headers] for r in rows],
+            "lines": [*summary_lines(doc), *doc.get("notes", [])]}
+
+
 def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | None = None,
-                   validate: bool = True, random_state: int = 0) -> Path:
-    """Fit (and validate) every series of ``dataset`` matching ``series``; one section each."""
+                   validate: bool = True, random_state: int = 0,
+                   apps: dict[str, Any] | None = None) -> Path:
+    """Fit (and validate) every series of ``dataset`` matching ``series``; one section each.
+    ``apps``: a ``pt2pt predict-app`` result, shown as the applications section."""
     from kit.data import dataset as ds
     from kit.data.schema import SERIES_KEYS
     from kit.fit.fitting import fit_samples
     from kit.fit.validate import validate_into
 
-    table = ds.series_table(dataset)
+    table = ds.series_table(dataset).filter(pl.col("op") != "app")  # apps: predict-app
     for k, v in (series or {}).items():
         if k not in SERIES_KEYS:
             raise UserError(f"'{k}' is not a series key", where="option --series",
                             hint=f"use {', '.join(SERIES_KEYS)}")
         table = table.filter(pl.col(k) == v)
-    if table.height == 0:
+    if table.height == 0 and apps is None:
         raise UserError(f"no series in {dataset} matches {dict(series or {})}",
                         where="option --series", hint="list them with 'pt2pt fit --help' "
                         "or check the dataset path")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
     sections = []
     from kit.outputs.report.loggp import group_key, loggp_part
 
@@ -431,7 +445,7 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
         sections.append(section)
     loggp = loggp_part(dataset, series, breakpoints=pingpong_breaks, random_state=random_state)
     return render(out_dir, sections, f"pt2pt report: {dataset.name}", loggp=loggp,
-                  contention=contention_part(dataset, series))
+                  contention=contention_part(dataset, series), apps=apps)
 
 
 def contention_part(dataset: Path, series: Mapping[str, str] | None) -> list[dict[str, Any]]:

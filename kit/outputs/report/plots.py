@@ -16,6 +16,8 @@ from typing import Any
 
 import matplotlib
 
+from kit.core.atomicwrite import replacing
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
@@ -27,10 +29,11 @@ _COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
 
 def _save(fig: Any, path: Path) -> Path:
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with replacing(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=100)
+    finally:
+        plt.close(fig)
     return path
 
 

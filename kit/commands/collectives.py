@@ -1,0 +1,157 @@
+"""``pt2pt collectives sweep|analyze``: collective algorithms under SMPI (issue 61; see
+kit/outputs/collsweep.py for the runs and kit/analyses/collectives.py for the figures)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from kit.core import argtypes
+from kit.core.argtypes import integer, real
+
+
+def _list(parse: Any, what: str) -> Any:
+    def inner(text: str) -> list[Any]:
+        try:
+            values = [parse(w.strip()) for w in text.split(",") if w.strip()]
+        except (ValueError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of "
+                                             f"{what}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"{text!r}: give at least one of {what}")
+        return values
+
+    return inner
+
+
+def _size(text: str) -> int:
+    from kit.core.checks import parse_size
+
+    value = parse_size(text)
+    if not 0 <= value <= 1 << 34:
+        raise ValueError(text)
+    return value
+
+
+def _percent(text: str) -> float:
+    value = float(text.rstrip("%"))
+    if not (math.isfinite(value) and 0 <= value <= 1000):
+        raise ValueError(text)
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "collectives", help="sweep collective algorithms under SMPI and rank them",
+        description="The 2015 collective-algorithm study on a platform the kit exported: "
+        "'sweep' runs the kit's driver (collbench) under smpirun for every collective x "
+        "algorithm (--cfg=smpi/<collective>:<algorithm>) x numproc x size, recording the "
+        "simulated time of each repetition, host wall and CPU time and peak memory (PSS) per "
+        "point into OUT/collectives.parquet (resumable: finished points are kept in "
+        "OUT/points.jsonl); 'analyze' prints per configuration the best algorithm and every "
+        "algorithm's ratio to it, and per algorithm the share of configurations within X %% "
+        "of the best with 95 %% bootstrap intervals. Needs SimGrid.")
+    sub = p.add_subparsers(dest="action", required=True, metavar="sweep|analyze")
+    s = sub.add_parser("sweep", help="run the points not yet in OUT",
+                       description="Run every point not yet in OUT. A point that exceeds "
+                       "--time-limit or --memory-limit, or that SimGrid stops, is recorded "
+                       "with its status (timeout, memory, failed) and the sweep goes on.")
+    s.add_argument("out", type=Path, metavar="OUT", help="output folder (resumed if it exists)")
+    s.add_argument("--platform", type=Path, required=True, metavar="DIR",
+                   help="cluster platform folder (pt2pt export MODEL --simgrid --hosts N)")
+    s.add_argument("--collective", default="alltoall",
+                   choices=("alltoall", "allreduce", "bcast", "allgather", "reduce"))
+    s.add_argument("--algorithms", type=_list(str, "algorithm names"), required=True,
+                   metavar="A,B,...", help="SimGrid algorithm names (an unknown one lists "
+                   "the valid ones)")
+    s.add_argument("--np", type=_list(integer(1, 65536, "ranks"), "rank counts"),
+                   required=True, metavar="N,...", help="numbers of processes")
+    s.add_argument("--sizes", type=_list(_size, "sizes (bytes; K, M suffixes)"),
+                   required=True, metavar="S,...",
+                   help="message sizes (alltoall/allgather: per block; others: the buffer)")
+    s.add_argument("--reps", type=integer(1, 10000, "repetitions"), default=3,
+                   help="timed repetitions per point (default 3)")
+    s.add_argument("--seed", type=argtypes.seed, default=1, help="noise seed (default 1)")
+    s.add_argument("--deterministic", action="store_true",
+                   help="no noise: every message at its model's median")
+    s.add_argument("--time-limit", type=real(0.1, 86400.0, "seconds"), default=600.0,
+                   metavar="S", help="per point (default 600 s)")
+    s.add_argument("--memory-limit", type=real(0.01, 4096.0, "GiB"), default=8.0,
+                   metavar="GIB", help="peak PSS per point (default 8 GiB)")
+    s.add_argument("--ranks-per-host", type=integer(1, 4096, "ranks per host"), metavar="K")
+    s.set_defaults(func=run_sweep)
+    a = sub.add_parser("analyze", help="best algorithm per configuration, shares within X %%",
+                       description="Read OUT (even a sweep stopped early) and print the "
+                       "ranking and the shares within X %% (see kit/analyses/collectives.py "
+                       "for the definitions).")
+    a.add_argument("out", type=Path, metavar="OUT")
+    a.add_argument("--within", type=_list(_percent, "percentages"), default=[2.0, 5.0, 10.0],
+                   metavar="X,...", help="thresholds in %% (default 2,5,10)")
+    a.add_argument("--split", type=integer(1, 1 << 20, "ranks"), default=256,
+                   help="numproc at which the ranges split (default 256)")
+    a.add_argument("--resamples", type=argtypes.resamples, default=2000)
+    a.add_argument("--seed", type=argtypes.seed, default=1, help="bootstrap seed (default 1)")
+    a.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    a.set_defaults(func=run_analyze)
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    from kit.outputs.collsweep import Sweep, run_sweep
+
+    sweep = Sweep(platform=args.platform, algorithms={args.collective: args.algorithms},
+                  numprocs=args.np, sizes=args.sizes, reps=args.reps, seed=args.seed,
+                  noise=not args.deterministic, time_limit=args.time_limit,
+                  memory_limit=int(args.memory_limit * 2**30),
+                  ranks_per_host=args.ranks_per_host)
+
+    def show(p: Any, i: int, n: int) -> None:
+        t = f"{sorted(p.times)[len(p.times) // 2]:.6g} s" if p.times else p.reason[:100]
+        print(f"[{i}/{n}] {p.collective} {p.algorithm} np={p.numproc} size={p.size}: "
+              f"{p.status} {t} (wall {p.wall_s:.1f} s, cpu {p.cpu_s:.1f} s, "
+              f"PSS {p.peak_pss_bytes / 2**20:.0f} MiB)", flush=True)
+
+    points = run_sweep(sweep, args.out, show)
+    bad = sum(p.status != "ok" for p in points)
+    print(f"{len(points)} points in {args.out / 'collectives.parquet'} ({bad} not ok)")
+    return 0
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    from kit.analyses.collectives import ranking, shares
+    from kit.outputs.collsweep import read_dataset
+
+    rows = read_dataset(args.out)
+    ranked = ranking(rows)
+    found = shares(rows, within=tuple(args.within), split=args.split,
+                   resamples=args.resamples, seed=args.seed)
+    if args.json:
+        print(json.dumps({"ranking": ranked.to_dicts(), "shares": [s.to_dict() for s in found]},
+                         indent=1, default=str))
+        return 0
+    print("time = median simulated time over repetitions (slowest rank); ratio = time / the "
+          "best algorithm's at the same (numproc, size); inf: the point did not complete")
+    for (coll, n, size), part in ranked.partition_by(
+            "collective", "numproc", "size", as_dict=True, maintain_order=True).items():
+        cells = [f"{r['algorithm']} {r['ratio']:.3f}" if math.isfinite(r["ratio"])
+                 else f"{r['algorithm']} not completed"
+                 for r in part.iter_rows(named=True)]
+        best = part["best_time"][0]
+        head = f"{coll} np={n} size={size}: best {part['best'][0]} " + (
+            f"{best:.4g} s" if best is not None else "(none completed)")
+        print(head + " | " + ", ".join(cells))
+    print("\nshare of configurations within X % of the best, 95 % bootstrap interval over "
+          "configurations")
+    xs = list(dict.fromkeys(s.within_percent for s in found))
+    print(f"{'collective':<10} {'algorithm':<22} {'numproc':<7} {'n':>4}"
+          + "".join(f"{f'within {x:g} %':>21}" for x in xs))
+    table: dict[tuple[str, str, str], dict[float, Any]] = {}
+    for s in found:
+        table.setdefault((s.collective, s.numprocs, s.algorithm), {})[s.within_percent] = s
+    for (coll, numprocs, alg), by_x in table.items():
+        n = next(iter(by_x.values())).configurations
+        print(f"{coll:<10} {alg:<22} {numprocs:<7} {n:>4}" + "".join(
+            f"{f'{by_x[x].share:.2f} [{by_x[x].lo:.2f}, {by_x[x].hi:.2f}]':>21}" for x in xs))
+    return 0

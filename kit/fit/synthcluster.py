@@ -1,0 +1,166 @@
+"""A synthetic cluster with known slow nodes and links: the cluster model's ground truth.
+
+Every pair's samples are the population's (a fitted :class:`kit.model.RegimeModel` of a
+real run, or any object with ``predict`` and ``sample``) changed by what its two nodes and
+its link add, plus a run-level shift per visit:
+
+* latency: ``L`` seconds added to every message (``latency`` effect x the population's
+  median at 64 B);
+* bandwidth: the transfer part of the time (``size / B`` of the population's median, B its
+  effective bandwidth at the largest size) divided by ``1 - bandwidth``;
+* noise: the ln ratio of each sample to its median multiplied by ``1 + noise``.
+
+Unplanted nodes and links get small random effects (``spread``): a real machine's pairs
+differ a little, and the detector must not call that slow. The planted table says which
+nodes and links are slow and by how much, on the model's own scales
+(:func:`truth_of`), for recall and false-discovery counts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from kit.data.pairrows import PairRows, pair_label
+
+
+class Population(Protocol):
+    def predict(self, size: Any) -> NDArray: ...
+
+    def sample(self, size: Any, n: int = 1, random_state: Any = None) -> NDArray: ...
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Fractions: latency added (of the population's 64 B median), bandwidth lost, tail
+    width gained."""
+
+    latency: float = 0.0
+    bandwidth: float = 0.0
+    noise: float = 0.0
+
+
+@dataclass
+class SynthCluster:
+    """Nodes, planted effects, natural spread and the campaign's shape."""
+
+    n_nodes: int = 8
+    nodes_slow: dict[int, Effect] = field(default_factory=dict)
+    links_slow: dict[tuple[int, int], Effect] = field(default_factory=dict)
+    #: sd of the unplanted effects (each figure's fraction), nodes and links
+    spread: Effect = field(default_factory=lambda: Effect(0.02, 0.02, 0.03))
+    #: sd of a visit's multiplicative shift of all its times (run conditions)
+    visit_sd: float = 0.01
+    visits: int = 2
+    samples: int = 400
+    size_min: float = 1.0
+    size_max: float = 4.0 * 2**20
+    prefix: str = "n"
+
+    def node_names(self) -> list[str]:
+        width = len(str(self.n_nodes))
+        return [f"{self.prefix}{i:0{width}d}" for i in range(1, self.n_nodes + 1)]
+
+
+def draw(cluster: SynthCluster, population: Population, seed: int = 0,
+         campaign: str = "synthetic") -> tuple[PairRows, dict[str, Any]]:
+    """The samples of every pair (all pairs, ``visits`` each) and the effects drawn.
+
+    Returns (rows, truth): ``truth["nodes"][name]`` / ``truth["links"][label]`` hold the
+    effects actually applied (planted + spread) as :class:`Effect` fractions, and
+    ``truth["planted_nodes"]`` / ``truth["planted_links"]`` the names planted.
+    """
+    rng = np.random.default_rng(seed)
+    names = cluster.node_names()
+    N = cluster.n_nodes
+    sp = cluster.spread
+    node_eff = [_jitter(cluster.nodes_slow.get(i, Effect()), sp, rng) for i in range(N)]
+    pairs = list(itertools.combinations(range(N), 2))
+    link_eff = {p: _jitter(cluster.links_slow.get(p, Effect()), sp, rng) for p in pairs}
+    m64 = float(population.predict(np.array([64.0]))[0])
+    top = float(cluster.size_max)
+    bw_pop = top / float(population.predict(np.array([top]))[0])
+    hp: list[NDArray] = []
+    rid: list[NDArray] = []
+    sz: list[NDArray] = []
+    tm: list[NDArray] = []
+    sq: list[NDArray] = []
+    lo, hi = math.log(cluster.size_min), math.log(cluster.size_max + 1)
+    for (i, j) in pairs:
+        e = (node_eff[i], node_eff[j], link_eff[(i, j)])
+        L = sum(x.latency for x in e) * m64
+        keep_bw = math.prod(1.0 - x.bandwidth for x in e)
+        k = math.prod(1.0 + x.noise for x in e)
+        label = f"{names[i]}:{names[j]}"
+        for v in range(cluster.visits):
+            s = np.floor(np.exp(rng.uniform(lo, hi, cluster.samples)))
+            base = population.sample(s, 1, rng)[:, 0]
+            med = population.predict(s)
+            transfer = np.minimum(s / bw_pop, med)
+            med_p = med + transfer * (1.0 / keep_bw - 1.0) + L
+            t = med_p * np.exp(k * np.log(base / med))
+            t *= math.exp(rng.normal(0.0, cluster.visit_sd))
+            hp.append(np.full(len(s), label))
+            rid.append(np.full(len(s), f"{label}/v{v}"))
+            sz.append(s)
+            tm.append(t)
+            sq.append(np.arange(len(s)))
+    rows = PairRows.of_arrays(np.concatenate(hp), np.concatenate(rid), np.concatenate(sz),
+                              np.concatenate(tm), np.concatenate(sq),
+                              series={"campaign": campaign, "tool": "synthetic",
+                                      "transport": "synthetic", "op": "pingpong",
+                                      "stat": "raw"})
+    truth = {"nodes": {names[i]: node_eff[i] for i in range(N)},
+             "links": {pair_label((names[i], names[j])): link_eff[(i, j)] for i, j in pairs},
+             "planted_nodes": {names[i]: eff for i, eff in cluster.nodes_slow.items()},
+             "planted_links": {pair_label((names[i], names[j])): eff
+                               for (i, j), eff in cluster.links_slow.items()},
+             "latency_64B": m64, "bandwidth_top": bw_pop}
+    return rows, truth
+
+
+def _jitter(planted: Effect, sd: Effect, rng: np.random.Generator) -> Effect:
+    """The planted effect, or (unplanted) a small random one of either sign."""
+    def one(value: float, s: float) -> float:
+        return value if value else float(rng.normal(0.0, s)) if s else 0.0
+
+    return Effect(one(planted.latency, sd.latency), one(planted.bandwidth, sd.bandwidth),
+                  max(one(planted.noise, sd.noise), -0.5))
+
+
+def write_probe_runs(rows: PairRows, folder: Path) -> list[Path]:
+    """Each run of ``rows`` as the probe's output files (``pt2pt ingest`` reads them).
+
+    One ``run-<k>.samples.csv`` + ``.meta.json`` per run, hosts from its pair, ping-pong
+    times written as round trips (the probe's convention; ingest halves them).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    order = np.argsort(rows.run, kind="stable")
+    starts = np.searchsorted(rows.run[order], np.arange(len(rows.runs) + 1))
+    for k in range(len(rows.runs)):
+        idx = order[starts[k]:starts[k + 1]]
+        a, b = rows.pairs[int(rows.run_pair[k])]
+        prefix = folder / f"run-{k:05d}"
+        lines = ["seq,op,size,count,time,call,warmup"]
+        lines += [f"{i},pingpong,{int(s)},1,{2 * t:.9e},,0"
+                  for i, (s, t) in enumerate(zip(rows.size[idx], rows.time[idx], strict=True))]
+        csv = prefix.with_suffix(".samples.csv")
+        csv.write_text("\n".join(lines) + "\n")
+        meta = {"probe_version": "0.1.0", "argv": ["synthcluster"],
+                "mpi_version": "synthetic", "hosts": [a, b],
+                "timer": {"name": "mpi", "resolution_s": 1e-9, "overhead_s": 0.0},
+                "seed": k, "sizes": {"spec": "loguniform", "samples": len(idx)},
+                "ops": ["pingpong"], "warmup": 0, "env": {}, "slurm_job_id": None,
+                "start": f"2026-01-01T00:{k // 60 % 60:02d}:{k % 60:02d}Z", "end": None,
+                "samples_written": len(idx), "complete": True}
+        prefix.with_suffix(".meta.json").write_text(json.dumps(meta))
+        out.append(csv)
+    return out

@@ -1,0 +1,334 @@
+"""Sweep collective algorithms under SMPI: ``pt2pt collectives sweep`` (issue 61).
+
+Why: the 2015 study behind this kit ran SMPI's collective algorithms over numproc x message
+size and asked which algorithm is within a few percent of the best. This module runs that
+sweep on a cluster platform written by ``pt2pt export --hosts`` (the folder
+``kit.outputs.appsim`` runs programs on), with the kit's driver ``collbench``
+(``kit/tools/apps/collbench.c``, built by ``kit.tools.app``): one smpirun per point
+(collective, algorithm, numproc, size), the algorithm forced with
+``--cfg=smpi/<collective>:<algorithm>``, R repetitions inside the run with the network
+plugin's noise.
+
+Each point records the simulated time of every repetition (the slowest rank's, see
+collbench), the host's wall time and CPU seconds of the whole smpirun, and its peak memory.
+Memory is the proportional set size (PSS) of the run's processes, sampled while it runs:
+with ``SMPI_SHARED_MALLOC`` buffers every rank maps the same pages, and max RSS counts each
+mapping (134 GB for a run that used 2 GB, ../shared/notes/simgrid-scale.md). A sample misses
+a peak shorter than its period (:data:`SAMPLE_PERIOD_S`).
+
+A point that exceeds the time limit or the memory limit is killed and recorded as
+``timeout`` / ``memory``; one SimGrid stops for lack of memory (a failed mapping, an
+allocation) is ``memory`` too; any other failure ``failed`` with SimGrid's words; the sweep
+goes on. The journal ``points.jsonl`` gets one line per finished point (flushed and synced),
+so an interrupted sweep resumes where it stopped; ``collectives.parquet`` (one row per
+repetition, or one per point that did not complete) is rewritten from it at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from kit.core.atomicwrite import make_dirs, replacing, write_text
+from kit.core.errors import UserError
+from kit.outputs.appsim import _hostfile, _plugin, _reason
+from kit.outputs.export.platform import load_platform
+from kit.tools import app as apps
+
+COLLECTIVES = ("alltoall", "allreduce", "bcast", "allgather", "reduce")
+#: The libraries' selectors among SMPI's algorithm names (they choose an algorithm per call).
+SELECTORS = ("default", "ompi", "mpich", "mvapich2", "impi", "automatic")
+STATUSES = ("ok", "timeout", "memory", "failed")
+JOURNAL = "points.jsonl"
+DATASET = "collectives.parquet"
+SAMPLE_PERIOD_S = 0.2
+#: What lets 1,024 ranks fit on one host (../shared/notes/simgrid-scale.md): shared-malloc
+#: blocks large enough that the mappings stay under vm.max_map_count, small stacks, no
+#: privatization (collbench has no globals to privatize), computation not simulated.
+SCALE_CFG = ("--cfg=smpi/shared-malloc-blocksize:67108864", "--cfg=contexts/stack-size:256",
+             "--cfg=smpi/privatization:no", "--cfg=smpi/simulate-computation:no")
+_MEMORY = re.compile(r"Could not map|bad_alloc|out of memory|Cannot allocate memory|"
+                     r"mmap|MAP_FAILED", re.IGNORECASE)
+_VALID = re.compile(r"has no algorithm '[^']*'! Valid algorithms: ([^.]+)\.")
+
+#: Columns of ``collectives.parquet``.
+SCHEMA: dict[str, pl.DataType] = {
+    "series": pl.String(),  # collective/algorithm: one series each
+    "collective": pl.String(), "algorithm": pl.String(),
+    "numproc": pl.UInt32(), "size": pl.UInt64(),
+    "rep": pl.UInt32(),  # null for a point that did not complete
+    "time": pl.Float64(),  # simulated seconds of the repetition (slowest rank); null if none
+    "status": pl.String(),
+    "wall_s": pl.Float64(), "cpu_s": pl.Float64(), "peak_pss_bytes": pl.UInt64(),
+    "seed": pl.UInt32(), "reason": pl.String(),
+}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What to run: a platform folder, algorithms per collective, numprocs, sizes."""
+
+    platform: Path
+    algorithms: dict[str, list[str]]
+    numprocs: list[int]
+    sizes: list[int]
+    reps: int = 3
+    seed: int = 1
+    noise: bool = True
+    time_limit: float = 600.0
+    memory_limit: int = 8 << 30
+    ranks_per_host: int | None = None
+
+    def points(self) -> list[tuple[str, str, int, int]]:
+        return [(c, a, n, s) for c, algs in self.algorithms.items() for a in algs
+                for n in self.numprocs for s in self.sizes]
+
+
+@dataclass
+class Point:
+    """One smpirun: its key, what it measured, and how it ended."""
+
+    collective: str
+    algorithm: str
+    numproc: int
+    size: int
+    status: str
+    times: list[float] = field(default_factory=list)
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_pss_bytes: int = 0
+    seed: int = 1
+    reason: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, int, int]:
+        return (self.collective, self.algorithm, self.numproc, self.size)
+
+
+# --------------------------------------------------------------------------- algorithms
+
+
+@functools.cache
+def valid_algorithms(collective: str) -> tuple[str, ...]:
+    """The algorithm names the installed SimGrid offers for ``collective``, as SimGrid itself
+    lists them when given a name it lacks (one tiny smpirun)."""
+    if collective not in COLLECTIVES:
+        raise UserError(f"unknown collective {collective!r}", where="option --collective",
+                        hint="give one of " + ", ".join(COLLECTIVES))
+    binary = apps.build(apps.program("collbench"), "smpicc")
+    with tempfile.TemporaryDirectory(prefix="pt2pt-coll-") as tmp:
+        d = Path(tmp)
+        (d / "p.xml").write_text(
+            "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">"
+            '\n<platform version="4.1"><zone id="z" routing="Full">'
+            '<host id="h" speed="1Gf"/></zone></platform>\n')
+        (d / "hosts").write_text("h\n")
+        proc = subprocess.run(
+            ["smpirun", "-platform", str(d / "p.xml"), "-hostfile", str(d / "hosts"), "-np", "1",
+             f"--cfg=smpi/{collective}:pt2pt-no-such-algorithm", str(binary), "-c", collective,
+             "-s", "4"], capture_output=True, text=True, cwd=d, timeout=120, check=False,
+            stdin=subprocess.DEVNULL)
+    m = _VALID.search(proc.stderr)
+    if m is None:
+        raise UserError(f"SimGrid did not list its {collective} algorithms: "
+                        f"{_reason(proc.stderr, proc.stdout)}", where="smpirun",
+                        hint="check the SimGrid installation (apt-get install libsimgrid-dev)")
+    return tuple(a.strip() for a in m.group(1).split(",") if a.strip())
+
+
+def check_algorithms(algorithms: dict[str, list[str]]) -> None:
+    """Refuse an unknown collective or algorithm, listing the valid ones."""
+    for collective, names in algorithms.items():
+        valid = valid_algorithms(collective)
+        bad = [a for a in names if a not in valid]
+        if bad:
+            raise UserError(f"SimGrid has no {collective} algorithm {', '.join(map(repr, bad))}",
+                            where="option --algorithms",
+                            hint=f"this SimGrid's {collective} algorithms: {', '.join(valid)}")
+
+
+# --------------------------------------------------------------------------- one point
+
+
+def _session_pss(sid: int) -> int:
+    """PSS (bytes) summed over the processes of session ``sid``."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[3]) != sid:
+                continue
+            for line in Path(entry.path, "smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def _parse(out: str) -> list[float]:
+    return [float(ln.split()[3]) for ln in out.splitlines()
+            if re.match(r"^rep \d+ time_s \S+$", ln)]
+
+
+def run_point(sweep: Sweep, collective: str, algorithm: str, numproc: int, size: int, *,
+              binary: Path, doc: dict[str, Any], work: Path) -> Point:
+    """One smpirun of collbench; never raises for what the run does (see the module doc)."""
+    platform = sweep.platform.resolve()
+    (work / "hostfile").write_text(_hostfile(doc, numproc, sweep.ranks_per_host))
+    env = [f"LD_PRELOAD={_plugin()}", f"PT2PT_SIMGRID_NOISE={platform / 'network.tsv'}",
+           f"PT2PT_SIMGRID_SEED={sweep.seed}"]
+    if not sweep.noise:
+        env.append("PT2PT_SIMGRID_DETERMINISTIC=1")
+    cfg = (platform / "smpi-config.txt").read_text().split()
+    cmd = ["smpirun", "-wrapper", "env " + " ".join(env), "-platform",
+           str(platform / "platform.xml"), "-hostfile", str(work / "hostfile"), "-np",
+           str(numproc), *cfg, *SCALE_CFG, f"--cfg=smpi/{collective}:{algorithm}",
+           "--log=root.thres:critical", str(binary), "-c", collective, "-s", str(size),
+           "-r", str(sweep.reps), "-w", "1"]
+    point = Point(collective, algorithm, numproc, size, "failed", seed=sweep.seed)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    with open(work / "out.txt", "w+") as out, open(work / "err.txt", "w+") as err:
+        proc = subprocess.Popen(cmd, cwd=work, stdout=out, stderr=err, text=True,
+                                start_new_session=True, stdin=subprocess.DEVNULL)
+        killed = ""
+        while proc.poll() is None:
+            point.peak_pss_bytes = max(point.peak_pss_bytes, _session_pss(proc.pid))
+            if point.peak_pss_bytes > sweep.memory_limit:
+                killed = "memory"
+            elif time.monotonic() - started > sweep.time_limit:
+                killed = "timeout"
+            if killed:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+            left = sweep.time_limit - (time.monotonic() - started)
+            # not sleep: the wall time ends when the run does
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.001, min(SAMPLE_PERIOD_S, left)))
+        point.wall_s = time.monotonic() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        point.cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if killed == "memory":
+        point.status = "memory"
+        point.reason = (f"killed at {point.peak_pss_bytes / 2**30:.2f} GiB PSS (limit "
+                        f"{sweep.memory_limit / 2**30:.2f} GiB)")
+    elif killed == "timeout":
+        point.status = "timeout"
+        point.reason = f"killed after {sweep.time_limit:g} s (time limit)"
+    else:
+        times = _parse(stdout)
+        if proc.returncode == 0 and len(times) == sweep.reps and "Deadlock" not in stderr:
+            point.status, point.times = "ok", times
+        else:
+            reason = _reason(stderr, stdout)
+            point.status = "memory" if _MEMORY.search(stderr) or proc.returncode in (
+                -9, 137) else "failed"
+            point.reason = f"exit {proc.returncode}: {reason}"
+    return point
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+def read_journal(out_dir: Path) -> list[Point]:
+    """The finished points of ``out_dir``; a last line cut by an interruption is dropped."""
+    path = out_dir / JOURNAL
+    if not path.is_file():
+        return []
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):  # interrupted mid-line: keep whole lines only
+        data = data[: data.rfind(b"\n") + 1]
+        with open(path, "r+b") as fh:
+            fh.truncate(len(data))
+    points = []
+    for no, line in enumerate(data.decode().splitlines(), 1):
+        try:
+            points.append(Point(**json.loads(line)))
+        except (ValueError, TypeError) as exc:
+            raise UserError(f"line {no} is not a sweep point ({exc})", where=f"{path}:{no}",
+                            hint="the journal was edited or damaged; remove that line (its "
+                            "point runs again) or start a new output folder") from None
+    return points
+
+
+def _append(out_dir: Path, point: Point) -> None:
+    with open(out_dir / JOURNAL, "a") as fh:
+        fh.write(json.dumps(asdict(point)) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def frame(points: Iterable[Point]) -> pl.DataFrame:
+    """The dataset: one row per repetition of a completed point, one per other point."""
+    rows: list[dict[str, Any]] = []
+    for p in points:
+        base = {"series": f"{p.collective}/{p.algorithm}", "collective": p.collective,
+                "algorithm": p.algorithm, "numproc": p.numproc, "size": p.size,
+                "status": p.status, "wall_s": p.wall_s, "cpu_s": p.cpu_s,
+                "peak_pss_bytes": p.peak_pss_bytes, "seed": p.seed, "reason": p.reason}
+        if p.status == "ok":
+            rows += [{**base, "rep": i, "time": t} for i, t in enumerate(p.times)]
+        else:
+            rows.append({**base, "rep": None, "time": None})
+    return pl.DataFrame(rows, schema=SCHEMA)
+
+
+def write_dataset(out_dir: Path, points: list[Point]) -> Path:
+    with replacing(out_dir / DATASET) as tmp:
+        frame(points).write_parquet(tmp)
+    return out_dir / DATASET
+
+
+def read_dataset(out_dir: Path) -> pl.DataFrame:
+    """The sweep's rows (from the journal, so a sweep stopped early is read whole)."""
+    if not (out_dir / JOURNAL).is_file():
+        raise UserError(f"{out_dir} holds no collective sweep ({JOURNAL} missing)",
+                        where=str(out_dir), hint="run 'pt2pt collectives sweep OUT ...' first")
+    return frame(read_journal(out_dir))
+
+
+def run_sweep(sweep: Sweep, out_dir: Path,
+              on_point: Callable[[Point, int, int], None] | None = None) -> list[Point]:
+    """Run every point of ``sweep`` not yet in ``out_dir``'s journal; returns all points."""
+    doc = load_platform(sweep.platform)
+    check_algorithms(sweep.algorithms)
+    for n in sweep.numprocs:  # every numproc fits before anything runs
+        _hostfile(doc, n, sweep.ranks_per_host)
+    make_dirs(out_dir)
+    done = read_journal(out_dir)
+    seen = {p.key for p in done}
+    todo = [k for k in sweep.points() if k not in seen]
+    write_text(out_dir / "sweep.json", json.dumps(
+        {**asdict(sweep), "platform": str(sweep.platform.resolve())}, indent=2) + "\n")
+    binary = apps.build(apps.program("collbench"), "smpicc")
+    with tempfile.TemporaryDirectory(prefix="pt2pt-coll-") as tmp:
+        for i, (c, a, n, s) in enumerate(todo, 1):
+            point = run_point(sweep, c, a, n, s, binary=binary, doc=doc, work=Path(tmp))
+            _append(out_dir, point)
+            done.append(point)
+            if on_point is not None:
+                on_point(point, i, len(todo))
+    write_dataset(out_dir, done)
+    return done

@@ -1,0 +1,162 @@
+"""Collective algorithms under SMPI (issue 61): the sweep on the real SimGrid at small numproc
+(statuses, resumption, unknown algorithms, limits) and the analysis on synthetic truth."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from kit.analyses.collectives import ranking, shares
+from kit.cli import main
+from kit.outputs import collsweep
+from tests.builders import linear_overhead_model, three_linear_regimes
+
+needs_simgrid = pytest.mark.skipif(
+    shutil.which("smpirun") is None or shutil.which("smpicc") is None,
+    reason="SimGrid is not installed (apt-get install libsimgrid-dev g++); CI installs it")
+
+
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from kit.outputs.export.platform import cluster_platform
+
+    folder = tmp_path_factory.mktemp("platform")
+    cluster_platform(three_linear_regimes(1e-8), hosts=4, cores=2,
+                     intra_model=linear_overhead_model(1e-6, 2e-10)).write(folder)
+    return folder
+
+
+def _sweep(out: Path, platform: Path, *extra: str) -> list[str]:
+    return ["collectives", "sweep", str(out), "--platform", str(platform), *extra]
+
+
+@pytest.mark.skipif(shutil.which("mpicc") is None, reason="mpicc not installed")
+def test_the_driver_is_warning_free_c99(tmp_path: Path) -> None:
+    for cc in ("mpicc", "smpicc"):
+        if shutil.which(cc) is None:
+            continue
+        proc = subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror",
+                               "-D_POSIX_C_SOURCE=200112L", "-c", "-o", str(tmp_path / "x.o"),
+                               str(collsweep.apps.APPS_DIR / "collbench.c")],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, (cc, proc.stderr)
+
+
+@needs_simgrid
+def test_sweep_records_every_point_and_resumes(platform: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sweep"
+    args = ["--algorithms", "basic_linear,bruck,pair", "--sizes", "1K,64K", "--reps", "2"]
+    assert main(_sweep(out, platform, "--np", "2,4", *args)) == 0
+    assert "[12/12]" in capsys.readouterr().out
+    rows = pl.read_parquet(out / collsweep.DATASET)
+    assert rows.height == 3 * 2 * 2 * 2  # algorithms x np x sizes x reps
+    assert set(rows["status"]) == {"ok"}
+    assert set(rows["series"]) == {"alltoall/basic_linear", "alltoall/bruck", "alltoall/pair"}
+    assert (rows["time"] > 0).all() and (rows["wall_s"] > 0).all()
+    med = rows.group_by("algorithm", "numproc", "size").agg(pl.col("time").median())
+    for (alg, n), part in med.partition_by("algorithm", "numproc", as_dict=True).items():
+        t = dict(zip(part["size"], part["time"], strict=True))
+        assert t[65536] > 10 * t[1024], (alg, n)  # 64x the bytes on a ~1 Gbit/s link
+    two = med.filter((pl.col("numproc") == 2) & (pl.col("size") == 65536))["time"]
+    assert two.max() / two.min() < 1.05  # two ranks: every algorithm is one exchange
+
+    # resumed with a larger np: only the new points run; the journal's cut last line reruns
+    journal = out / collsweep.JOURNAL
+    lines = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(lines[:-1]) + lines[-1][:25])
+    assert main(_sweep(out, platform, "--np", "2,4,8", *args)) == 0
+    printed = capsys.readouterr().out
+    assert "[7/7]" in printed and "[8/" not in printed  # 6 new + the cut one
+    assert pl.read_parquet(out / collsweep.DATASET).height == 3 * 3 * 2 * 2
+
+    assert main(["collectives", "analyze", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["ranking"]) == 18 and len(doc["shares"]) == 3 * 3  # one range, 3 X's
+    assert main(["collectives", "analyze", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "alltoall np=8 size=65536: best" in text and "within 5 %" in text
+
+
+@needs_simgrid
+def test_an_unknown_algorithm_lists_the_valid_ones(platform: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sweep"
+    assert main(_sweep(out, platform, "--np", "2", "--sizes", "1K",
+                       "--algorithms", "pair,bruk")) == 2
+    err = capsys.readouterr().err
+    assert "'bruk'" in err and "bruck" in err and "basic_linear" in err
+    assert "Traceback" not in err and not (out / collsweep.JOURNAL).exists()
+
+
+@needs_simgrid
+def test_points_over_the_limits_are_recorded_and_the_sweep_goes_on(platform: Path,
+                                                                   tmp_path: Path) -> None:
+    base = collsweep.Sweep(platform, {"alltoall": ["pair"]}, [2, 4], [1024], reps=2)
+    # 1 KiB of PSS: every run exceeds it at its first sample
+    over = collsweep.run_sweep(collsweep.Sweep(**{**base.__dict__, "memory_limit": 1024}),
+                               tmp_path / "mem")
+    assert [p.status for p in over] == ["memory", "memory"]
+    assert all("limit" in p.reason and not p.times for p in over)
+    rows = collsweep.read_dataset(tmp_path / "mem")
+    assert rows["status"].to_list() == ["memory", "memory"] and rows["time"].is_null().all()
+    # 20,000 repetitions take about 8 s of wall time (2.5 s CPU) on an idle machine
+    slow = collsweep.run_sweep(collsweep.Sweep(**{**base.__dict__, "time_limit": 1.0,
+                                                  "reps": 20000}), tmp_path / "time")
+    assert [p.status for p in slow] == ["timeout", "timeout"]
+    # such points never win: the analysis reads them as not completed
+    assert ranking(rows)["best"].is_null().all()
+
+
+def _rows(times: dict[str, list[float | None]], numprocs: list[int]) -> pl.DataFrame:
+    rows = []
+    for alg, values in times.items():
+        for i, t in enumerate(values):
+            for rep in range(3):
+                rows.append({"collective": "alltoall", "algorithm": alg,
+                             "numproc": numprocs[i], "size": 1024 * (i + 1),
+                             "time": None if t is None else t * (1 + 1e-4 * rep),
+                             "status": "ok" if t is not None else "timeout"})
+    return pl.DataFrame(rows)
+
+
+def test_shares_and_intervals_on_synthetic_truth() -> None:
+    n = 40
+    numprocs = [4 if i < n // 2 else 512 for i in range(n)]
+    truth = {
+        "best": [1.0] * n,
+        "close": [1.03] * n,  # within 5 % and 10 %, never within 2 %
+        "half": [1.0 if i % 2 else 1.5 for i in range(n)],
+        "fails": [None if i < 10 else 1.0 for i in range(n)],  # a failed point is never within
+    }
+    rows = _rows(truth, numprocs)
+    ranked = ranking(rows)
+    assert (ranked.filter(pl.col("algorithm") == "best")["ratio"] == 1.0).all()
+    close = ranked.filter(pl.col("algorithm") == "close")["ratio"]
+    assert close.min() == pytest.approx(1.03) and close.max() == pytest.approx(1.03)
+    found = {(s.algorithm, s.numprocs, s.within_percent): s for s in shares(rows)}
+    assert {k[1] for k in found} == {"all", "<=256", ">256"}
+    assert found["close", "all", 2.0].share == 0 and found["close", "all", 5.0].share == 1
+    assert found["fails", "all", 10.0].share == pytest.approx(0.75)
+    half = found["half", "all", 5.0]
+    assert half.share == 0.5 and half.lo < 0.5 < half.hi and half.hi - half.lo < 0.5
+    whole = found["best", "<=256", 2.0]
+    assert whole.share == 1 and whole.hi == 1 and 0.8 < whole.lo < 1  # exact bound at n/n
+    assert whole.configurations == n // 2
+    # the intervals cover the truth of a population the configurations are drawn from
+    covered = 0
+    for seed in range(40):
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        hits = rng.random(n) < 0.3
+        sample = _rows({"a": [1.0] * n, "b": [1.0 if h else 2.0 for h in hits]}, [4] * n)
+        s = next(s for s in shares(sample, within=(5.0,), resamples=500, seed=seed)
+                 if s.algorithm == "b")
+        covered += s.lo <= 0.3 <= s.hi
+    assert covered >= 33  # 95 % nominal; 40 trials
