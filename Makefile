@@ -10,11 +10,12 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
-.PHONY: help venv probe demo test lint bench cluster-up cluster-down test-container system-deps clean selftest
+.PHONY: help venv probe demo test lint bench cluster-up cluster-down test-container system-deps test-deps clean selftest
 
 help:
 	@echo "make demo            set up everything and run the demo campaign (README command 1)"
 	@echo "make test            set up and run the test suite (README command 2)"
+	@echo "make test-deps       what make test installs first (root: every package a test uses)"
 	@echo "make test-container  build the Containerfile and run the tests in it (podman or docker)"
 	@echo "make lint            ruff + mypy + ansible-lint"
 	@echo "make bench           run the benchmarks (see BENCHMARKS.md)"
@@ -61,13 +62,68 @@ system-deps:
 	    echo "make: note: slurm-wlm/munge are not installed; only the Slurm tests need them (as root)" >&2; fi; \
 	fi
 
+# Everything the tests use beyond the demo's needs. Root: the Debian packages through
+# playbooks/test-host.yml (the local cluster's with MariaDB + slurmdbd, SimGrid, Chromium,
+# podman, the Spack build tools). Another user: first of all (before the venv), the one
+# apt-get line for every package that is missing; without the demo's own (MPI, gcc, venv)
+# nothing can run, so stop, else go on (each test that needs a missing package skips, saying
+# which). The lists: the YAML lists of the roles' defaults, read here with awk (plain
+# `  - name` items; tests/test_host_packages.py holds the two readings equal).
+HOST_PACKAGE_LISTS := local_slurm_packages local_slurm_accounting_packages test_host_packages
+HOST_PACKAGES := $(shell awk -v keys="$(HOST_PACKAGE_LISTS)" \
+  'BEGIN { n = split(keys, k, " "); for (i = 1; i <= n; i++) want[k[i]] = 1 } \
+   /^[A-Za-z_][A-Za-z0-9_]*:/ { key = $$1; sub(":.*", "", key); next } \
+   /^  - / && (key in want) { print $$2 }' \
+  playbooks/roles/local_slurm/defaults/main.yml playbooks/roles/test_host/defaults/main.yml)
+DEMO_PACKAGES := openmpi-bin libopenmpi-dev gcc python3-venv
+
+test-deps:
+	@if [ "$(IS_ROOT)" = yes ]; then \
+	  $(MAKE) --no-print-directory venv && \
+	  ANSIBLE_DEPRECATION_WARNINGS=False PYTHONWARNINGS="ignore:DSA is deprecated" \
+	  $(VENV)/bin/ansible-playbook -i localhost, -c local -e ansible_python_interpreter=$(abspath $(PY)) \
+	    playbooks/test-host.yml; \
+	else \
+	  have=" $$(dpkg-query -W -f='$${Package} $${db:Status-Abbrev}\n' $(HOST_PACKAGES) 2>/dev/null \
+	          | awk '$$2 ~ /^ii/ {print $$1}' | tr '\n' ' ')"; \
+	  missing=""; for p in $(HOST_PACKAGES); do \
+	    case "$$have" in *" $$p "*) ;; *) missing="$$missing $$p";; esac; done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "make: missing Debian packages; install them with" >&2; \
+	    echo "  sudo apt-get install --no-install-recommends$$missing" >&2; \
+	    for p in $(DEMO_PACKAGES); do case "$$missing " in *" $$p "*) \
+	      echo "make: $(DEMO_PACKAGES) are needed for anything to run: stopping" >&2; exit 2;; esac; done; \
+	    echo "make: going on without them: the tests that need them skip, each saying which (or run make test as root)" >&2; \
+	  fi; \
+	fi
+
+.PHONY: host-packages
+host-packages:
+	@echo $(HOST_PACKAGES)
+
+# The `ansible` package carries the containers.podman collection (ansible-core does not, and
+# Galaxy may be out of reach); its pin is the site-test extra of pyproject.toml.
+$(VENV)/.site-test: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q $$($(PY) -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["site-test"]))')
+	touch $@
+
 probe: system-deps venv
 	$(MAKE) -C kit/probe
 
 demo: probe
 	$(PT2PT) demo $(DEMO_ARGS)
 
-test: probe
+# An offline Spack from ../shared/spack when there is no Spack here (CI places ../shared
+# beside the checkout): laid out in $(SPACK_LAB), and the kit's environment built by the
+# tests (tests/conftest_spack.py) in $(SPACK_LAB)/kit-tree, kept for the next run.
+SHARED_SPACK ?= ../shared/spack
+SPACK_LAB ?= $(abspath .spack-lab)
+
+test: test-deps probe $(VENV)/.site-test
+	@if [ -z "$${SPACK_ROOT:-}" ] && ! command -v spack >/dev/null && [ -f $(SHARED_SPACK)/lab.sh ]; then \
+	  bash $(SHARED_SPACK)/lab.sh $(SPACK_LAB) >/dev/null || exit $$?; \
+	  . $(SPACK_LAB)/env.sh; export PT2PT_SPACK_TREE=$${PT2PT_SPACK_TREE:-$(SPACK_LAB)/kit-tree}; \
+	fi; \
 	bash tests/run-suite $(PY) $(PYTEST_ARGS)
 
 lint: venv
@@ -93,4 +149,4 @@ test-container:
 
 clean:
 	$(MAKE) -C kit/probe clean
-	rm -rf $(VENV) demo-out .pytest_cache
+	rm -rf $(VENV) demo-out .pytest_cache .spack-lab

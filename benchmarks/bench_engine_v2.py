@@ -20,7 +20,7 @@ empirical distribution (for W1). Reported per run:
   and load average.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_engine_v2.py [--runs graphene,taurus]
-        [--json out.json]
+        [--json out.json] [--decades]
 """
 
 from __future__ import annotations
@@ -122,7 +122,26 @@ def score(model: Any, s_tr: np.ndarray, t_tr: np.ndarray, s_te: np.ndarray,
         "width_ratio_pred": float(np.median(np.array(width) / np.array(data_pw))),
         # the 100 B – 10 KiB decades, where Ethernet bands sit
         "med_ratio_mid": _ratio_mid(sizes, err_m, err_f),
+        "decades": _decades(sizes, held, np.array(w1_m), np.array(w1_f), np.array(cov),
+                            err_m, err_f),
     }
+
+
+def _decades(sizes: np.ndarray, held: list[np.ndarray], w1_m: np.ndarray, w1_f: np.ndarray,
+             cov: np.ndarray, err_m: np.ndarray, err_f: np.ndarray) -> list[dict[str, Any]]:
+    """Issue 60's figures per size decade (1-9 B, 10-99 B, ...): W1/floor (mean over the
+    decade's sizes), coverage of [p05, p95] (pooled over its held-out samples, nominal 0.90),
+    median error over the floor's; decades with fewer than 30 held-out samples are marked."""
+    n_h = np.array([len(h) for h in held])
+    dec = np.floor(np.log10(np.maximum(sizes, 1))).astype(int)
+    out = []
+    for d in np.unique(dec):
+        m = dec == d
+        out.append({"decade": int(d), "n_sizes": int(m.sum()), "n_test": int(n_h[m].sum()),
+                    "w1_ratio": float(w1_m[m].mean() / max(w1_f[m].mean(), 1e-12)),
+                    "coverage": float(np.sum(cov[m] * n_h[m]) / n_h[m].sum()),
+                    "med_ratio": float(np.median(err_m[m]) / max(np.median(err_f[m]), 1e-12))})
+    return out
 
 
 def _ratio_mid(sizes: np.ndarray, err_m: np.ndarray, err_f: np.ndarray) -> float:
@@ -189,6 +208,8 @@ def main() -> None:
     ap.add_argument("--no-unseen", action="store_true")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--verbose", action="store_true", help="print the per-size summary")
+    ap.add_argument("--decades", action="store_true",
+                    help="print W1/floor, coverage and med/floor per size decade (issue 60)")
     args = ap.parse_args()
     rows = []
     print("| run | regimes (70 % / all) | cap decided | breaks (all) | med/floor | mid med/floor "
@@ -209,6 +230,13 @@ def main() -> None:
               f"{r.get('unseen_w1', float('nan')):.3f} | "
               f"{r.get('unseen_coverage', float('nan')):.3f} | "
               f"{r['cpu_s']:.2f} / {r['cpu_full_s']:.2f} | {r['load']:.1f} |", flush=True)
+        if args.decades:
+            print("    decade: W1/floor, coverage (nominal 0.90), med/floor, held-out samples "
+                  "(* fewer than 30)")
+            for d in r["decades"]:
+                star = "*" if d["n_test"] < 30 else ""
+                print(f"    1e{d['decade']}: {d['w1_ratio']:.2f}, {d['coverage']:.3f}, "
+                      f"{d['med_ratio']:.2f}, {d['n_test']}{star}")
         if args.verbose and "per_size" in r:
             print("    " + "\n    ".join(r["per_size"]["describe"]))
     if args.json:

@@ -26,7 +26,8 @@ import numpy as np
 from kit.data.dataset import matching_series
 from kit.data.ingest import ingest
 from kit.fit import synth
-from kit.fit.fitall import FitOptions, fit_all
+from kit.fit.fitall import fit_all
+from kit.fit.fitting import FitOptions
 
 
 def make_dataset(root: Path, n_series: int, n: int) -> Path:

@@ -7,10 +7,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from kit.core.paths import SPACK_VIEW_ENV
 
 
 def _blas_kernels_fixed() -> None:
@@ -35,9 +38,26 @@ def _blas_kernels_fixed() -> None:
 _blas_kernels_fixed()
 
 REPO = Path(__file__).resolve().parent.parent
+#: What the developer's machine may hold and a test must not see unless it builds it.
+HOST_STATE_ENV = ("PT2PT_TOOLS_PATH", "PT2PT_PROBE")
 SHARED = (REPO.parent / "shared").resolve()
 FIXTURES = SHARED / "fixtures"
 REFDATA = SHARED / "reference-data"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every test starts from an empty Spack view and no site file, whatever the checkout
+    and the machine hold (a filled ``.spack-env/view`` after ``spack -e . install``,
+    ``/etc/pt2pt/site.yaml``, tools on ``PT2PT_TOOLS_PATH``): a test that needs a view, a site
+    or tools makes its own (tests/conftest_spack.py builds the real one). Set in the
+    environment, so the ``pt2pt`` commands tests start see the same.
+    """
+    empty = Path(tempfile.mkdtemp(prefix="pt2pt-no-view-"))
+    config.add_cleanup(lambda: shutil.rmtree(empty, ignore_errors=True))
+    os.environ[SPACK_VIEW_ENV] = str(empty)
+    os.environ["PT2PT_SITE_CONFIG"] = str(empty / "no-site.yaml")
+    for name in HOST_STATE_ENV:
+        os.environ.pop(name, None)
 
 
 @pytest.fixture(scope="session")
@@ -120,7 +140,7 @@ def small_tmpfs(parent: Path, size: str) -> Iterator[Path]:
 # and the parallel half took 209 s instead of 166-180 s.)
 SERIAL_MARKERS = frozenset({"mpi", "slurm", "root", "container", "ansible", "spack"})
 SERIAL_FIXTURES = frozenset({"probe_bin", "slurm_cluster", "slurm_cluster_factory",
-                             "slurm_cluster_2n", "campaign_env"})
+                             "slurm_cluster_2n", "campaign_env", "spack_env", "spack_tools"})
 SERIAL_MODULES = frozenset({
     "test_ansible", "test_campaign_runlocal", "test_demo", "test_localcluster", "test_nonroot",
     "test_podman_site", "test_probe", "test_probe_contention_shaped", "test_report_browser",
@@ -152,3 +172,6 @@ from tests.conftest_slurm import (  # noqa: E402, F401
     slurm_cluster_2n,
     slurm_cluster_factory,
 )
+
+# The kit's Spack environment, concretized and installed once per session.
+from tests.conftest_spack import spack_env, spack_tools  # noqa: E402, F401

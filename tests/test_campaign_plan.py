@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kit.core.errors import CampaignError
+from kit.core.paths import SPACK_VIEW_ENV
 from kit.measure.campaign.plan import plan_campaign
 
 CAMPAIGN = """\
@@ -44,6 +45,9 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     probe.chmod(0o755)
     monkeypatch.setenv("PT2PT_PROBE", str(probe))
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    # No OSU unless a test puts it there: an empty default view, whatever the checkout holds.
+    (tmp_path / "empty-view").mkdir()
+    monkeypatch.setenv(SPACK_VIEW_ENV, str(tmp_path / "empty-view"))
 
 
 def _campaign(tmp_path: Path, seed: int = 11, text: str = CAMPAIGN) -> Path:
@@ -135,6 +139,27 @@ def test_binaries_are_found_in_either_spack_view_layout(tmp_path: Path) -> None:
         assert job["outputs"] == [f"{job['benchmark']}.txt"]
     script = (tmp_path / "out" / osu[0]["script"]).read_text()
     assert f"export PATH={view}/bin:" in script
+
+
+def test_default_view_is_the_kit_environments_or_pt2pt_spack_view(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without `spack_view`, plan looks in <kit>/.spack-env/view, or where PT2PT_SPACK_VIEW
+    says (how the tests keep a developer's filled view out, and use the one they build)."""
+    from kit.core import paths
+
+    monkeypatch.delenv(SPACK_VIEW_ENV)
+    assert paths.spack_view() == paths.REPO_ROOT / ".spack-env" / "view"
+    view = tmp_path / "view"
+    for exe in ("osu_latency", "osu_bw"):
+        (view / "bin").mkdir(parents=True, exist_ok=True)
+        (view / "bin" / exe).write_text("#!/bin/sh\n")
+        (view / "bin" / exe).chmod(0o755)
+    monkeypatch.setenv(SPACK_VIEW_ENV, str(view))
+    manifest = json.loads(plan_campaign(_campaign(tmp_path), tmp_path / "out").read_text())
+    osu = [j for j in manifest["jobs"] if j["tool"] == "osu"]
+    assert manifest["not_planned"] == [] and {j["command"][0] for j in osu} == {
+        str(view / "bin" / "osu_latency"), str(view / "bin" / "osu_bw")}
+    assert f"export PATH={view}/bin:" in (tmp_path / "out" / osu[0]["script"]).read_text()
 
 
 def test_required_tool_without_binary_is_an_error_at_its_line(tmp_path: Path) -> None:

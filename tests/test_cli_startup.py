@@ -175,7 +175,7 @@ def test_a_saved_model_is_used_without_the_estimator_libraries(command: str,
     scikit-learn nor SciPy (0.3-1.0 CPU-s of imports) nor Polars is loaded, for every
     noise family but gamma, two-band regimes, overlaps and per-size effects included."""
     from kit.fit import synth
-    from kit.fit.fitting import fit_arrays
+    from kit.fit.fitting import FitOptions, SeriesSamples, fit_read
     from kit.model.contract import ModelFile
     from kit.model.io import write_model
 
@@ -186,7 +186,8 @@ def test_a_saved_model_is_used_without_the_estimator_libraries(command: str,
         synth.TrueRegime(65536, "linear", {"a": 90e-6, "b": 8e-10},
                          synth.TrueNoise("invgauss", 0.1))])
     size, time = synth.sample(truth, 6000, grid=60, seed=3)
-    model = fit_arrays({"stat": "raw"}, size, time)
+    model = fit_read(SeriesSamples.of_arrays(size, time),
+                     FitOptions(validate=False, intervals=False)).model
     families = {n.family for r in model.regimes_
                 for n in ([c.noise for c in r.components] if r.is_mixture else [r.noise])}
     assert families <= set(LIGHT_FAMILIES), families

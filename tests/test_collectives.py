@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -81,6 +82,12 @@ def test_sweep_records_every_point_and_resumes(platform: Path, tmp_path: Path,
     assert main(["collectives", "analyze", str(out)]) == 0
     text = capsys.readouterr().out
     assert "alltoall np=8 size=65536: best" in text and "within 5 %" in text
+    report = tmp_path / "report"
+    assert main(["collectives", "analyze", str(out), "--split", "4", "--report",
+                 str(report)]) == 0
+    page = (report / "index.html").read_text()
+    assert all((report / f"alltoall-{k}.png").stat().st_size > 5000 for k in ("times", "shares"))
+    assert "bruck" in page and "within 10 %" in page and "&lt;=4" in page
 
 
 @needs_simgrid
@@ -98,7 +105,7 @@ def test_an_unknown_algorithm_lists_the_valid_ones(platform: Path, tmp_path: Pat
 def test_points_over_the_limits_are_recorded_and_the_sweep_goes_on(platform: Path,
                                                                    tmp_path: Path) -> None:
     base = collsweep.Sweep(platform, {"alltoall": ["pair"]}, [2, 4], [1024], reps=2)
-    # 1 KiB of PSS: every run exceeds it at its first sample
+    # 1 KiB: every run (even smpirun's shell) exceeds it at its first sample
     over = collsweep.run_sweep(collsweep.Sweep(**{**base.__dict__, "memory_limit": 1024}),
                                tmp_path / "mem")
     assert [p.status for p in over] == ["memory", "memory"]
@@ -160,3 +167,90 @@ def test_shares_and_intervals_on_synthetic_truth() -> None:
                  if s.algorithm == "b")
         covered += s.lo <= 0.3 <= s.hi
     assert covered >= 33  # 95 % nominal; 40 trials
+
+
+def _session_of(word: str) -> set[int]:
+    """The sessions of processes whose command line holds ``word``."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and word in (entry / "cmdline").read_bytes().decode(
+                    errors="replace"):
+                found.add(os.getsid(int(entry.name)))
+        except OSError:
+            continue
+    return found
+
+
+def _in_session(sid: int) -> list[str]:
+    """Names of the live (not zombie) processes of session ``sid``."""
+    names = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.getsid(int(entry.name)) == sid:
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    names.append((entry / "comm").read_text().strip())
+        except (OSError, IndexError):
+            continue
+    return names
+
+
+@needs_simgrid
+def test_a_stopped_sweep_stops_its_smpirun_and_keeps_its_points(platform: Path,
+                                                                tmp_path: Path) -> None:
+    import signal
+    import sys
+    import time
+
+    out = tmp_path / "sweep"
+    seed = "918273"  # marks this test's smpirun (it runs in a session of its own)
+    assert main(_sweep(out, platform, "--np", "2", "--sizes", "1K", "--algorithms", "pair",
+                       "--seed", seed)) == 0
+    kept = (out / collsweep.JOURNAL).read_text()
+    proc = subprocess.Popen([sys.executable, "-m", "kit", *_sweep(
+        out, platform, "--np", "2,8", "--sizes", "1K", "--algorithms", "pair", "--seed", seed,
+        "--reps", "10000")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (sessions := _session_of(f"PT2PT_SIMGRID_SEED={seed}")) or not any(
+                "smpimain" in _in_session(sid) for sid in sessions):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        # past its start-up (stopped earlier, smpimain may fail on its own when the sweep's
+        # work folder, where smpirun wrote its hostfile, disappears)
+        time.sleep(3)
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err
+    # SIGKILL is sent before the sweep exits; a loaded kernel may take a moment to end them
+    # (left running, the point takes over 10 s: 10,000 alltoalls of 8 ranks, ~12 CPU-s)
+    deadline = time.monotonic() + 10
+    while any(_in_session(sid) for sid in sessions) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [_in_session(sid) for sid in sessions] == [[]]
+    assert (out / collsweep.JOURNAL).read_text() == kept
+
+
+@needs_simgrid
+def test_the_other_collectives_sweep_with_their_own_algorithms(
+        platform: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # SimGrid's names differ per collective: 'lr' is an allreduce algorithm, not a bcast one
+    assert main(_sweep(tmp_path / "b", platform, "--collective", "bcast", "--np", "4",
+                       "--sizes", "4K", "--algorithms", "lr")) == 2
+    assert "binomial_tree" in capsys.readouterr().err
+    for collective, algorithms in (("allreduce", "lr,rdb"), ("bcast", "binomial_tree,flattree"),
+                                   ("allgather", "ring,bruck"), ("reduce", "binomial,flat_tree")):
+        out = tmp_path / collective
+        assert main(_sweep(out, platform, "--collective", collective, "--np", "4",
+                           "--sizes", "4K,256K", "--algorithms", algorithms, "--reps", "2")) == 0
+        rows = collsweep.read_dataset(out)
+        assert set(rows["status"]) == {"ok"} and set(rows["collective"]) == {collective}
+        med = rows.group_by("algorithm", "size").agg(pl.col("time").median())
+        for alg in algorithms.split(","):
+            t = dict(med.filter(pl.col("algorithm") == alg).select("size", "time").rows())
+            assert 0 < t[4096] < t[262144], (collective, alg)

@@ -133,8 +133,10 @@ def test_series_table_figures(tmp_path):
     assert (row["campaign"], row["tool"], row["transport"], row["op"], row["stat"]) == (
         "in", "csv", "tcp", "send", "raw")
     assert (row["n_samples"], row["size_min"], row["size_max"]) == (5, 8, 1 << 20)
-    assert row["small_median_s"] == pytest.approx(2e-6)
-    assert row["large_bw_Bps"] == pytest.approx(1.5e9)
+    assert row["latency_s"] == pytest.approx(2e-6)
+    assert row["bandwidth_Bps"] == pytest.approx(1.5e9)
+    # too few samples for a 95 % interval of either median: none is given
+    assert row["latency_s_lo"] is None and row["bandwidth_Bps_hi"] is None
 
 
 def test_cli_ingest_reports_failures_and_keeps_going(tmp_path, osu_dir, capsys):

@@ -139,6 +139,50 @@ def test_readers_warn_instead_of_a_traceback(dataset: Path, tmp_path: Path,
         assert res.returncode == 0, res.stderr
 
 
+@pytest.mark.parametrize("how", ["flip", "cut"])
+def test_the_tui_names_a_damaged_part_in_a_notification(dataset: Path, how: str) -> None:
+    """The explorer owns the terminal (Textual drops stderr): the warning the CLI prints must
+    reach the user as a notification, and the intact series still opens."""
+    from tests.test_tui_pilot import SIZE, settle, sync
+    from tui.app import ExplorerApp
+
+    part = _part(dataset, "tcp")
+    if how == "flip":
+        _flip(part, 1000, 1007)
+    else:
+        os.truncate(part, 4000)
+    before = warnings.showwarning
+
+    @sync
+    async def explore() -> None:
+        app = ExplorerApp(dataset)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            said = [n for n in app._notifications if n.severity == "warning"]
+            assert said and part.name in said[0].message, [n.message for n in said]
+            assert [r.key.get("transport") for r in app.session.rows] == ["shm"]
+
+    explore()
+    assert warnings.showwarning is before  # the route is put back when the app ends
+
+
+@pytest.mark.parametrize("name", [ds.RUNS_FILE, "series.json"])
+def test_a_fifo_in_the_dataset_is_refused_or_replaced_without_blocking(dataset: Path,
+                                                                       name: str) -> None:
+    """A FIFO put in place of the runs table blocked `pt2pt datasets` for ever (so did one in
+    place of the summary, which is only a cache: it is recomputed and written over)."""
+    (dataset / name).unlink(missing_ok=True)
+    os.mkfifo(dataset / name)
+    res = subprocess.run([sys.executable, "-m", "kit", "datasets", str(dataset)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "Traceback" not in res.stderr, res.stderr
+    if name == ds.RUNS_FILE:
+        assert res.returncode == 2 and "named pipe" in res.stderr and name in res.stderr
+    else:
+        assert res.returncode == 0 and "shm" in res.stdout and "tcp" in res.stdout
+        assert (dataset / name).is_file()
+
+
 def test_a_killed_writers_leftovers_go_at_the_next_open(dataset: Path) -> None:
     folder = _part(dataset, "tcp").parent
     leftovers = [folder / "pending-0.parquet.0.999.tmp", folder / "part-feedfacefeedface00.parquet",

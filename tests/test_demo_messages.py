@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from kit.core.paths import SPACK_VIEW_ENV
 from kit.measure.campaign.plan import plan_campaign
 from kit.measure.machine import Load, busy_limit, check_machine, current_load, wait_for_idle
 from kit.outputs.demo import DEFAULT_CAMPAIGN, not_run_note
@@ -22,7 +23,8 @@ from kit.tools.skampi import find_skampi
 
 @pytest.fixture
 def no_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """PATH without OSU/SkaMPI (whatever this machine has), no PT2PT_TOOLS_PATH."""
+    """PATH and the default Spack view without OSU/SkaMPI (whatever this machine and checkout
+    hold), no PT2PT_TOOLS_PATH."""
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     import shutil
@@ -31,6 +33,7 @@ def no_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
             and shutil.which("skampi", path=d) is None]
     monkeypatch.setenv("PATH", ":".join([str(empty), *keep]))
     monkeypatch.delenv(TOOLS_PATH_ENV, raising=False)
+    monkeypatch.setenv(SPACK_VIEW_ENV, str(empty))
     return empty
 
 

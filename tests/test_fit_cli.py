@@ -11,7 +11,8 @@ import pytest
 
 from kit.cli import main
 from kit.core.errors import ModelError
-from kit.fit.fitting import fit_dataset, parse_selector
+from kit.data.dataset import parse_selector
+from kit.fit.fitting import FitOptions, fit_series
 
 GRAPHENE = "platform-calibration/graphene_eth_example"
 
@@ -95,7 +96,7 @@ def test_several_series_need_a_selector(dataset: Path, refdata_dir: Path, tmp_pa
     err = capsys.readouterr().err
     assert "2 series match" in err and "op=recv" in err and "Traceback" not in err
     assert not out.exists()
-    fitted = fit_dataset(ds, {"op": "recv"})
+    fitted = fit_series(ds, {"op": "recv"}, FitOptions(validate=False, intervals=False)).fitted
     assert fitted.provenance["series"]["op"] == "recv"
 
 
@@ -130,7 +131,7 @@ def test_aggregate_only_series_is_refused(fixtures_dir: Path, tmp_path: Path):
     ingest([fixtures_dir / "osu" / "osu_latency_tcp_7.4.txt"], ds, campaign="osu",
            transport="tcp")
     with pytest.raises(ModelError, match=r"only aggregates \(mean\)"):
-        fit_dataset(ds)
+        fit_series(ds, None)
 
 
 def test_fit_errors_name_the_dataset_and_series(dataset: Path, capsys: pytest.CaptureFixture[str],
@@ -150,4 +151,4 @@ def test_fit_errors_name_the_dataset_and_series(dataset: Path, capsys: pytest.Ca
     ds = tmp_path / "zero"
     ingest([csv_file], ds, campaign="z")
     with pytest.raises(ModelError, match=r"zero \(series campaign=z,.*1 of 8 times"):
-        fit_dataset(ds)
+        fit_series(ds, None)

@@ -198,8 +198,8 @@ def test_series_table(everything):
                        & (pl.col("op") == "pingpong")).row(0, named=True)
     assert row["n_samples"] == 6620 and row["size_min"] == 1 and row["size_max"] == 989921
     # 1 GbE: ~34 µs one-way for small messages, ~110 MB/s for large ones
-    assert 20e-6 < row["small_median_s"] < 60e-6
-    assert 80e6 < row["large_bw_Bps"] < 125e6
+    assert 20e-6 < row["latency_s_lo"] < row["latency_s"] < row["latency_s_hi"] < 60e-6
+    assert 80e6 < row["bandwidth_Bps_lo"] < row["bandwidth_Bps"] < row["bandwidth_Bps_hi"] < 125e6
 
 
 def test_launcher_noise_before_the_osu_title_is_ignored(tmp_path, fixtures_dir):

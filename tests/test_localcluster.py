@@ -333,16 +333,20 @@ tools:
 @pytest.mark.mpi
 def test_accounting_cluster_is_idempotent_and_status_reads_sacct(
         tmp_path: Path, probe_bin: Path) -> None:
-    """MariaDB + slurmdbd under the state dir; status of finished array tasks comes from sacct."""
+    """MariaDB + slurmdbd under the state dir, by default when installed (what `make
+    cluster-up` does: no accounting variable); `sacct` lists the campaign's jobs and status
+    of finished array tasks comes from it."""
     if not Path("/usr/sbin/slurmdbd").exists() or not Path("/usr/sbin/mariadbd").exists():
-        pytest.skip("slurmdbd/mariadb-server not installed: make system-deps")
+        pytest.skip("slurmdbd/mariadb-server not installed: make test-deps (as root)")
     if (ACCT / "cluster.json").exists():
         _playbook("local-cluster-down.yml", ACCT)
     try:
-        first = _playbook("local-cluster.yml", ACCT, local_slurm_accounting=True)
+        first = _playbook("local-cluster.yml", ACCT)  # local_slurm_accounting: auto
         desc = json.loads((ACCT / "cluster.json").read_text())
         pids = _daemon_pids(ACCT)
         assert _changed(first) > 0 and desc["accounting"] is True
+        assert {"slurmdbd", "mariadbd"} <= {d["name"] for d in desc["daemons"]}
+        # Asking for it explicitly is the same cluster: nothing to change.
         second = _playbook("local-cluster.yml", ACCT, local_slurm_accounting=True)
         assert _changed(second) == 0, second[-3000:]
         cluster = localcluster.load(ACCT)
@@ -367,6 +371,12 @@ def test_accounting_cluster_is_idempotent_and_status_reads_sacct(
                 break
             assert time.monotonic() < deadline, acct
             time.sleep(1)
+        # What a user types: sacct lists every job of the campaign.
+        listed = subprocess.run(["sacct", "-n", "-P", "-X", "--format=JobID,JobName,State",
+                                 "-j", ",".join(ids.values())], env=env, capture_output=True,
+                                text=True, check=True).stdout.splitlines()
+        assert {line.split("|")[0] for line in listed} == set(ids.values()), listed
+        assert all(line.split("|")[1].startswith("acct.") for line in listed), listed
         rows = job_statuses(out, env=env)
         for row in rows:
             assert row.slurm_source == "sacct", row

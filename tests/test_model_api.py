@@ -13,7 +13,14 @@ from sklearn.base import clone
 from kit.core.errors import ModelError
 from kit.fit import synth as S
 from kit.model import RegimeModel
-from kit.model.io import dumps, load_model, read_model, save_model, write_model
+from kit.model.io import (
+    FORMAT_VERSION,
+    dumps,
+    load_model,
+    read_model,
+    save_model,
+    write_model,
+)
 
 TRUTH = S.Truth([
     S.TrueRegime(1, "constant", {"a": 20e-6}, S.TrueNoise("lognormal", 0.1)),
@@ -65,7 +72,7 @@ def test_save_load_round_trip_exact(fitted, tmp_path):
     prov = {"dataset": "d", "series": {"op": "x"}}
     path = save_model(fitted, tmp_path / "m.json", provenance=prov, validation=validation)
     doc = json.loads(path.read_text())
-    assert doc["format"] == "pt2pt-model" and doc["format_version"] == 1
+    assert doc["format"] == "pt2pt-model" and doc["format_version"] == FORMAT_VERSION == 2
     assert doc["provenance"]["dataset"] == "d" and doc["provenance"]["kit_version"]
     assert doc["validation"] == {"crps": {"model": 0.1}}
     first = doc["regimes"][0]
@@ -162,26 +169,48 @@ def test_any_positive_input_fits_or_fails_cleanly(n_sizes, reps, jump, spread, s
     assert np.all(model.sample(sizes[:3], 2, random_state=0) > 0)
 
 
-def test_per_size_columns_are_a_line_each_and_round_trip(fitted, tmp_path):
-    """A per-size column is written on one line (10^5 values at 1 M log-uniform samples),
+@pytest.fixture(scope="module")
+def sized() -> RegimeModel:
+    """A fit whose sizes differ beyond their noise (each its own median, x1.2 apart), so
+    that the per-size layer stores them."""
+    rng = np.random.default_rng(3)
+    grid = np.unique(np.round(np.geomspace(1, 2**21, 60)))
+    s = np.repeat(grid, 40)
+    t = TRUTH.median(s) * np.repeat(rng.lognormal(0, 0.2, len(grid)), 40) * rng.lognormal(
+        0, 0.05, len(s))
+    return RegimeModel().fit(s, t)
+
+
+def test_per_size_columns_are_a_line_each_and_round_trip(sized, tmp_path):
+    """A per-size column is written on one line (10^4 values at 1 M log-uniform samples),
     the rest indented; the file reads back to the same bytes, even when a provenance string
     looks like the placeholder the writer uses for a column."""
-    assert fitted.per_size_ is not None and fitted.per_size_.estimated
+    assert sized.per_size_ is not None and sized.per_size_.estimated
     prov = {"campaign": "pt2pt-column-shape-0", "note": '"pt2pt-column-sizes-x"'}
-    path = save_model(fitted, tmp_path / "m.json", provenance=prov)
+    path = save_model(sized, tmp_path / "m.json", provenance=prov)
     text = path.read_text()
     doc = json.loads(text)
     assert doc["provenance"]["campaign"] == "pt2pt-column-shape-0"
     assert doc["provenance"]["note"] == '"pt2pt-column-sizes-x"'
     ps = doc["per_size"]
-    assert len(ps["sizes"]) == len(fitted.per_size_.sizes) > 10
-    for key in ("sizes", "n", "loc", "loc_slow", "share", "shape"):
+    assert len(ps["sizes"]) == len(sized.per_size_.sizes) > 10
+    for key in ("sizes", "n", "knots", "shape"):
         line = next(ln for ln in text.splitlines() if ln.lstrip().startswith(f'"{key}": ['))
         assert json.loads(line.split(": ", 1)[1].rstrip(",")) == ps[key], key
     assert '"estimated": true' in text and '\n  "estimated": true' in text  # still indented
     mf = read_model(path)
     assert write_model(mf, tmp_path / "again.json").read_text() == text
-    np.testing.assert_array_equal(mf.model.per_size_.shape, fitted.per_size_.shape)
+    np.testing.assert_array_equal(mf.model.per_size_.shape, sized.per_size_.shape)
+    sizes = np.r_[sized.per_size_.sizes, sized.per_size_.sizes * 1.01]
+    np.testing.assert_array_equal(mf.model.predict_quantiles(sizes, [0.01, 0.5, 0.99]),
+                                  sized.predict_quantiles(sizes, [0.01, 0.5, 0.99]))
+
+
+def test_a_smooth_truth_stores_no_size(fitted):
+    """Sizes that differ from their regime only by sampling noise are not stored: the file
+    is sized by what the data say, not by how many sizes were measured."""
+    ps = fitted.per_size_
+    assert ps is not None and ps.estimated and len(ps.sizes) <= 2, ps.sizes
 
 
 def test_round_trip_with_uncomputable_aic(fitted):

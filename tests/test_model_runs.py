@@ -9,8 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kit.model.persize import _group_stats, order_position, predictive_quantiles
-from kit.model.runs import dense_codes, run_ids, run_starts, runs_of, sort_within_runs
+from kit.model.persize import _group_stats
+from kit.model.runs import (
+    dense_codes,
+    order_position,
+    predictive_quantiles,
+    run_ids,
+    run_starts,
+    runs_of,
+    sort_within_runs,
+)
 
 values = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64),
                    st.sampled_from([0.0, -0.0, 1.0, 1.0 + 2**-52]))

@@ -151,3 +151,19 @@ def test_a_fit_is_the_same_whatever_the_process_read_before(tmp_path: Path) -> N
                            capture_output=True, text=True).stdout.strip()
             for extra in ([], [str(model)])]
     assert runs[0] == runs[1] and len(runs[0]) == 64
+
+
+@pytest.mark.parametrize("mu", [0.00187, *PARAMS["invgauss"]])
+@pytest.mark.parametrize("light", [False, True])
+def test_invgauss_cdf_far_in_the_left_tail_is_zero_not_inf(mu: float, light: bool,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Both terms of the log CDF underflow there (inf - inf); a per-size model's tail asked
+    the CDF at a ratio of 5e-17 and got +inf, which the model gate refused as non-finite."""
+    special.use_scipy()
+    if light:
+        monkeypatch.setattr(special, "functions", lambda: special.LIGHT)
+    # the fitted noise of that model: mu 0.00187, scale 537 (ratios ~1e-19 below it)
+    cdf = _noise("invgauss", mu, 537.0).cdf(np.array([5e-17, 1e-30, 1e-10, 1e6]))
+    assert np.all(np.isfinite(cdf)) and np.all((cdf >= 0) & (cdf <= 1)), cdf
+    assert cdf[0] == 0.0 and cdf[1] == 0.0 and cdf[3] == 1.0

@@ -14,7 +14,7 @@ from kit.core.errors import ModelError
 from kit.data import dataset as ds
 from kit.data.ingest import ingest
 from kit.data.placement import resolve
-from kit.fit.fitting import fit_dataset
+from kit.fit.fitting import fit_series
 from tests.test_ingest_probe import META, write_run
 
 
@@ -58,7 +58,7 @@ def test_two_host_pairs_are_two_series(two_placements: Path,
 def test_fit_needs_a_placement_and_gives_two_models(two_placements: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ModelError, match="2 series match"):
-        fit_dataset(two_placements, {"transport": "tcp", "op": "pingpong"})
+        fit_series(two_placements, {"transport": "tcp", "op": "pingpong"})
     models = {}
     for selector in ("placement=inter-node", "host_pair=n1:n1"):
         out = tmp_path / f"{selector.split('=')[1]}.json"

@@ -60,7 +60,12 @@ def test_pt2pt_commands_and_options_exist(line: str) -> None:
     words = shlex.split(line)
     subs = _subparsers()
     assert words[1] in subs, f"README quotes unknown subcommand: {line}"
-    options = {opt for action in subs[words[1]]._actions for opt in action.option_strings}
+    parser = subs[words[1]]
+    nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if nested:  # pt2pt collectives sweep ...: the options are the nested command's
+        assert words[2] in nested[0].choices, f"README quotes unknown subcommand: {line}"
+        parser = nested[0].choices[words[2]]
+    options = {opt for action in parser._actions for opt in action.option_strings}
     for word in words[2:]:
         if word.startswith("-"):
             assert word.split("=", 1)[0] in options, f"'{word}' is not an option of: {line}"

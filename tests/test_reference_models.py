@@ -78,9 +78,9 @@ def test_model_beats_hockney_by_a_wide_margin(calib: Path, cluster: str) -> None
 
 def test_graphene_median_error_below_3_percent(calib: Path) -> None:
     result = _validation(calib / CLUSTERS["graphene"])
-    # Median over sizes of |model median - held-out median| / held-out median; the floor
-    # (training median vs held-out median) is about 1 %, so 3 % is reachable.
-    assert result["summary"]["floor"]["median_err"] < 0.015
+    # Median over sizes of |model median - held-out median| / held-out median; the lookup
+    # table (training median vs held-out median) is about 1 %, so 3 % is reachable.
+    assert result["summary"]["lookup"]["median_err"] < 0.015
     assert result["summary"]["model"]["median_err"] < 0.03
 
 
@@ -138,3 +138,36 @@ def test_population_quantiles_invert_the_cdf(calib: Path, cluster: str) -> None:
     levels = np.linspace(0.005, 0.995, 100)
     q = pop.predict_quantiles(sizes, levels)
     assert np.abs(pop.cdf(sizes, q) - levels[None, :]).max() < 1e-6
+
+
+@pytest.mark.parametrize("cluster", list(CLUSTERS))
+def test_no_score_below_the_floor_beyond_sampling_error(calib: Path, cluster: str,
+                                                         tmp_path: Path) -> None:
+    """Issue 59: "CRPS / floor" printed 0.58 (graphene) and 0.02 (send series) when the
+    floor was the training samples' lookup table. The floor is now the held-out samples' own
+    expected CRPS: every series of every run (pingpong, isend, recv), fitted as ``pt2pt fit``
+    fits it, scores at least 1 give or take its standard error, and never below 0.9
+    without the reason the surfaces print beside it."""
+    from kit.data import dataset as ds
+    from kit.data.ingest import ingest
+    from kit.figures.score import explanation, score_of
+    from kit.fit.fitting import FitOptions, fit_series
+
+    folder = calib / CLUSTERS[cluster]
+    files = [f for f in folder.glob("*.csv") if any(op in f.name
+                                                     for op in ("PingPong", "Isend", "Recv"))]
+    report = ingest(files, tmp_path / "ds", campaign=cluster, transport="ref")
+    assert not report.files_failed
+    table = ds.series_table(tmp_path / "ds")
+    assert table.height == 3
+    for row in table.iter_rows(named=True):
+        series = {k: row[k] for k in ds.SERIES_KEYS}
+        fit = fit_series(tmp_path / "ds", series, FitOptions(intervals=False))
+        validation = fit.fitted.validation
+        for name in ("model", "hockney_robust", "peak", "lookup"):
+            score = score_of(validation, name)
+            assert score is not None and score.se is not None
+            assert score.value + 3 * score.se >= 1.0, (row["op"], name, score)
+        model = score_of(validation)
+        assert model is not None
+        assert model.value >= 0.9 or explanation(model) is not None, (row["op"], model)

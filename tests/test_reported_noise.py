@@ -15,12 +15,13 @@ import pytest
 
 from kit.cli import main
 from kit.data.ingest import ingest
-from kit.fit.fitting import fit_dataset
+from kit.fit.fitting import FitOptions, fit_series
 from kit.fit.reportednoise import percentile_of, reported_noise
 
 LATENCY_Z = "osu/osu_latency_tcp_7.4_z.txt"
 BW_Z = "osu/osu_bw_tcp_7.4_z.txt"
 LATENCY_PLAIN = "osu/osu_latency_tcp_7.4.txt"
+QUICK = FitOptions(aggregates=True, validate=False, intervals=False)
 
 
 def _columns(path: Path) -> dict[str, list[float]]:
@@ -51,7 +52,7 @@ def test_latency_percentiles_are_the_reported_noise(dataset: Path, fixtures_dir:
     cols = _columns(fixtures_dir / LATENCY_Z)
     expected = {q: statistics.median(t / m for t, m in zip(cols[q], cols["P50"], strict=True))
                 for q in ("P90", "P99")}
-    fitted = fit_dataset(dataset, {"op": "pingpong", "stat": "mean"}, aggregates=True)
+    fitted = fit_series(dataset, {"op": "pingpong", "stat": "mean"}, QUICK).fitted
     prov = fitted.provenance
     assert fitted.aggregate and prov["samples"] == "aggregates" and prov["statistic"] == "mean"
     reported = prov["reported_noise"]
@@ -83,7 +84,7 @@ def test_bandwidth_percentiles_become_time_percentiles(dataset: Path, fixtures_d
 
 def test_without_percentiles_the_noise_stays_unknown(fixtures_dir: Path, tmp_path: Path) -> None:
     ingest([fixtures_dir / LATENCY_PLAIN], tmp_path / "ds", campaign="plain")
-    fitted = fit_dataset(tmp_path / "ds", {"stat": "mean"}, aggregates=True)
+    fitted = fit_series(tmp_path / "ds", {"stat": "mean"}, QUICK).fitted
     assert fitted.provenance["noise"].startswith("unknown")
     assert "reported_noise" not in fitted.provenance
     assert reported_noise(tmp_path / "ds", {"stat": "raw"}) is None

@@ -79,20 +79,22 @@ def test_cached_equals_recomputed_after_several_ingests(tmp_path, fixtures_dir, 
 
 
 def _reference(dataset: Path) -> pl.DataFrame:
-    """The original one-pass definition (window functions over the series), kept here to
-    check the two-pass computation in kit.data.dataset against it."""
-    lf = ds.scan(dataset).filter(~pl.col("warmup"))
+    """The one-pass definition (window functions over the series, kit.figures' expressions),
+    kept here to check the two-pass computation in kit.data.dataset against it."""
+    from kit.figures.bandwidth import bandwidth_exprs
+    from kit.figures.bandwidth import bound_expr as large_bound
+    from kit.figures.latency import bound_expr, latency_exprs
+
+    lf = ds.scan(dataset).filter(ds.series_predicate(aggregates=True))
     keys = list(SERIES_KEYS)
     size_max = pl.col("size").max().over(keys)
     size_min = pl.col("size").min().over(keys)
-    small = pl.col("size") <= pl.max_horizontal(pl.lit(ds.SMALL_SIZE, pl.UInt64), size_min)
-    large = (pl.col("size") >= size_max // 2) & (pl.col("size") > 0) & (pl.col("time") > 0)
-    table = (lf.with_columns(_small=small, _large=large).group_by(keys)
-             .agg(n_samples=pl.len().cast(pl.UInt64), size_min=pl.col("size").min(),
-                  size_max=pl.col("size").max(),
-                  small_median_s=pl.col("time").filter(pl.col("_small")).median(),
-                  large_bw_Bps=(pl.col("size").cast(pl.Float64) / pl.col("time"))
-                  .filter(pl.col("_large")).median())
+    size, time = pl.col("size"), pl.col("time")
+    table = (lf.with_columns(_small=bound_expr(size_min), _large=large_bound(size_max))
+             .group_by(keys)
+             .agg(pl.len().cast(pl.UInt64).alias("n_samples"), size.min().alias("size_min"),
+                  size.max().alias("size_max"), *latency_exprs(size, time, pl.col("_small")),
+                  *bandwidth_exprs(size, time, pl.col("_large")))
              .sort(keys).collect())
     return table.with_columns([pl.col(c).cast(pl.String) for c in keys])
 

@@ -117,3 +117,20 @@ def test_unified_concretization_and_default_view(env: dict[str, Any]) -> None:
     assert env["concretizer"]["unify"] is True
     # `view: true` puts the view at .spack-env/view, where the job templates look.
     assert env["view"] is True
+
+
+def test_osu_is_pinned_to_the_version_the_kit_reads(env: dict[str, Any]) -> None:
+    """7.4: what the OSU ingest is checked against and the offline mirror holds; unpinned,
+    Spack picks its newest recipe version (docs/spack.md)."""
+    assert env["packages"]["osu-micro-benchmarks"]["require"] == "@7.4"
+    fixtures = REPO.parent / "shared" / "fixtures" / "osu"
+    if fixtures.is_dir():
+        assert any(p.name.endswith("_7.4.txt") for p in fixtures.iterdir())
+
+
+def test_no_compiler_or_mpi_installation_is_hard_coded(env: dict[str, Any]) -> None:
+    """Compilers and the system MPI are the site's (spack compiler/external find): a path or
+    version of one machine in spack.yaml breaks every other machine."""
+    packages = env.get("packages", {})
+    assert not any("externals" in spec for spec in packages.values()), packages
+    assert not {"gcc", "llvm", "openmpi", "mpich"} & set(packages), packages

@@ -1,15 +1,11 @@
 """The Spack environment with a real Spack: audit the recipes, concretize, install, run.
 
-Runs only where a `spack` executable is on PATH (or under $SPACK_ROOT/bin). The root
-spack.yaml stays portable: the tests copy it to a temporary environment (absolute
-`develop:`/`repos:` paths) and add a site scope (`spack -C`) that declares this machine's
-Open MPI as an external by hand, as docs/spack.md tells sites to do, and installs into a
-temporary tree.
-
-Offline machines need a source mirror for what Spack must fetch to build the probe (its
-`compiler-wrapper` tarball): set PT2PT_SPACK_MIRROR to its path or file:// URL. Set
-PT2PT_SPACK_NO_CHECKSUM=1 when that mirror holds archives rebuilt from the upstream tags
-(not byte-identical to the release tarballs). docs/spack.md shows how to make one.
+Runs where a `spack` executable is on PATH (or under $SPACK_ROOT/bin); `.ci/run` lays out an
+offline one from ../shared/spack. The environment is copied, concretized and installed once
+per session into a tree of its own (tests/conftest_spack.py says where): the root spack.yaml
+stays portable, the site scope declares this machine's Open MPI by hand and its build tools
+with `spack external find`, as docs/spack.md tells sites to do. Offline, the source mirror
+named by PT2PT_SPACK_MIRROR provides what Spack must fetch (compiler-wrapper, OSU, SkaMPI).
 """
 
 from __future__ import annotations
@@ -17,44 +13,25 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from tests.conftest import mpi_env
+from tests.conftest_spack import (
+    SPACK_TIMEOUT_S,
+    TOOLS,
+    SpackEnv,
+    SpackTools,
+    find_spack,
+    openmpi_external_spec,
+    run,
+    runs_spack_built_tools,
+)
 
 REPO = Path(__file__).resolve().parent.parent
-TOOLS = {"osu-micro-benchmarks", "skampi", "pt2pt-probe"}
-SPACK_TIMEOUT_S = 1800  # first concretize detects compilers; slow on a loaded 2-core box
-
-# ompi_info component -> the openmpi recipe's fabrics=/schedulers= value it stands for.
-FABRIC_COMPONENTS = {("pml", "ucx"): "ucx", ("mtl", "ofi"): "ofi", ("btl", "ofi"): "ofi",
-                     ("btl", "openib"): "verbs", ("mtl", "psm"): "psm", ("mtl", "psm2"): "psm2",
-                     ("btl", "vader"): None}
-SCHEDULER_COMPONENTS = {("plm", "slurm"): "slurm", ("ras", "gridengine"): "sge",
-                        ("plm", "tm"): "tm", ("plm", "lsf"): "lsf"}
-
-
-def openmpi_external_spec(ompi_info: str) -> str:
-    """The external spec for an installed Open MPI, from what `ompi_info` says it was built with.
-
-    Declared by hand rather than with `spack external find openmpi`, which is known to
-    break; fabrics and schedulers follow the MCA components present.
-    """
-    version = re.search(r"^\s*Open MPI:\s*(\S+)", ompi_info, re.M)
-    if version is None:
-        raise ValueError("ompi_info printed no 'Open MPI: <version>' line")
-    found = set(re.findall(r"MCA (\w+):\s*(\w+)\s", ompi_info))
-    fabrics = sorted({v for k, v in FABRIC_COMPONENTS.items() if k in found and v})
-    schedulers = sorted({v for k, v in SCHEDULER_COMPONENTS.items() if k in found})
-    spec = f"openmpi@{version.group(1)}"
-    spec += f" fabrics={','.join(fabrics)}" if fabrics else " fabrics=none"
-    spec += f" schedulers={','.join(schedulers)}" if schedulers else " schedulers=none"
-    return spec
 
 
 def test_openmpi_external_spec_follows_components() -> None:
@@ -66,23 +43,6 @@ def test_openmpi_external_spec_follows_components() -> None:
     assert openmpi_external_spec(" Open MPI: 5.0.3\n").endswith("fabrics=none schedulers=none")
     with pytest.raises(ValueError, match="Open MPI"):
         openmpi_external_spec("MCA pml: ucx (x)\n")
-
-
-def find_spack() -> str | None:
-    found = shutil.which("spack")
-    if found:
-        return found
-    root = os.environ.get("SPACK_ROOT")
-    if root and (Path(root) / "bin" / "spack").is_file():
-        return str(Path(root) / "bin" / "spack")
-    return None
-
-
-def run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=SPACK_TIMEOUT_S, **kwargs)
-    tail = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{tail}"
-    return proc
 
 
 KIT_REPO = REPO / "kit" / "spack" / "spack_repo" / "pt2pt"
@@ -140,99 +100,46 @@ def test_kit_recipes_carry_builtin_header_and_maintainers() -> None:
         assert re.search(r'^    maintainers\("[\w-]+"', text, re.M), f"{name}: no maintainers()"
 
 
-class SpackEnv:
-    """A copy of the kit's environment plus a site scope, driven through the spack CLI."""
-
-    def __init__(self, spack: str, root: Path) -> None:
-        self.spack, self.dir, self.site = spack, root / "env", root / "site"
-
-    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return run([self.spack, "-C", str(self.site), "-e", str(self.dir), *args])
-
-
-@pytest.fixture(scope="module")
-def spack_env(tmp_path_factory: pytest.TempPathFactory) -> SpackEnv:
-    spack = find_spack()
-    if spack is None:
-        pytest.skip("no spack executable on PATH and no $SPACK_ROOT/bin/spack")
-    if shutil.which("ompi_info") is None:
-        pytest.skip("no system Open MPI (ompi_info) to declare as the external MPI")
-    external = openmpi_external_spec(run(["ompi_info"]).stdout)
-    if not {"ucx", "slurm"} <= set(re.split(r"[ =,]", external)):
-        pytest.skip(f"system Open MPI ({external}) lacks UCX or Slurm, which spack.yaml asks for")
-    env = SpackEnv(spack, tmp_path_factory.mktemp("spack"))
-    env.dir.mkdir()
-    env.site.mkdir()
-
-    data = yaml.safe_load((REPO / "spack.yaml").read_text())
-    body = data["spack"]
-    for name in body["develop"]:
-        body["develop"][name]["path"] = str(REPO / body["develop"][name]["path"])
-    body["repos"] = {name: str(REPO / path) for name, path in body["repos"].items()}
-    (env.dir / "spack.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-
-    make_version = re.search(r"GNU Make (\S+)", run(["make", "--version"]).stdout)
-    packages: dict[str, Any] = {
-        "openmpi": {"buildable": False, "externals": [{"spec": external, "prefix": "/usr"}]}}
-    if make_version:
-        packages["gmake"] = {"buildable": False, "externals": [
-            {"spec": f"gmake@{make_version.group(1)}", "prefix": "/usr"}]}
-    site = {
-        "packages": {"packages": packages},
-        # develop_stage_link absolute: no build-<arch>-<hash> link left in kit/probe.
-        "config": {"config": {"install_tree": {"root": str(env.site.parent / "opt")},
-                              "build_stage": [str(env.site.parent / "stage")],
-                              "develop_stage_link": str(env.site.parent / "probe-stage")}},
-    }
-    mirror = os.environ.get("PT2PT_SPACK_MIRROR")
-    if mirror:
-        url = mirror if "://" in mirror else Path(mirror).resolve().as_uri()
-        site["mirrors"] = {"mirrors": {"pt2pt-test": {"url": url, "binary": False}}}
-    for name, content in site.items():
-        (env.site / f"{name}.yaml").write_text(yaml.safe_dump(content, sort_keys=False))
-    return env
-
-
-@pytest.fixture(scope="module")
-def concretized(spack_env: SpackEnv) -> dict[str, Any]:
-    spack_env("concretize", "-f")
-    return json.loads((spack_env.dir / "spack.lock").read_text())
-
-
 @pytest.mark.spack
 @pytest.mark.slow
 @pytest.mark.timeout(2 * SPACK_TIMEOUT_S)
-def test_concretize_with_system_openmpi_external(concretized: dict[str, Any]) -> None:
-    nodes = concretized["concrete_specs"]
-    roots = {nodes[r["hash"]]["name"] for r in concretized["roots"]}
-    assert roots == TOOLS
-    (openmpi,) = [n for n in nodes.values() if n["name"] == "openmpi"]
+def test_concretize_with_system_openmpi_external(spack_env: SpackEnv) -> None:
+    lock = spack_env.lock()
+    nodes = lock["concrete_specs"]
+    roots = {nodes[r["hash"]]["name"] for r in lock["roots"]}
+    assert roots == set(TOOLS)
+    openmpi = spack_env.node("openmpi")
     assert openmpi["external"]["path"] == "/usr"
     assert not any(n["name"] in {"mpich", "ucx"} for n in nodes.values()), "one MPI, the system's"
-    (probe,) = [n for n in nodes.values() if n["name"] == "pt2pt-probe"]
-    assert probe["parameters"]["dev_path"] == str(REPO / "kit" / "probe")
+    assert spack_env.node("pt2pt-probe")["parameters"]["dev_path"] == str(REPO / "kit" / "probe")
+    # The version the kit's OSU ingest reads (and the offline mirror holds), not the newest.
+    assert spack_env.node("osu-micro-benchmarks")["version"] == "7.4"
+    # The compiler is the site's, found by Spack (spack.yaml names none).
+    assert spack_env.node("gcc").get("external"), "the system compiler, not one Spack built"
 
 
-@pytest.mark.spack
-@pytest.mark.slow
-@pytest.mark.mpi
-@pytest.mark.timeout(2 * SPACK_TIMEOUT_S)
-def test_install_probe_from_develop_path_and_run_pingpong(
-    spack_env: SpackEnv, concretized: dict[str, Any], tmp_path: Path
-) -> None:
-    if not os.environ.get("PT2PT_SPACK_MIRROR"):
-        pytest.skip("PT2PT_SPACK_MIRROR is unset: offline Spack needs a source mirror holding "
-                    "compiler-wrapper (docs/spack.md, 'Without internet')")
-    checksum = ["--no-checksum"] if os.environ.get("PT2PT_SPACK_NO_CHECKSUM") == "1" else []
-    spack_env("install", *checksum, "pt2pt-probe")
-
-    prefix = Path(spack_env("location", "-i", "pt2pt-probe").stdout.strip())
-    view_bin = spack_env.dir / ".spack-env" / "view" / "bin" / "pt2pt-probe"
-    assert view_bin.resolve() == (prefix / "bin" / "pt2pt-probe").resolve()
+@runs_spack_built_tools
+def test_installed_tools_are_in_the_view_and_the_probe_runs(
+        spack_tools: SpackTools, tmp_path: Path) -> None:
+    """Every root installed in the tree, linked into the view the job templates use; the
+    probe built from kit/probe by Spack runs a 2-rank ping-pong from there. (OSU and SkaMPI
+    run in tests/test_real_tools.py.)"""
+    env = spack_tools.env
+    for name in TOOLS:
+        prefix = Path(env("location", "-i", name).stdout.strip())
+        assert prefix.is_relative_to(env.tree / "opt"), (name, prefix)
+    assert spack_tools.probe.resolve().is_relative_to(env.tree / "opt")
+    for bench in ("osu_latency", "osu_bw", "osu_bibw"):
+        assert os.access(spack_tools.osu(bench), os.X_OK), bench
+    assert (spack_tools.view / "share" / "skampi" / "ski").is_dir()
+    # Only an archive the mirror holds rebuilt skipped its checksum; never the probe's.
+    assert set(env.no_checksum) <= {"osu-micro-benchmarks"}
+    print(f"spack: concretize {env.timings['concretize_s']:.0f} s, "
+          f"install {env.timings.get('install_s', 0):.0f} s, tree {env.tree}")
 
     out = tmp_path / "pp"
     proc = subprocess.run(
-        ["mpirun", "-np", "2", "--oversubscribe", str(view_bin), "--op", "pingpong",
+        ["mpirun", "-np", "2", "--oversubscribe", str(spack_tools.probe), "--op", "pingpong",
          "--sizes", "list:0,1K,64K", "--samples", "20", "--warmup", "5", "--seed", "3",
          "--output", str(out)],
         capture_output=True, text=True, timeout=300, env=mpi_env())

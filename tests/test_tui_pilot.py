@@ -433,13 +433,13 @@ FILE_BREAKPOINTS = {"tcp": [3000.0], "shm": [2000.0, 50000.0]}
 @pytest.fixture(scope="module")
 def models_dir(synthetic_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One model per series, fitted and saved the way `pt2pt demo` does (kit.fit.fitting)."""
-    from kit.fit.fitting import fit_dataset
+    from kit.fit.fitting import FitOptions, fit_series
     from kit.model.io import write_model
 
     out = tmp_path_factory.mktemp("models")
     for transport, bps in FILE_BREAKPOINTS.items():
-        fitted = fit_dataset(synthetic_dataset, {"transport": transport}, breakpoints=bps,
-                             random_state=0)
+        opts = FitOptions(breakpoints=tuple(bps), validate=False, intervals=False)
+        fitted = fit_series(synthetic_dataset, {"transport": transport}, opts).fitted
         write_model(fitted, out / f"{transport}-pingpong-csv.json")
     (out / ".dataset-fingerprint").write_text("not a model")  # the demo keeps one here
     return out

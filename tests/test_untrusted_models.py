@@ -88,13 +88,16 @@ def test_absurd_model_is_refused_by_the_reader(name: str) -> None:
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory: pytest.TempPathFactory) -> Doc:
-    """A real fit with a per-size layer (sizes repeated), as its JSON."""
+    """A real fit with a per-size layer (sizes repeated, each with its own true effect: the
+    layer stores only sizes that differ from their regime beyond the noise), as its JSON."""
     from kit.fit import synth
     from kit.model import RegimeModel
 
     truth = synth.Truth([synth.TrueRegime(1, "linear", {"a": 5e-6, "b": 1e-9},
                                           synth.TrueNoise("lognormal", 0.1))])
     size, t = synth.sample(truth, 3000, 1, 2**20, grid=40, seed=5)
+    grid, where = np.unique(size, return_inverse=True)
+    t = t * np.exp(np.random.default_rng(5).normal(0, 0.3, len(grid)))[where]
     path = save_model(RegimeModel(random_state=0).fit(size, t),
                       tmp_path_factory.mktemp("persize") / "m.json")
     doc = json.loads(path.read_text())
@@ -104,12 +107,12 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> Doc:
 
 @pytest.mark.parametrize("shift", [20.0, -20.0])
 def test_per_size_shift_of_e20_is_refused(fitted: Doc, shift: float) -> None:
-    """One stored size moved by e^+-20 (its location and, where stored, its shape)."""
+    """One stored size moved by e^+-20 (format 2: every level its knots mark, in shape_unit)."""
     doc = copy.deepcopy(fitted)
     ps = doc["per_size"]
-    ps["loc"][7] = shift
-    if ps.get("shape"):
-        ps["shape"][7] = [shift] * len(ps["shape"][7])
+    start = sum(int(k).bit_count() for k in ps["knots"][:7])
+    for i in range(start, start + int(ps["knots"][7]).bit_count()):
+        ps["shape"][i] = round(shift / ps["shape_unit"])
     with pytest.raises(ModelError, match="not physical"):
         model_from_dict(doc, "persize")
 

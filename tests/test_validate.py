@@ -206,9 +206,9 @@ def test_result_is_json_and_tabulates(synthetic_validation: dict) -> None:
     assert json.loads(text)["split"]["n_test"] == pytest.approx(0.3 * 4000, rel=0.02)
     table = validation_table(synthetic_validation)
     names = table["model"].to_list()
-    assert names[0] == "model" and names[-2:] == ["truth", "floor"]
+    assert names[0] == "model" and names[-3:] == ["truth", "lookup", "floor"]
     # Baselines best first (lowest CRPS), each with its label; the raw-sample strawman is out.
-    base = names[1:-2]
+    base = names[1:-3]
     assert sorted(base) == ["hockney", "hockney_robust", "peak"]
     crps = [synthetic_validation["summary"][b]["crps"] for b in base]
     assert crps == sorted(crps)

@@ -6,13 +6,14 @@ module only wires start-up arguments to the first screen.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
 
+from tui.datawarnings import notify_data_warnings
 from tui.screens.browser import BrowserScreen
 from tui.screens.common import QUIT_GROUP
 from tui.session import Session
@@ -39,9 +40,14 @@ class ExplorerApp(App[int]):
         self._start_dataset = Path(dataset) if dataset else None
         given = [] if model is None else [model] if isinstance(model, str | Path) else list(model)
         self._start_models = [Path(m) for m in (*given, *models)]
+        self._restore_warnings: Callable[[], None] = lambda: None
 
     def on_mount(self) -> None:
+        self._restore_warnings = notify_data_warnings(self)
         self.push_screen(BrowserScreen(self.session, self._start_dataset, self._start_models))
+
+    def on_unmount(self) -> None:
+        self._restore_warnings()
 
 
 def run(dataset: str | Path | None, model: str | Path | Sequence[str | Path] | None = None,

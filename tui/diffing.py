@@ -27,11 +27,12 @@ class DiffRow:
 
 def diff_series(a: Samples, b: Samples, dataset: str | Path | None = None, *,
                 seed: int = 0) -> DiffResult:
-    """B against A (see ``pt2pt diff``), on the samples the explorer already holds; with
+    """B against A (see ``pt2pt diff``), on the samples the explorer already holds (the rows
+    ``pt2pt fit`` fits, so the comparison is ``pt2pt diff``'s on the same series); with
     ``dataset``, the runs' recorded conditions too (no verdict on a disturbed side)."""
     def side(s: Samples) -> Side:
         found = run_conditions(dataset, s.key) if dataset is not None else []
-        return Side(s.key.label, s.size, s.time, conditions=found)
+        return Side.of(s.key.label, s.fit_rows(), conditions=found)
 
     return diff(side(a), side(b), seed=seed)
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kit.core.errors import ModelError
-from tui.loading import Samples
+from tui.loading import Samples, SeriesRow
+
+if TYPE_CHECKING:
+    from kit.figures.series import SeriesFigures
 
 
 def __getattr__(name: str) -> Any:
@@ -49,25 +52,33 @@ class RegimeView:
     bands: list[tuple[str, float]] = field(default_factory=list)  # mixture: (family, share)
 
 
+def options(breakpoints: list[float] | None = None,
+            families: list[str | None] | None = None, *, preview: bool = False) -> Any:
+    """kit.fit.fitting.FitOptions of a TUI fit: ``pt2pt fit``'s defaults, the user's
+    breakpoints and families, validation left to :func:`validate` (in the background, once
+    the user stops editing) and no bootstrap (a saved model carries its intervals)."""
+    from kit.fit.fitting import PREVIEW_SAMPLES, FitOptions, with_edits
+
+    opts = FitOptions(aggregates=True, validate=False, intervals=False, preview=preview,
+                      preview_samples=globals().get("PREVIEW_SAMPLES", PREVIEW_SAMPLES))
+    return with_edits(opts, breakpoints, families)
+
+
 def fit(samples: Samples, breakpoints: list[float] | None = None,
         families: list[str | None] | None = None, *, preview: bool = False) -> Any:
-    """Fit kit's RegimeModel (kit.fit.fitting's one entry point) with the user's breaks/families.
+    """Fit the series as ``pt2pt fit`` does (kit.fit.fitting), with the user's breaks/families.
 
-    Fixed seed: the same edit gives the same model, which is what the user expects
-    when toggling back and forth (and what snapshot tests need). ``preview`` fits a
-    deterministic subsample without mixtures, overlaps or the noise-family search: an
-    answer within a second on large series, replaced by the full fit when it is done.
+    Fixed seed (fit's default): the same edit gives the same model, which is what the user
+    expects when toggling back and forth (and what snapshot tests need); with no edit it is
+    the model ``pt2pt fit`` writes. ``preview`` fits a deterministic subsample without
+    mixtures, overlaps or the noise-family search: an answer within a second on large
+    series, replaced by the full fit when it is done.
     """
-    from kit.fit.fitting import PREVIEW_SAMPLES, fit_arrays
+    from kit.fit.fitting import fit_read
 
-    kwargs: dict[str, Any] = {"random_state": 0}
-    if breakpoints is not None:
-        kwargs["breakpoints"] = [float(b) for b in breakpoints]
-        kwargs["families"] = list(families) if families is not None else None
     try:
-        return fit_arrays(samples.key.as_dict(), samples.size, samples.time, preview=preview,
-                          preview_samples=globals().get("PREVIEW_SAMPLES", PREVIEW_SAMPLES),
-                          **kwargs)
+        return fit_read(samples.fit_rows(), options(breakpoints, families,
+                                                    preview=preview)).model
     except ModelError as err:
         if "fitting failed" not in err.message:
             raise
@@ -153,15 +164,26 @@ def _regime_errors(validation: dict[str, Any] | None, index: int) -> dict[str, f
     return {}
 
 
+def series_figures(row: SeriesRow | None, validation: dict[str, Any] | None) -> SeriesFigures:
+    """The series' figures as every surface shows them (kit.figures): its measured latency
+    and bandwidth (the browser's row) with the score and verdict of the model's validation."""
+    from kit.figures.series import SeriesFigures
+
+    base = row.figures if row is not None else SeriesFigures.of({})
+    return base.with_validation(validation)
+
+
 def validate(model: Any, samples: Samples) -> dict[str, Any]:
-    """Held-out validation by kit.fit.validate (per regime too), to keep beside the model.
+    """Held-out validation by kit.fit.validate (per regime too), to keep beside the model:
+    ``pt2pt fit``'s (kit.fit.fitting.validate_fit, same rows, same seed).
 
     It refits a copy on a training split, so it costs about one more fit: the series view
     runs it in the background once the user stops editing.
     """
-    from kit.fit.validate import validate_into
+    from kit.fit.fitting import validate_fit
+    from kit.model.contract import ModelFile
 
-    return validate_into(model, samples.size, samples.time, random_state=0)
+    return validate_fit(ModelFile(model), samples.fit_rows(), options())
 
 
 def curve(model: Any, size_lo: float, size_hi: float, n: int = 240) -> tuple[np.ndarray, ...]:

@@ -5,18 +5,21 @@ shows and fits are those that ``pt2pt fit``, validate and the report use."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from kit.core.errors import UserError
 from kit.data.schema import SERIES_KEYS
-from kit.measure.conditions import RUN_KEYS, conditions_by_series
+from kit.figures.series import SeriesFigures
+from kit.measure.conditions import RUN_KEYS, Conditions, conditions_by_series
 from tui.serieskey import SeriesKey
+
+if TYPE_CHECKING:
+    from kit.fit.fitting import SeriesSamples
 
 
 @dataclass(frozen=True)
@@ -27,8 +30,9 @@ class SeriesRow:
     n_samples: int
     size_min: int
     size_max: int
-    small_median_s: float | None
-    large_bw_Bps: float | None
+    #: latency and bandwidth as every surface shows them (kit.figures, from the dataset's
+    #: stored summary)
+    figures: SeriesFigures
     mpi: str
     #: the node's state during the series' runs (kit.measure.conditions): quiet | disturbed |
     #: unknown, and why
@@ -38,14 +42,33 @@ class SeriesRow:
 
 @dataclass(frozen=True)
 class Samples:
-    """All non-warm-up samples of one series, as float arrays (what the model is fitted on)."""
+    """The samples of one series the model is fitted on, as float arrays.
+
+    ``rows`` is kit.fit.fitting's reading of the series (run quality's exclusions, the
+    subsample of a very large series), which the TUI fits and validates exactly as
+    ``pt2pt fit`` does; None for samples made from arrays (tests), fitted as they are.
+    """
 
     key: SeriesKey
     size: np.ndarray
     time: np.ndarray
+    rows: SeriesSamples | None = None
 
     def __len__(self) -> int:
         return int(self.size.shape[0])
+
+    @property
+    def left_out(self) -> int:
+        """Samples run quality flagged as disturbed and left out of the fit (and of view)."""
+        return self.rows.n_disturbed_left_out if self.rows is not None else 0
+
+    def fit_rows(self) -> SeriesSamples:
+        """What kit.fit.fitting fits: the rows read, or these arrays as they are."""
+        if self.rows is not None:
+            return self.rows
+        from kit.fit.fitting import SeriesSamples
+
+        return SeriesSamples.of_arrays(self.size, self.time, keys=self.key.as_dict())
 
 
 def _check_dataset_dir(path: Path) -> None:
@@ -81,8 +104,7 @@ def series_rows(dataset: str | Path) -> list[SeriesRow]:
             n_samples=int(rec.get("n_samples") or 0),
             size_min=int(rec.get("size_min") or 0),
             size_max=int(rec.get("size_max") or 0),
-            small_median_s=_float_or_none(rec.get("small_median_s")),
-            large_bw_Bps=_float_or_none(rec.get("large_bw_Bps")),
+            figures=SeriesFigures.of(rec),
             mpi=mpi.get((key.get("campaign"), key.get("tool"), key.get("transport")), ""),
             **_conditions(conditions.get(tuple(str(rec.get(k)) for k in RUN_KEYS))),
         ))
@@ -113,10 +135,8 @@ def _mpi_by_series(runs: pl.DataFrame | None) -> dict[tuple[str, str, str], str]
     return out
 
 
-def run_conditions(dataset: str | Path, key: SeriesKey) -> list[Any]:
+def run_conditions(dataset: str | Path, key: SeriesKey) -> list[Conditions]:
     """The recorded conditions (kit.measure.conditions) of the runs of one series."""
-    from kit.measure.conditions import Conditions
-
     runs = _runs(Path(dataset))
     if runs is None:
         return []
@@ -132,34 +152,23 @@ def _conditions(found: tuple[str, str] | None) -> dict[str, str]:
     return {"conditions": verdict, "conditions_why": why}
 
 
-def _float_or_none(v: Any) -> float | None:
-    if v is None:
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
-
-
 def load_samples(dataset: str | Path, key: SeriesKey,
                  others: list[SeriesKey] | None = None) -> Samples:
-    """The rows of one series that fit, validate and the report use (kit.data.dataset's selector).
+    """The rows of one series that ``pt2pt fit`` fits (kit.fit.fitting.read_series: the
+    series' rows, disturbed windows left out, the subsample of a very large series).
 
     Aggregate series are shown (and fitted, marked as such) like raw ones: the key's
-    ``stat`` tells them apart. ``others`` (all series of the dataset) lets us filter only
-    on the key columns that differ between series: comparing strings over millions of rows
-    is most of the load time, and a column with one value in the whole dataset selects
-    nothing.
+    ``stat`` tells them apart. ``others`` is no longer needed (kit.data.dataset filters only
+    on the keys that differ between series) and kept for callers that pass it.
     """
-    from kit.data import dataset as kds
+    from kit.fit.fitting import FitOptions, read_series
 
-    varying = {k: v for i, (k, v) in enumerate(key.as_dict().items())
-               if others is None or len({o.values[i] for o in others}) > 1}
-    df = (kds.series_rows(Path(dataset), varying, aggregates=True)
-          .select(pl.col("size").cast(pl.Float64), pl.col("time").cast(pl.Float64))
-          .collect())
-    if df.height == 0:
+    del others
+    rows = read_series(Path(dataset), key.as_dict(), FitOptions(aggregates=True))
+    if len(rows) == 0:
         raise UserError(f"series {key.label} has no usable samples (all warm-up or not finite)",
                         where=str(dataset), hint="pick another series or re-ingest the run")
-    return Samples(key, df["size"].to_numpy(), df["time"].to_numpy())
+    return Samples(key, rows.size, rows.time, rows)
 
 
 def reported_noise(dataset: str | Path, key: SeriesKey) -> str | None:

@@ -147,6 +147,19 @@ class Session:
         state = self.series.get(key)
         return bool(state and state.model is not None) or self.file_model_for(key) is not None
 
+    def row_for(self, key: SeriesKey) -> SeriesRow | None:
+        """The browser's row of the series (its measured latency and bandwidth)."""
+        return next((r for r in self.rows if r.key == key), None)
+
+    def validation_for(self, key: SeriesKey) -> dict[str, Any]:
+        """The validation of the series' current model: fitted here (once validated), or
+        its model file's; empty when there is none."""
+        state = self.series.get(key)
+        if state is not None and state.model is not None:
+            return state.validation
+        file_model = self.file_model_for(key)
+        return file_model.validation if file_model is not None else {}
+
     def file_model_for(self, key: SeriesKey) -> ModelFile | None:
         """The model file matched to this series, else a model that names no series."""
         return self.file_models.get(key) or self.fallback_model

@@ -69,9 +69,12 @@ class Comparison:
 
 
 def _pick_rows(frame: pl.DataFrame, key: str) -> tuple[pl.DataFrame, dict[str, str]]:
-    """Raw rows per series where there are any, else its ``mean`` rows; warm-up excluded."""
+    """Raw rows per series where there are any, else its ``mean`` rows; kit.data.dataset's
+    row rule (no warm-up, finite times) on frames that did not come through it."""
+    from kit.data.dataset import series_predicate
+
     if "warmup" in frame.columns:
-        frame = frame.filter(~pl.col("warmup").fill_null(False))
+        frame = frame.filter(series_predicate(aggregates=True))
     name = pl.col(key).cast(pl.String).fill_null("unknown")
     if (key not in ("placement", "host_pair") and "placement" in frame.columns
             and frame["placement"].n_unique() > 1):

@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,8 +42,13 @@ from numpy.typing import NDArray
 from kit.core.atomicwrite import replacing
 from kit.core.errors import UserError
 from kit.figures import sanity
+from kit.figures.series import LEGEND
 from kit.model.outliers import group_medians
 from kit.model.runs import string_codes
+
+if TYPE_CHECKING:
+    from kit.figures.series import SeriesFigures
+    from kit.fit.fitting import SeriesSamples
 
 STATS: dict[str, float] = {"p05": 0.05, "p50": 0.5, "p95": 0.95}
 #: Fewest samples per side in a band for its median to be compared; for p05/p95 more.
@@ -71,6 +76,11 @@ class Side:
     run: NDArray[Any] | None = None
     seq: NDArray[Any] | None = None
     model: Any = None  # a fitted RegimeModel when one was given or fitted
+    #: the rows as kit.fit.fitting read them (a dataset series or a model's); None: arrays
+    samples: SeriesSamples | None = None
+    #: latency, bandwidth (and a model file's score, verdict) as every surface shows them;
+    #: None: computed from the samples (kit.figures' definitions) when compared
+    figures: SeriesFigures | None = None
     #: the conditions of the side's runs (kit.measure.conditions), from the runs table
     conditions: list[Any] = field(default_factory=list)
 
@@ -78,20 +88,30 @@ class Side:
     def n(self) -> int:
         return len(self.size)
 
+    @classmethod
+    def of(cls, label: str, samples: SeriesSamples, model: Any = None,
+           figures: SeriesFigures | None = None,
+           conditions: list[Any] | None = None) -> Side:
+        """A side made of the rows the fit of a series sees (kit.fit.fitting)."""
+        return cls(label, samples.size, samples.time, samples.frame["run_id"].to_numpy(),
+                   samples.seq, model=model, samples=samples, figures=figures,
+                   conditions=list(conditions or []))
 
-def _select_frame(dataset: Path, selector: dict[str, str], where: str) -> tuple[dict[str, str],
-                                                                                Any]:
-    """The raw non-warm-up rows of the one series ``selector`` picks (with run_id and seq)."""
-    import polars as pl
+    def shown_figures(self) -> SeriesFigures:
+        """kit.figures' figures of this side: its series' (the dataset's stored summary), or
+        the same definitions on its samples."""
+        from kit.figures.series import SeriesFigures
 
-    from kit.data import dataset as ds
-    from kit.fit.fitting import select_series
+        if self.figures is not None:
+            return self.figures
+        return SeriesFigures.of_samples(self.size.tolist(), self.time.tolist())
 
-    chosen, _, _ = select_series(dataset, selector)
-    frame = (ds.series_rows(dataset, chosen, aggregates=False)  # kit.data.dataset's one rule
-             .select(pl.col("size").cast(pl.Float64), "time", pl.col("run_id").cast(pl.String),
-                     "seq").collect())
-    return chosen, frame
+    def fit_samples(self) -> SeriesSamples:
+        from kit.fit.fitting import SeriesSamples
+
+        if self.samples is not None:
+            return self.samples
+        return SeriesSamples.of_arrays(self.size, self.time, run_id=self.run, seq=self.seq)
 
 
 def side_conditions(dataset: Path, run_ids: Any) -> list[Any]:
@@ -113,8 +133,13 @@ def split_spec(spec: str) -> tuple[Path, str | None]:
 
 
 def load_side(spec: str, *, series: str | None = None, label: str | None = None) -> Side:
-    """A dataset folder (with a selector) or a model file whose provenance names its data."""
-    from kit.fit.fitting import parse_selector
+    """A dataset folder (with a selector) or a model file whose provenance names its data.
+
+    Either way the samples are the rows ``pt2pt fit`` fits (kit.fit.fitting.read_series:
+    disturbed windows left out as the fit leaves them out), and a dataset's model is the
+    one ``pt2pt fit`` writes for it."""
+    from kit.data.dataset import parse_selector
+    from kit.fit import fitting
 
     path, sel_text = split_spec(spec)
     name = label or spec
@@ -125,24 +150,28 @@ def load_side(spec: str, *, series: str | None = None, label: str | None = None)
     if path.is_dir():
         selector = parse_selector(sel_text or series, where=spec if sel_text else "--series")
         return dataset_side(path, selector, name)
-    from kit.data.dataset import model_selector as ds_selector
     from kit.model.io import read_model
 
     fitted = read_model(path)
-    model, prov = fitted.model, fitted.provenance
-    data = prov.get("dataset")
-    chosen = prov.get("series")
-    if not data or not isinstance(chosen, dict) or not Path(str(data)).is_dir():
+    data = fitted.dataset
+    if data is None or not isinstance(fitted.provenance.get("series"), dict) \
+            or not data.is_dir():
         raise UserError(f"the model's samples are not reachable (its provenance names "
-                        f"dataset {data!r})", where=str(path),
+                        f"dataset {fitted.provenance.get('dataset')!r})", where=str(path),
                         hint="diff needs samples for its intervals: give the dataset folder "
                         "instead (DATASET#KEY=V,...) or restore the dataset at that path")
-    selector = ds_selector(chosen)  # a model from before ``pairs`` was a key: k = 1
-    _, frame = _select_frame(Path(str(data)), selector, str(path))
-    return Side(name, frame["size"].to_numpy(), frame["time"].to_numpy(),
-                frame["run_id"].to_numpy(), frame["seq"].to_numpy().astype(np.int64),
-                model=model, conditions=side_conditions(Path(str(data)),
-                                                         frame["run_id"].unique()))
+    rows = fitting.read_model_series(fitted)
+    return Side.of(name, rows, model=fitted.model,
+                   figures=_figures(data, rows.keys, fitted.validation),
+                   conditions=side_conditions(data, rows.frame["run_id"].unique()))
+
+
+def _figures(dataset: Path, keys: dict[str, str],
+             validation: dict[str, Any] | None) -> SeriesFigures:
+    """The series' figures from the dataset's stored summary (kit.figures)."""
+    from kit.data.figures import series_figures
+
+    return series_figures(dataset, keys, validation)
 
 
 @dataclass
@@ -186,11 +215,14 @@ def pair_series(a: Path, b: Path) -> SeriesPairs:
 
 
 def dataset_side(path: Path, selector: dict[str, str], label: str) -> Side:
-    """One series of a dataset folder as a side (its samples and its runs' conditions)."""
-    _, frame = _select_frame(path, selector, label)
-    return Side(label, frame["size"].to_numpy(), frame["time"].to_numpy(),
-                frame["run_id"].to_numpy(), frame["seq"].to_numpy().astype(np.int64),
-                conditions=side_conditions(path, frame["run_id"].unique()))
+    """One series of a dataset folder as a side: the rows ``pt2pt fit`` fits
+    (kit.fit.fitting.read_series), its figures and its runs' conditions."""
+    from kit.fit import fitting
+
+    keys = fitting.resolve(path, selector)
+    rows = fitting.read_series(path, keys)
+    return Side.of(label, rows, figures=_figures(path, keys, None),
+                   conditions=side_conditions(path, rows.frame["run_id"].unique()))
 
 
 def halves(side: Side) -> tuple[Side, Side]:
@@ -207,7 +239,8 @@ def halves(side: Side) -> tuple[Side, Side]:
     def part(mask: NDArray[np.bool_], what: str) -> Side:
         return Side(f"{side.label} ({what} half)", side.size[mask], side.time[mask],
                     None if side.run is None else side.run[mask], side.seq[mask]
-                    if side.seq is not None else None, conditions=side.conditions)
+                    if side.seq is not None else None, conditions=side.conditions,
+                    samples=None if side.samples is None else side.samples.subset(mask))
 
     return part(first, "first"), part(~first, "second")
 
@@ -280,6 +313,8 @@ class DiffResult:
         """Why no change was called (a side measured on a disturbed node), or None."""
         why = self.conditions.get("withheld")
         return str(why) if why else None
+    #: each side's latency, bandwidth, score, best baseline, verdict (kit.figures' text)
+    figures: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         def clean(v: Any) -> Any:
@@ -297,18 +332,19 @@ class DiffResult:
                       "settings": self.settings, "bands": [asdict(b) for b in self.bands],
                       "params": [asdict(p) for p in self.params],
                       "breaks": [asdict(b) for b in self.breaks], "notes": self.notes,
-                      "conditions": self.conditions})
+                      "conditions": self.conditions, "figures": self.figures})
 
 
 # --------------------------------------------------------------------------- machinery
 def _fit(side: Side, seed: int) -> Any:
-    """A's/B's model: the given one, else a quick fit (curve and breaks only are used)."""
-    from kit.model import RegimeModel
+    """A's/B's model: the given one, else ``pt2pt fit``'s (kit.fit.fitting, without
+    validation or intervals: only its curve and breaks are used)."""
+    from kit.fit.fitting import FitOptions, fit_read
 
     if side.model is not None:
         return side.model
-    return RegimeModel(noise=False, overlap=False, per_size=False,
-                       random_state=seed).fit(side.size, side.time)
+    opts = FitOptions(seed=seed, validate=False, intervals=False)
+    return fit_read(side.fit_samples(), opts).model
 
 
 def _clusters(side: Side, mask: NDArray[np.bool_]) -> NDArray[np.int64]:
@@ -553,8 +589,13 @@ def diff(a: Side, b: Side, *, alpha: float = 0.05, min_effect: float = 0.02,
                 "statistic": "quantiles of time / A's regime curve per size band",
                 "correction": "Bonferroni over all tests (family-wise 95 %)",
                 "breakpoints_a": bp_a, "breakpoints_b": bp_b}
+    figures = {}
+    for key, side in (("a", a), ("b", b)):
+        shown = side.shown_figures()
+        figures[key] = {**shown.cells(), "latency label": shown.latency_label(),
+                        "bandwidth label": shown.bandwidth_label()}
     return DiffResult(a.label, b.label, a.n, b.n, bands, pchanges, breaks, verdict, changed,
-                      settings, notes, conditions)
+                      settings, notes, conditions, figures)
 
 
 def _conditions(a: Side, b: Side, notes: list[str]) -> dict[str, Any]:
@@ -821,17 +862,25 @@ def summary_lines(result: DiffResult) -> list[str]:
     """The terminal view: the verdict, then the band table and parameter table."""
     s = result.settings
     cond = result.conditions
-    out = [f"A: {result.a_label} ({result.n_a} samples)"
-           + _conditions_text(cond.get("A")),
-           f"B: {result.b_label} ({result.n_b} samples)"
-           + _conditions_text(cond.get("B")),
-           f"verdict: {result.verdict}",
+    out = []
+    for key, label, n in (("a", result.a_label, result.n_a), ("b", result.b_label, result.n_b)):
+        out.append(f"{key.upper()}: {label} ({n} samples)"
+                   + _conditions_text(cond.get(key.upper())))
+        f = result.figures.get(key)
+        if f:
+            out.append(f"   {f['latency label']} {f['latency']}; {f['bandwidth label']} "
+                       f"{f['bandwidth']}" + (f"; score {f['score']}, best baseline "
+                                              f"{f['best baseline']}" if f["score"] != "–"
+                                              else ""))
+    out += [f"verdict: {result.verdict}",
            f"method: change of each quantile of time / A's regime curve, B vs A; "
            f"{s['tests']} tests, Bonferroni-corrected 95 % intervals (bootstrap over "
            f"sizes or runs, {s['bootstrap']} resamples); reported when the interval "
            f"excludes 0 and |change| >= {100 * s['min_effect']:g} %",
            "", f"{'size band':<24} {'stat':<5} {'n A':>7} {'n B':>7} "
            f"{'change [95 % interval]':>30}  "]
+    if result.figures:
+        out.insert(len(out) - 2, f"figures: {LEGEND}")
     for c in result.bands:
         band = f"{human_size(c.size_lo)}–{human_size(c.size_hi)}"
         if c.kind != "regime":

@@ -78,9 +78,7 @@ def read_ops(dataset: str | Path, series: dict[str, str],
              used: dict[str, str] | None = None) -> dict[str, tuple[NDArray, NDArray]]:
     """(size, time) per LogGP source op of the selected group (LOGGP_KEYS); ``used``
     (if given) receives the op and stat each piece was read from, e.g. ``stream (raw)``."""
-    lf = ds.scan(dataset).filter(~pl.col("warmup") & (pl.col("time") > 0))
-    for k, v in series.items():
-        lf = lf.filter(pl.col(k).cast(pl.String) == v)
+    lf = ds.series_rows(dataset, series, aggregates=True).filter(pl.col("time") > 0)
     frame = (lf.select(pl.col("op").cast(pl.String), pl.col("stat").cast(pl.String),
                        pl.col("size").cast(pl.Float64), "time",
                        *[pl.col(k).cast(pl.String) for k in LOGGP_KEYS])

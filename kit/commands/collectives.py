@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="The 2015 collective-algorithm study on a platform the kit exported: "
         "'sweep' runs the kit's driver (collbench) under smpirun for every collective x "
         "algorithm (--cfg=smpi/<collective>:<algorithm>) x numproc x size, recording the "
-        "simulated time of each repetition, host wall and CPU time and peak memory (PSS) per "
+        "simulated time of each repetition, host wall and CPU time and peak anonymous memory per "
         "point into OUT/collectives.parquet (resumable: finished points are kept in "
         "OUT/points.jsonl); 'analyze' prints per configuration the best algorithm and every "
         "algorithm's ratio to it, and per algorithm the share of configurations within X %% "
@@ -80,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--time-limit", type=real(0.1, 86400.0, "seconds"), default=600.0,
                    metavar="S", help="per point (default 600 s)")
     s.add_argument("--memory-limit", type=real(0.01, 4096.0, "GiB"), default=8.0,
-                   metavar="GIB", help="peak PSS per point (default 8 GiB)")
+                   metavar="GIB", help="peak anonymous resident memory per point (default 8 GiB)")
     s.add_argument("--ranks-per-host", type=integer(1, 4096, "ranks per host"), metavar="K")
     s.set_defaults(func=run_sweep)
     a = sub.add_parser("analyze", help="best algorithm per configuration, shares within X %%",
@@ -95,6 +95,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--resamples", type=argtypes.resamples, default=2000)
     a.add_argument("--seed", type=argtypes.seed, default=1, help="bootstrap seed (default 1)")
     a.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    a.add_argument("--report", type=Path, metavar="DIR",
+                   help="also write DIR/index.html with the study's plots (time / size against "
+                   "numproc per algorithm; shares within X %% with intervals)")
     a.set_defaults(func=run_analyze)
 
 
@@ -111,7 +114,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         t = f"{sorted(p.times)[len(p.times) // 2]:.6g} s" if p.times else p.reason[:100]
         print(f"[{i}/{n}] {p.collective} {p.algorithm} np={p.numproc} size={p.size}: "
               f"{p.status} {t} (wall {p.wall_s:.1f} s, cpu {p.cpu_s:.1f} s, "
-              f"PSS {p.peak_pss_bytes / 2**20:.0f} MiB)", flush=True)
+              f"memory {p.peak_memory_bytes / 2**20:.0f} MiB)", flush=True)
 
     points = run_sweep(sweep, args.out, show)
     bad = sum(p.status != "ok" for p in points)
@@ -127,6 +130,11 @@ def run_analyze(args: argparse.Namespace) -> int:
     ranked = ranking(rows)
     found = shares(rows, within=tuple(args.within), split=args.split,
                    resamples=args.resamples, seed=args.seed)
+    if args.report is not None:
+        from kit.outputs.report.collectives import write_report
+
+        page = write_report(args.report, rows, found, source=str(args.out),
+                            within=list(args.within), split=args.split)
     if args.json:
         print(json.dumps({"ranking": ranked.to_dicts(), "shares": [s.to_dict() for s in found]},
                          indent=1, default=str))
@@ -154,4 +162,6 @@ def run_analyze(args: argparse.Namespace) -> int:
         n = next(iter(by_x.values())).configurations
         print(f"{coll:<10} {alg:<22} {numprocs:<7} {n:>4}" + "".join(
             f"{f'{by_x[x].share:.2f} [{by_x[x].lo:.2f}, {by_x[x].hi:.2f}]':>21}" for x in xs))
+    if args.report is not None:
+        print(f"wrote {page}")
     return 0

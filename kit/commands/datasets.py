@@ -3,42 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Mapping
 from pathlib import Path
 
 from kit.data import series_summary
 from kit.data.series_keys import SERIES_KEYS, pairs_count
-from kit.figures.bandwidth import TOP_OCTAVE_DEFINITION, TOP_OCTAVE_LABEL
+from kit.figures import bandwidth, latency
+from kit.figures.series import SeriesFigures
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "datasets",
-        help="list the series of a dataset (counts, size range, small time, large bandwidth)",
+        help="list the series of a dataset (counts, size range, latency, bandwidth)",
         description="One line per series (campaign, tool, transport, placement, host pair, "
         "concurrent pairs when some run had more than one, op, stat): samples "
-        "outside warm-up, size range, median time of messages <= 64 B, and the median "
-        "bandwidth over the top octave of sizes.",
+        "outside warm-up, size range, latency (median time of messages <= 64 B) and "
+        "effective bandwidth (median size / time over the top octave of sizes), each with "
+        "the 95 %% interval of its median: the figures every surface of the kit shows.",
     )
     parser.add_argument("dataset", type=Path, metavar="DIR", help="dataset folder")
     parser.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     parser.set_defaults(func=run)
-
-
-def _seconds(value: float | None) -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
-
-
-def _bandwidth(value: float | None) -> str:
-    if value is None or math.isnan(value) or math.isinf(value):
-        return "-"
-    return f"{value / 1e6:.4g} MB/s"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,8 +52,7 @@ def _print(dataset: Path, summary: series_summary.Summary) -> None:
 
     rows = [dict(zip(series_summary.COLUMNS, r, strict=True)) for r in summary.rows]
     out = Table(title=f"{dataset}: {len(rows)} series",
-                caption=f"small median = median one-way time of sizes <= 64 B; "
-                f"{TOP_OCTAVE_DEFINITION}")
+                caption=f"{latency.DEFINITION}; {bandwidth.DEFINITION}")
     # The pairs column only when a contention run is there (the CSV always has it).
     # ... and the program column only when an app run is there.
     keys = [k for k in SERIES_KEYS if (k != "pairs" or any(pairs_count(r["pairs"]) > 1
@@ -75,12 +60,13 @@ def _print(dataset: Path, summary: series_summary.Summary) -> None:
             and (k != "program" or any(r["program"] for r in rows))]
     for key in keys:
         out.add_column(key)
-    for name in ("samples", "size min", "size max", "small median", TOP_OCTAVE_LABEL):
-        out.add_column(name, justify="right")
+    for name in ("samples", "size min", "size max", latency.LABEL, bandwidth.LABEL):
+        out.add_column(name, justify="right", no_wrap=True)
     for row in rows:
+        figures = SeriesFigures.of(row)
         out.add_row(*(str(row[k]) for k in keys), str(row["n_samples"]),
                     str(row["size_min"]), str(row["size_max"]),
-                    _seconds(row["small_median_s"]), _bandwidth(row["large_bw_Bps"]))
+                    figures.latency_text(), figures.bandwidth_text())
     console = Console(width=160)
     console.print(out)
     for line in placement_notes(summary.placement_sources):

@@ -47,6 +47,7 @@ def _run(args: argparse.Namespace) -> int:
         run_demo,
         summary_table,
         tui_command,
+        verdicts_text,
         warnings_text,
     )
 
@@ -56,6 +57,8 @@ def _run(args: argparse.Namespace) -> int:
     # A log (CI, a pipe) gets the full table width instead of 80 columns.
     out = Console() if sys.stdout.isatty() else Console(width=120)
     out.print(summary_table(result.series))
+    for line in verdicts_text(result.series):
+        out.print(f"verdict: {line}", soft_wrap=True, markup=False, highlight=False)
     for line in warnings_text(result.series):
         out.print(f"WARNING run quality: {line}", soft_wrap=True, markup=False,
                   highlight=False)

@@ -6,10 +6,15 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kit.core import argtypes
 from kit.core.errors import ModelError, UserError
+
+if TYPE_CHECKING:
+    from kit.fit.fitting import FitOptions
+    from kit.fit.runquality import RunQuality
+    from kit.model.contract import ModelFile
 
 
 def _sizes_list(text: str, where: str) -> list[float]:
@@ -67,14 +72,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _options(args: argparse.Namespace) -> Any:
-    from kit.fit.fitall import MAX_FIT_SAMPLES, FitOptions
+def _options(args: argparse.Namespace) -> FitOptions:
+    from kit.fit.fitting import MAX_FIT_SAMPLES, FitOptions
 
     if args.max_regimes < 1:
         raise UserError("must be at least 1", where="--max-regimes")
     if args.max_samples is not None and 0 < args.max_samples < 1000:
         raise UserError("must be 0 (every row) or at least 1000", where="--max-samples")
-    bps = _sizes_list(args.breakpoints, "--breakpoints") if args.breakpoints else None
+    bps = tuple(_sizes_list(args.breakpoints, "--breakpoints")) if args.breakpoints else None
     return FitOptions(aggregates=args.aggregates, breakpoints=bps, max_regimes=args.max_regimes,
                       min_support=args.min_support, overlap=not args.no_overlap,
                       mixture=not args.no_mixture, seed=args.seed,
@@ -87,7 +92,7 @@ def _options(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from kit.core.progress import bar
     from kit.data.dataset import parse_selector, require_ingested
-    from kit.fit.fitall import fit_series
+    from kit.fit.fitting import fit_series
     from kit.model.io import write_model
 
     opts = _options(args)
@@ -100,12 +105,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--jobs applies to --all only", where="--jobs",
                         hint="add --all to fit every series in parallel")
     chosen = _resolve(args.dataset, parse_selector(args.series), args.aggregates)
-    notes: list[str] = []
     # No count to show inside a fit: a pulsing bar with the elapsed time says it is working.
     with bar("fit", description=f"{args.dataset}: regimes, families and noise"):
-        fitted, quality = fit_series(args.dataset, chosen, opts, notes)
-    for note in notes:
+        result = fit_series(args.dataset, chosen, opts)
+    for note in result.notes:
         print(note, file=sys.stderr)
+    fitted, quality = result.fitted, result.quality
     model = fitted.model
     write_model(fitted, args.output)
     regimes = ", ".join(f"[{r.size_min:.0f}, {r.size_max:.0f}) {r.family}"
@@ -124,12 +129,33 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {line}", file=sys.stderr)
     for line in _summary(fitted, quality):
         print(line, file=sys.stderr)
+    for line in _figures(args.dataset, chosen, fitted.validation):
+        print(line, file=sys.stderr)
     return 0
 
 
-def _summary(fitted: Any, quality: Any) -> list[str]:
+def _figures(dataset: Path, series: dict[str, str], validation: dict[str, Any]) -> list[str]:
+    """The series' figures as every surface shows them (kit.figures), and the verdict."""
+    from kit.data.figures import series_figures
+
+    figures = series_figures(dataset, series, validation)
+    lines = [f"{figures.latency_label()}: {figures.latency_text()}; "
+             f"{figures.bandwidth_label()}: {figures.bandwidth_text()} (measured medians, "
+             "95 % intervals)"]
+    if figures.score is not None:
+        lines.append(f"score {figures.score_text()}; best baseline {figures.best_text()}")
+    if figures.verdict:
+        lines.append(f"verdict: {figures.verdict}")
+    note = figures.score_note()
+    if note:
+        lines.append(f"score {figures.score_text()}: {note}")
+    return lines
+
+
+def _summary(fitted: ModelFile, quality: RunQuality | None) -> list[str]:
     """What the fit found beyond the regimes: run quality, baselines, intervals."""
-    from kit.fit.baselines import LABELS
+    from kit.figures.baseline import name
+    from kit.figures.score import LEGEND, Score, format_score
 
     lines: list[str] = []
     found = quality.lines() if quality is not None else []
@@ -148,15 +174,16 @@ def _summary(fitted: Any, quality: Any) -> list[str]:
     if validation.get("summary"):
         from kit.fit.validate import validation_table
 
-        lines.append("held-out scores (CRPS / floor: 1 = as good as the data allow; "
-                     "relative median and p95 errors; best baseline first):")
+        lines.append(f"held-out scores ({LEGEND}; relative median and p95 errors; best "
+                     "baseline first):")
         for row in validation_table(validation).iter_rows(named=True):
             if row["model"] == "floor":
                 continue
-            label = LABELS.get(str(row["model"]), "regime model")
-            lines.append(f"  {row['model']:<15} CRPS/floor {_num(row['crps_over_floor'])}  "
+            score = format_score(Score(float(row["crps_over_floor"]),
+                                       row["crps_over_floor_se"]))
+            lines.append(f"  {name(str(row['model'])):<15} score {score:<12} "
                          f"median err {_pct(row['median_err'])}  p95 err "
-                         f"{_pct(row['p95_err'])}  ({label})")
+                         f"{_pct(row['p95_err'])}  ({row['what']})")
         lines += _cost("validation", "the refit on the training split and the scores",
                        "--no-validate")
     intervals = fitted.intervals
@@ -176,34 +203,25 @@ def _cost(part: str, what: str, flag: str) -> list[str]:
     return [] if cpu is None else [f"  ({what}: {cpu:.2f} CPU-s; {flag} skips it)"]
 
 
-def _num(v: Any) -> str:
-    return "-" if v is None or not math.isfinite(float(v)) else f"{float(v):.3g}"
-
-
 def _pct(v: Any) -> str:
     return "-" if v is None or not math.isfinite(float(v)) else f"{100 * float(v):.3g} %"
 
 
 def _resolve(dataset: Path, selector: dict[str, str], aggregates: bool) -> dict[str, str]:
     """The one series the selector names, without reading its rows (a series may hold 10^8:
-    kit.fit.fitall reads what the fit needs); kit.data.dataset.select_series words the errors."""
-    from kit.data.dataset import matching_series
-    from kit.data.series_keys import series_dict
-    from kit.fit.fitting import select_series
+    kit.fit.fitting reads what the fit needs); kit.data.dataset.resolve_series words the
+    errors."""
+    from kit.data.dataset import resolve_series
 
-    found = matching_series(dataset, selector, aggregates=aggregates)
-    if found.height == 1:
-        chosen = series_dict(found.row(0, named=True))
-        if chosen.get("op") == "app":
-            raise ModelError(f"{chosen.get('program')}: an application's runs are compared "
-                             "with its simulations, not fitted", where="option --series",
-                             hint="pt2pt predict-app DATASET --platform DIR")
-        return chosen
-    chosen, _, _ = select_series(dataset, selector, aggregates=aggregates)  # raises
+    chosen = resolve_series(dataset, selector, aggregates=aggregates)
+    if chosen.get("op") == "app":
+        raise ModelError(f"{chosen.get('program')}: an application's runs are compared "
+                         "with its simulations, not fitted", where="option --series",
+                         hint="pt2pt predict-app DATASET --platform DIR")
     return chosen
 
 
-def run_all(args: argparse.Namespace, opts: Any) -> int:
+def run_all(args: argparse.Namespace, opts: FitOptions) -> int:
     """``fit --all``: every matching series, in parallel; exit 1 when any series failed."""
     import polars as pl
 

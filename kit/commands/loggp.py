@@ -40,9 +40,9 @@ def _fmt(iv: dict[str, Any], unit: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from kit.analyses.loggp import PARAMS, UNITS, loggp
-    from kit.fit.fitting import parse_selector
+    from kit.data.dataset import parse_selector
 
-    sel = parse_selector(args.series, "--series", ("campaign", "tool", "transport"))
+    sel = parse_selector(args.series, "--series")
     bps = None
     if args.breakpoints:
         try:

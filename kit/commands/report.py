@@ -33,9 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.data.dataset import require_ingested
-    from kit.data.schema import SERIES_KEYS
-    from kit.fit.fitting import parse_selector
+    from kit.data.dataset import parse_selector, require_ingested
     from kit.outputs.report.build import report_dataset, report_model_file
 
     if args.target.is_dir():
@@ -44,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         require_ingested(args.target)
         apps = read(args.apps) if args.apps else None
         path = report_dataset(args.target, args.output,
-                              series=parse_selector(args.series, "option --series", SERIES_KEYS),
+                              series=parse_selector(args.series, "option --series"),
                               validate=not args.no_validate, random_state=args.seed, apps=apps)
     else:
         path = report_model_file(args.target, args.output, dataset=args.dataset)

@@ -89,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
     fitted = read_model(args.model)
     model = fitted.model
     if args.against is not None:
-        from kit.data.dataset import model_selector
-        from kit.fit.fitting import parse_selector
+        from kit.data.dataset import model_selector, parse_selector
 
         # the model's own series; one from before ``pairs`` was a key stands for k = 1
         series = parse_selector(args.series) if args.series else model_selector(fitted.series)

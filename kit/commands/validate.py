@@ -15,13 +15,10 @@ from typing import TYPE_CHECKING
 
 from kit.core import argtypes
 from kit.core.atomicwrite import refuse_read_only
-from kit.core.errors import ModelError
 from kit.fit.validate import SPLIT_METHODS
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not to parse its options
-    import polars as pl
-
-    from kit.model import RegimeModel
+    from kit.fit.fitting import SeriesSamples
     from kit.model.contract import ModelFile
 
 
@@ -53,43 +50,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _load(args: argparse.Namespace) -> tuple[ModelFile, pl.DataFrame]:
-    """The model (fitted, or to fit) with its provenance, and the series' samples.
+def _load(args: argparse.Namespace) -> tuple[ModelFile, SeriesSamples]:
+    """The model (fitted, or to fit) with its provenance, and the rows it was fitted on.
 
-    Both paths select rows with kit.data.dataset's selector, as fit and the report do.
+    Both read the series as ``pt2pt fit`` does (kit.fit.fitting: kit.data.dataset's rows,
+    run quality's exclusions), so the rows scored are the rows fitted.
     """
-    import polars as pl
-
     from kit.data import dataset as ds
-    from kit.model.contract import ModelFile
+    from kit.fit import fitting
     from kit.model.io import read_model
-    from kit.outputs.report.build import series_frame
 
     series = ds.parse_selector(args.series, "option --series")
     if args.target.is_dir():
-        from kit.fit.fitting import provenance
-
-        data = ds.select_series(ds.require_ingested(args.target), series, aggregates=True,
-                                where="option --series")
-        frame = pl.DataFrame({"size": data.size, "time": data.time, "run_id": data.run_id})
-        return (ModelFile(_unfitted(data.keys, args.seed),
-                          provenance=provenance(args.target, data.keys, len(data))), frame)
+        opts = fitting.FitOptions(aggregates=True, seed=args.seed, validate=False,
+                                  intervals=False)
+        dataset = ds.require_ingested(args.target)
+        keys = ds.resolve_series(dataset, series, aggregates=True, where="option --series")
+        result = fitting.fit_series(dataset, keys, opts)
+        return result.fitted, result.samples
     fitted = read_model(args.target)
-    dataset = args.dataset or fitted.dataset
-    if dataset is None:
-        raise ModelError("the model does not say which dataset it was fitted on",
-                         where=str(args.target), hint="give --dataset DIR")
-    sel = series or fitted.series or {}
-    return fitted, series_frame(dataset, sel)
-
-
-def _unfitted(keys: dict[str, str], seed: int) -> RegimeModel:
-    """The estimator ``pt2pt fit`` would use for this series (aggregates: no noise search)."""
-    from kit.model import RegimeModel
-
-    if keys.get("stat", "raw") != "raw":
-        return RegimeModel(random_state=seed, noise=False, mixture=False)
-    return RegimeModel(random_state=seed)
+    return fitted, fitting.read_model_series(fitted, args.dataset, series or None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,12 +81,9 @@ def run(args: argparse.Namespace) -> int:
     out = args.output or (None if args.target.is_dir() else args.target)
     if out is not None and not args.no_save:
         refuse_read_only(out)  # before the work, not after: a protected model stays as it is
-    fitted, frame = _load(args)
-    size = frame["size"].to_numpy().astype(float)
-    time = frame["time"].to_numpy().astype(float)
-    groups = frame["run_id"].to_numpy() if args.split == "group" else None
-    if args.target.is_dir():
-        fitted.model.fit(size, time)
+    fitted, samples = _load(args)
+    size, time = samples.size, samples.time
+    groups = samples.frame["run_id"].to_numpy() if args.split == "group" else None
     result = validate_into(fitted.model, size, time, method=args.split,
                            test_fraction=args.test_fraction, random_state=args.seed,
                            groups=groups)

@@ -76,3 +76,16 @@ def read_bytes(path: str | Path, what: str = "file", *, limit: int,
         raise error(f"the {what} is more than {limit:,} bytes; at most that is read",
                     where=str(path), hint=f"check that this is the right {what}")
     return data
+
+
+def read_regular(path: str | Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file, for a reader that falls back quietly
+    (a cache, say): anything else raises :class:`OSError`, missing files as usual. Opened
+    with ``O_NONBLOCK`` and checked with ``fstat``, so a FIFO put in its place is never waited
+    on, even if it appears between a ``stat`` and the ``open``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{path} is {kind_of(mode)}, not a regular file")
+        return fh.read()

@@ -30,9 +30,20 @@ def data_dir(name: str) -> Path:
 
 
 JOBS_DIR = data_dir("jobs")
-#: The Spack environment's view (spack.yaml has `view: true`).
-SPACK_VIEW = REPO_ROOT / ".spack-env" / "view"
 PLAYBOOKS_DIR = data_dir("playbooks")
+#: Names the Spack view to use when a campaign and the site name none.
+SPACK_VIEW_ENV = "PT2PT_SPACK_VIEW"
+
+
+def spack_view() -> Path:
+    """The default Spack view: ``$PT2PT_SPACK_VIEW``, else the kit environment's own
+    (``<kit>/.spack-env/view``, spack.yaml has ``view: true``).
+
+    Read at each call, not at import: the test suite points it at an empty folder so that
+    no test depends on what a developer's ``spack -e . install`` left in the checkout.
+    """
+    env = os.environ.get(SPACK_VIEW_ENV)
+    return Path(env).absolute() if env else REPO_ROOT / ".spack-env" / "view"
 
 
 def probe_binary() -> Path | None:
@@ -43,7 +54,7 @@ def probe_binary() -> Path | None:
     local = PROBE_DIR / "pt2pt-probe"
     if local.is_file() and os.access(local, os.X_OK):
         return local
-    view = SPACK_VIEW / "bin" / "pt2pt-probe"
+    view = spack_view() / "bin" / "pt2pt-probe"
     if view.is_file() and os.access(view, os.X_OK):
         return view
     found = shutil.which("pt2pt-probe")

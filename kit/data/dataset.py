@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from kit.core import inputs
 from kit.core.errors import ModelError, UserError
 from kit.data import integrity
 from kit.data import series_summary as summary_file
@@ -50,14 +51,15 @@ from kit.data.series_summary import (  # noqa: F401  (the layout's names, re-exp
     PART_PREFIX,
     RUNS_FILE,
     SAMPLES_DIR,
-    SMALL_SIZE,
     SUMMARY_FILE,
     TMP_SUFFIX,
     part_path,
     partition_dir,
     run_of_part,
 )
-from kit.figures.bandwidth import effective_bandwidth_expr
+from kit.figures.bandwidth import bandwidth_exprs
+from kit.figures.bandwidth import bound_expr as large_bound_expr
+from kit.figures.latency import bound_expr, latency_exprs
 
 if TYPE_CHECKING:  # numpy costs ~0.1 s to import; `pt2pt datasets` never needs it
     import numpy as np
@@ -83,7 +85,7 @@ PART_DTYPES = {c: SAMPLES_SCHEMA[c] for c in PART_COLUMNS}
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     **{k: pl.String() for k in SERIES_KEYS},
     "n_samples": pl.UInt64(), "size_min": pl.UInt64(), "size_max": pl.UInt64(),
-    "small_median_s": pl.Float64(), "large_bw_Bps": pl.Float64(),
+    **{c: pl.Float64() for c in summary_file.FLOAT_COLUMNS},
 }
 assert tuple(SUMMARY_SCHEMA) == summary_file.COLUMNS
 
@@ -93,6 +95,8 @@ def _check(dataset: Path) -> Path:
     if not dataset.is_dir():
         raise UserError(f"dataset directory {dataset} does not exist", where=str(dataset),
                         hint="create it with 'pt2pt ingest PATH... --dataset DIR'")
+    # A FIFO in its place would block every reader; is_file() alone would call it "absent".
+    inputs.refuse_special(dataset / RUNS_FILE, "runs table")
     return dataset
 
 
@@ -213,6 +217,13 @@ def scan(dataset: str | Path) -> pl.LazyFrame:
     return _scan_files(committed_parts(dataset, run_table), run_table)
 
 
+def scan_parts(files: list[Path], run_table: pl.DataFrame) -> pl.LazyFrame:
+    """:func:`scan` of some committed part files only (``run_table``: :func:`runs`), with
+    the same columns, defaults and casts (a caller reading a large series one part at a
+    time)."""
+    return _scan_files(files, run_table)
+
+
 #: Above this many runs the run-level columns are joined on each row's part file instead
 #: of one scan per run with them as literals (a plan of hundreds of scans is slow to build).
 _MAX_RUN_GROUPS = 32
@@ -267,10 +278,12 @@ def series_table(dataset: str | Path) -> pl.DataFrame:
     """One row per series (SERIES_KEYS) with counts, size range and two summary figures.
 
     * ``n_samples``: rows outside warm-up (aggregate rows count once each);
-    * ``small_median_s``: median time of sizes <= 64 B, or of the series' smallest size
-      when it has none that small;
-    * ``large_bw_Bps``: the effective bandwidth (kit.figures.bandwidth) of the series' top octave
-      of sizes: median of size / time over size >= size_max / 2, in bytes per second.
+    * ``latency_s`` (+ ``_lo``, ``_hi``: its 95 % interval): kit.figures.latency's figure,
+      the median time of messages <= 64 B (or of the series' smallest octave);
+    * ``bandwidth_Bps`` (+ ``_lo``, ``_hi``): kit.figures.bandwidth's effective bandwidth,
+      the median of size / time over the series' top octave of sizes, in bytes per second.
+
+    Rows are those of :func:`series_predicate` (aggregate series count their rows).
 
     Served from ``series.json`` when its stamp matches the committed data (opening a
     10 M-sample dataset must not rescan it); otherwise computed from the samples and stored
@@ -365,23 +378,21 @@ def _compute_series(files: list[Path], run_table: pl.DataFrame) -> pl.DataFrame:
     """
     keys = list(SERIES_KEYS)
     size, time = pl.col("size"), pl.col("time")
-    lf = _scan_files(files, run_table).filter(~pl.col("warmup")).select(*keys, "size", "time")
+    lf = (_scan_files(files, run_table).filter(series_predicate(aggregates=True))
+          .select(*keys, "size", "time"))
     head = (lf.group_by(keys)
             .agg(n_samples=pl.len().cast(pl.UInt64), size_min=size.min(), size_max=size.max())
             .collect(engine="streaming"))
     if head.height == 0:
         return pl.DataFrame(schema=SUMMARY_SCHEMA)
-    bounds = head.select(
-        *keys, _small_hi=pl.max_horizontal(pl.lit(SMALL_SIZE, pl.UInt64), pl.col("size_min")),
-        _large_lo=pl.col("size_max") // 2)
-    small = size <= pl.col("_small_hi")
-    large = (size >= pl.col("_large_lo")) & (size > 0) & (time > 0)
+    bounds = head.select(*keys, _small_hi=bound_expr(pl.col("size_min")),
+                         _large_lo=large_bound_expr(pl.col("size_max")))
     # A loose filter with the extreme bounds first, so the join only sees candidate rows.
     wide = (size <= bounds["_small_hi"].max()) | (size >= bounds["_large_lo"].min())
     medians = (lf.filter(wide).join(bounds.lazy(), on=keys, how="inner")
                .group_by(keys)
-               .agg(small_median_s=time.filter(small).median(),
-                    large_bw_Bps=effective_bandwidth_expr(size, time).filter(large).median())
+               .agg(*latency_exprs(size, time, pl.col("_small_hi")),
+                    *bandwidth_exprs(size, time, pl.col("_large_lo")))
                .collect(engine="streaming"))
     table = head.join(medians, on=keys, how="left").sort(keys)
     return table.with_columns([pl.col(c).cast(pl.String) for c in keys])
@@ -649,9 +660,9 @@ class SeriesData:
         return int(self.size.shape[0])
 
 
-def select_series(dataset: str | Path, series: Mapping[str, str] | None = None, *,
-                  aggregates: bool = False, where: str = "--series") -> SeriesData:
-    """The one series matching ``series`` and its rows (see :func:`series_predicate`).
+def resolve_series(dataset: str | Path, series: Mapping[str, str] | None = None, *,
+                   aggregates: bool = False, where: str = "--series") -> dict[str, str]:
+    """The one series matching ``series``: every SERIES_KEYS value, without reading its rows.
 
     With a single series in the dataset no selector is needed; several matches are a
     UserError listing them, so the user can add keys. ``aggregates`` is the caller's
@@ -688,10 +699,48 @@ def select_series(dataset: str | Path, series: Mapping[str, str] | None = None, 
         raise ModelError(f"{found.height} series match, a model needs one: {listing}",
                          where=where, hint="add keys to --series to pick exactly one")
     row = found.row(0, named=True)
-    chosen = series_dict(row)
-    data = (series_rows(lf, chosen, aggregates=True)
-            .select(pl.col("size").cast(pl.Float64), pl.col("time").cast(pl.Float64),
-                    pl.col("run_id").cast(pl.String))
-            .collect())
+    return series_dict(row)
+
+
+#: The columns of :func:`series_frame`, in its order and dtypes.
+FRAME_SCHEMA: dict[str, pl.DataType] = {"run_id": pl.String(), "seq": pl.Int64(),
+                                        "size": pl.Float64(), "time": pl.Float64()}
+
+
+def series_lazy(dataset: str | Path, series: Mapping[str, str]) -> pl.LazyFrame:
+    """:func:`series_frame`'s query, not yet collected (to count or subsample it lazily).
+
+    A key with one value in the whole dataset selects nothing, and comparing strings over
+    millions of rows is most of a series' read time: only the keys that differ between
+    the dataset's series (its stored :func:`series_table`) are filtered on.
+    """
+    series = {k: str(v) for k, v in series.items()}
+    _check_keys(series, "series")
+    table = series_table(dataset)
+    varying = {k: v for k, v in series.items()
+               if table.height == 0 or table[k].n_unique() > 1 or table[k][0] != v}
+    aggregates = series.get("stat", RAW) != RAW
+    return (series_rows(dataset, varying, aggregates=aggregates)
+            .select([pl.col(c).cast(t) for c, t in FRAME_SCHEMA.items()]))
+
+
+def series_frame(dataset: str | Path, series: Mapping[str, str]) -> pl.DataFrame:
+    """THE rows of one series: ``run_id``, ``seq``, ``size``, ``time``, sorted by run and seq.
+
+    ``series`` names the series by its keys (all of them, as :func:`resolve_series` gives;
+    keys left out match anything). Its ``stat`` decides the rows: raw samples for a raw
+    series, the tool's statistic otherwise; :func:`series_predicate` drops warm-up and
+    non-finite times. Every surface that reads a series' rows (fit, report, TUI, diff,
+    simulate, validate, LogGP, compare) reads them here, so they all see the same rows.
+    """
+    return series_lazy(dataset, series).sort("run_id", "seq").collect()
+
+
+def select_series(dataset: str | Path, series: Mapping[str, str] | None = None, *,
+                  aggregates: bool = False, where: str = "--series") -> SeriesData:
+    """The one series matching ``series`` (:func:`resolve_series`) and its rows
+    (:func:`series_frame`)."""
+    chosen = resolve_series(dataset, series, aggregates=aggregates, where=where)
+    data = series_frame(dataset, chosen)
     return SeriesData(chosen, data["size"].to_numpy(), data["time"].to_numpy(),
                       data["run_id"].to_numpy())

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.core.atomicwrite import write_text
+from kit.core.inputs import read_regular
 from kit.data.series_keys import SERIES_KEYS
 
 SAMPLES_DIR = "samples"
@@ -35,14 +36,15 @@ SUMMARY_FILE = "series.json"
 OLD_SUMMARY_FILE = "series.parquet"
 PART_PREFIX = "part-"
 TMP_SUFFIX = ".tmp"
-#: Below this size (bytes) a message counts as "small" in the summary.
-SMALL_SIZE = 64
 #: Bump whenever the summary's columns or definitions change: summaries stamped with another
 #: version are then recomputed instead of being shown with the old meaning.
-SUMMARY_VERSION = 4  # 3: ``pairs`` became a series key; 4: stored as JSON
-#: The summary's columns, in order: the series keys (strings), then these.
+SUMMARY_VERSION = 5  # 3: ``pairs`` became a series key; 4: stored as JSON; 5: kit.figures'
+#: latency and bandwidth with their intervals
+#: The summary's columns, in order: the series keys (strings), then these. The figures are
+#: kit.figures.latency's and kit.figures.bandwidth's, each with its interval.
 COUNT_COLUMNS = ("n_samples", "size_min", "size_max")
-FLOAT_COLUMNS = ("small_median_s", "large_bw_Bps")
+FLOAT_COLUMNS = ("latency_s", "latency_s_lo", "latency_s_hi",
+                 "bandwidth_Bps", "bandwidth_Bps_lo", "bandwidth_Bps_hi")
 COLUMNS: tuple[str, ...] = (*SERIES_KEYS, *COUNT_COLUMNS, *FLOAT_COLUMNS)
 _KIND = "pt2pt-series-summary"
 
@@ -74,7 +76,7 @@ def committed_files(wanted: Mapping[Path, set[str]]) -> list[Path]:
 
 def stamp(dataset: Path, runs_bytes: bytes, files: Sequence[Path]) -> str:
     """The fingerprint of what a summary is computed from (see the module docstring)."""
-    digest = hashlib.sha256(f"pt2pt series summary v{SUMMARY_VERSION} small<={SMALL_SIZE} "
+    digest = hashlib.sha256(f"pt2pt series summary v{SUMMARY_VERSION} "
                             f"keys={','.join(SERIES_KEYS)}\n".encode())
     digest.update(hashlib.sha256(runs_bytes).digest())
     for path in files:  # parts are immutable once committed; sizes catch manual tampering
@@ -167,8 +169,8 @@ def _folders(parts: object) -> dict[Path, set[str]] | None:
 def read(dataset: Path, expected_stamp: str) -> Summary | None:
     """The stored summary if it belongs to ``expected_stamp`` and is intact, else None."""
     try:
-        data = (Path(dataset) / SUMMARY_FILE).read_bytes()
-    except OSError:  # missing, a folder, unreadable
+        data = read_regular(Path(dataset) / SUMMARY_FILE)
+    except OSError:  # missing, a folder, a FIFO, unreadable
         return None
     parsed = _parse(data, expected_stamp)
     return None if parsed is None else parsed.summary
@@ -183,8 +185,8 @@ def read_current(dataset: Path) -> Summary | None:
     """
     dataset = Path(dataset)
     try:
-        runs_bytes = (dataset / RUNS_FILE).read_bytes()
-        data = (dataset / SUMMARY_FILE).read_bytes()
+        runs_bytes = read_regular(dataset / RUNS_FILE)
+        data = read_regular(dataset / SUMMARY_FILE)
     except OSError:
         return None
     parsed = _parse(data, None)

@@ -1,38 +1,41 @@
-"""What "bandwidth" means in the kit: one definition, labelled wherever a number is shown.
+"""What "bandwidth" means in the kit: one definition, computed from the measured samples.
 
 The demo summary once said 439 MB/s for a tcp ping-pong while ``pt2pt datasets`` and the
-TUI said 3.95 GB/s for the same series, and neither said which statistic it was. There is
-one definition now:
+TUI said 3.95 GB/s for the same series; later 12.5 GB/s (the model's median at 4 MiB)
+against 9.7 GB/s (the samples' top octave). There is one definition now:
 
-    effective bandwidth at size S = S / (median one-way time of a message of S bytes)
+    effective bandwidth = median of S / time over the series' largest octave of sizes
+                          (S >= size_max / 2), in bytes per second
 
-It is a ratio, not a slope: at small S it is dominated by latency, so the size it was taken
-at is part of the figure and every label names it. Where S comes from:
-
-* from the samples (``pt2pt datasets``, the TUI browser): the series' largest octave of
-  sizes (S >= size_max / 2), the median over its samples of S / time
-  (:data:`TOP_OCTAVE_LABEL`);
-* from a model (demo summary): S given explicitly, time = the model's median at S
-  (:func:`effective_bandwidth_at`).
-
-:func:`asymptotic_bandwidth` is the other number a user may want (the large-message limit,
-1 / slope of the last regime's curve); it is labelled as such and never called "bandwidth"
-alone.
+with the median's distribution-free 95 % interval (kit.figures.estimate). It is a ratio, not
+a slope: it includes the latency, so the sizes it was taken over are part of the figure and
+every label names them (:func:`label`). It is read off the samples, like the latency
+(kit.figures.latency): the dataset's stored summary computes it with
+:func:`bandwidth_exprs`, every surface reads that summary, and samples that are no dataset
+series get the same figure from :func:`bandwidth_of`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kit.figures.estimate import Estimate, median_exprs, median_interval
+from kit.figures.text import format_size
 
 if TYPE_CHECKING:  # Polars only for the summary query; `pt2pt datasets` never needs it
     import polars as pl
 
-DEFINITION = "effective bandwidth at size S = S / median one-way time at S"
-#: Column label of the samples' figure (datasets, TUI) and its one-line definition.
-TOP_OCTAVE_LABEL = "eff. bw (top octave)"
-TOP_OCTAVE_DEFINITION = ("eff. bw (top octave) = median of size / one-way time over the "
-                         "series' largest octave of sizes (size >= max / 2)")
+LABEL = "eff. bw (top octave)"
+DEFINITION = ("eff. bw (top octave) = median of size / time over the series' largest octave "
+              "of sizes (size >= max / 2), 95 % interval of the median; MB/s = 10^6 B/s")
+
+
+def large_bound(size_max: float) -> float:
+    """The smallest size (bytes) whose samples make the bandwidth of a series ending at
+    ``size_max``."""
+    return float(size_max) / 2.0
 
 
 def effective_bandwidth(size: float, time: float) -> float:
@@ -40,46 +43,31 @@ def effective_bandwidth(size: float, time: float) -> float:
     return float(size) / float(time) if time > 0 else math.nan
 
 
-def effective_bandwidth_expr(size: pl.Expr, time: pl.Expr) -> pl.Expr:
-    """:func:`effective_bandwidth` per row, for Polars queries (the series summary)."""
+def label(size_max: float) -> str:
+    """``eff. bw 2 MiB-4 MiB``: the figure's label with the sizes it was taken over."""
+    return f"eff. bw {format_size(large_bound(size_max))}-{format_size(size_max)}"
+
+
+def bandwidth_of(size: Sequence[float], time: Sequence[float]) -> Estimate:
+    """The bandwidth figure of samples given as arrays (sizes in bytes, times in seconds)."""
+    if len(size) == 0:
+        return Estimate(None)
+    bound = large_bound(max(size))
+    return median_interval([s / t for s, t in zip(size, time, strict=True)
+                            if s >= bound and s > 0 and t > 0])
+
+
+def bound_expr(size_max: pl.Expr) -> pl.Expr:
+    """:func:`large_bound` as a Polars expression."""
     import polars as pl
 
-    return size.cast(pl.Float64) / time
+    return size_max.cast(pl.Float64) / 2.0
 
 
-def effective_bandwidth_at(model: Any, size: float) -> float:
-    """Effective bandwidth at ``size`` from a model's median one-way time there."""
-    import numpy as np  # only with a model in hand (numpy is loaded by then anyway)
+def bandwidth_exprs(size: pl.Expr, time: pl.Expr, bound: pl.Expr) -> list[pl.Expr]:
+    """``bandwidth_Bps``, ``bandwidth_Bps_lo``, ``bandwidth_Bps_hi`` per group (``bound``:
+    the group's :func:`large_bound`, e.g. a joined column)."""
+    import polars as pl
 
-    median = float(np.asarray(model.predict(np.array([float(size)])))[0])
-    return effective_bandwidth(size, median)
-
-
-def label_at(size: float) -> str:
-    """``eff. bw @4 MiB``: the label of :func:`effective_bandwidth_at` for ``size``."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size >= scale:
-            return f"eff. bw @{size / scale:.3g} {unit}"
-    return f"eff. bw @{size:.0f} B"
-
-
-def asymptotic_bandwidth(model: Any) -> float | None:
-    """1 / slope of the last regime's central curve at its largest size (bytes per second).
-
-    ``None`` when the last regime is constant (no size-proportional term) or its slope is not
-    positive. Labelled "asymptotic bw" wherever shown.
-    """
-    regimes = getattr(model, "regimes_", None) or []
-    if not regimes:
-        return None
-    last = regimes[-1]
-    params = dict(last.params)
-    top = float(last.size_max) if math.isfinite(float(last.size_max)) else float(last.size_min)
-    if last.family == "linear":
-        slope = float(params.get("b", 0.0))
-    elif last.family == "power" and top > 0:
-        a, b = float(params.get("a", 0.0)), float(params.get("b", 0.0))
-        slope = a * b * top ** (b - 1.0)
-    else:
-        return None
-    return 1.0 / slope if slope > 0 else None
+    rate = size.cast(pl.Float64) / time
+    return median_exprs(rate.filter((size >= bound) & (size > 0) & (time > 0)), "bandwidth_Bps")

@@ -6,7 +6,7 @@ how much pairs differ, what an unmeasured pair will do. :class:`ClusterModel` fi
 together:
 
 1. **Population**: one :class:`kit.model.RegimeModel` (regimes, curves, noise) through the
-   kit's one fitting entry point (:func:`kit.fit.fitting.fit_arrays`), on the pooled samples
+   kit's one fitting path (:func:`kit.fit.fitting.fit_arrays`), on the pooled samples
    with every pair moved to the typical pair's location, so that its noise is the noise
    *within* a pair; a first pooled fit gives the curve the pairs are placed against.
 2. **Per-pair shifts by size band**: per visit (run) of a pair, the median of
@@ -48,7 +48,7 @@ from kit.core.atomicwrite import write_text
 from kit.core.errors import ModelError
 from kit.core.inputs import read_bytes
 from kit.data.pairrows import PairRows, pair_label
-from kit.fit.fitting import fit_arrays
+from kit.fit.fitting import FitOptions, fit_arrays
 from kit.fit.hierarchy import Decomposition, Visits, between_visits, combine_visits, decompose
 from kit.fit.pairmetrics import METRICS, Windows, group_quantiles, unit_metrics, windows_for
 from kit.model import RegimeModel
@@ -131,8 +131,9 @@ class ClusterModel(BaseEstimator):
     """Population + node effects + link effects of a campaign's many node pairs.
 
     ``fit_samples``: most pooled samples each population fit sees (a per-pair stratified
-    subsample above it, so every pair weighs alike). ``population_params``: RegimeModel
-    parameters of the population fit. ``random_state`` seeds the subsample.
+    subsample above it, so every pair weighs alike). ``population_params``:
+    kit.fit.fitting.FitOptions fields of the population fit. ``random_state`` seeds the
+    subsample (and the fit).
     """
 
     def __init__(self, fit_samples: int = 200_000, random_state: int = 0,
@@ -178,9 +179,9 @@ class ClusterModel(BaseEstimator):
         return self
 
     def _population(self, rows: PairRows, time: NDArray, keep: NDArray) -> RegimeModel:
-        params = {"random_state": self.random_state, **dict(self.population_params or {})}
-        return fit_arrays(rows.series or {"stat": "raw"}, rows.size[keep], time[keep],
-                          dataset=rows.dataset, **params)
+        opts = FitOptions(seed=self.random_state, **dict(self.population_params or {}))
+        return fit_arrays(rows.series or {"stat": "raw"}, rows.size[keep], time[keep], opts,
+                          dataset=rows.dataset)
 
     def _units(self, rows: PairRows) -> tuple[NDArray, int, NDArray, str]:
         """(unit of each sample, unit count, pair of each unit, what the units are).

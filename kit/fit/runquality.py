@@ -332,18 +332,6 @@ def _compare_runs(code: NDArray, s: NDArray, t: NDArray, disturbed: NDArray,
                       "node or setting, not a disturbance within the run)")
 
 
-def read_frame(dataset: str | Path, series: dict[str, str]) -> pl.DataFrame:
-    """``run_id``, ``seq``, ``size``, ``time`` of a series' raw non-warm-up rows."""
-    from kit.data import dataset as ds
-
-    lf = ds.scan(dataset).filter((pl.col("stat").cast(pl.String) == "raw") & ~pl.col("warmup"))
-    for key, v in series.items():
-        lf = lf.filter(pl.col(key).cast(pl.String) == str(v))
-    return (lf.select(pl.col("run_id").cast(pl.String), pl.col("seq").cast(pl.Int64),
-                      pl.col("size").cast(pl.Float64), pl.col("time"))
-            .sort("run_id", "seq").collect())
-
-
 def run_conditions(dataset: str | Path) -> dict[str, tuple[str, str]]:
     """run_id -> (conditions verdict, why) from the dataset's runs table; runs of datasets
     written before conditions were recorded read as unknown."""
@@ -369,24 +357,3 @@ def drop_disturbed(frame: pl.DataFrame, quality: RunQuality) -> pl.DataFrame:
     """The frame without the samples ``quality`` flagged (same row order as assessed)."""
     quality.excluded = True
     return frame.filter(pl.Series(~quality.disturbed))
-
-
-def quiet_samples(dataset: str | Path, series: dict[str, str], *,
-                  keep: bool = False) -> tuple[pl.DataFrame, RunQuality]:
-    """A series' raw samples (run_id, seq, size, time), assessed; disturbed ones dropped
-    unless ``keep``. ModelError when too few quiet samples remain to fit."""
-    from kit.core.errors import ModelError
-    from kit.model.estimator import MIN_SAMPLES
-
-    frame = read_frame(dataset, series)
-    quality = assess_frame(frame, conditions=run_conditions(dataset))
-    if keep or quality.n_disturbed == 0:
-        return frame, quality
-    kept = drop_disturbed(frame, quality)
-    if kept.height < MIN_SAMPLES:
-        raise ModelError(
-            f"run quality flagged {quality.n_disturbed} of {frame.height} samples as disturbed "
-            f"(far above the runs' quiet level), leaving {kept.height}: too few to fit. "
-            + " ".join(quality.lines()[:3]), where=str(dataset),
-            hint="re-measure on a quiet node, or fit them anyway with --keep-disturbed")
-    return kept, quality

@@ -42,11 +42,19 @@ from numpy.typing import ArrayLike, NDArray
 
 from kit.core.cost import charged
 from kit.core.errors import ModelError
+from kit.figures.baseline import best_baseline_name
 from kit.model.outliers import group_medians
 from kit.model.runs import run_ids, runs_of, stable_order
 
 SPLIT_METHODS = ("repetition", "random", "group")
-VALIDATION_VERSION = 1
+#: 2: the floor is the held-out samples' own expected CRPS (half their mean absolute
+#: difference), a bound; 1 called the lookup table of the training samples the floor.
+VALIDATION_VERSION = 2
+#: The name of the per-size lookup table of the training samples in the scored models.
+LOOKUP = "lookup"
+FLOOR_DEFINITION = ("half the mean absolute difference between held-out samples of one size "
+                    "(cell): the expected CRPS of the data's own distribution, which no "
+                    "model beats except by sampling error")
 
 
 class Predictive(Protocol):
@@ -153,7 +161,8 @@ def crps_ensemble(draws: ArrayLike, obs: ArrayLike) -> float:
 
 
 def cell_scores(ensembles: list[NDArray[np.float64]], obs: list[NDArray[np.float64]],
-                scale: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+                scale: NDArray[np.float64], *, per_obs: list[NDArray[np.float64]] | None = None
+                ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Per cell g: (CRPS of ``ensembles[g]`` over ``obs[g]``, Wasserstein-1 distance between
     them), both divided by ``scale[g]``; NaN where either side is empty.
 
@@ -162,7 +171,9 @@ def cell_scores(ensembles: list[NDArray[np.float64]], obs: list[NDArray[np.float
     values: validation scores four models in hundreds of cells, where a call per cell cost
     more in overhead than in arithmetic. Each
     cell's values are divided by its scale first (the scores scale with their values), so
-    that sums over a cell's values keep their precision.
+    that sums over a cell's values keep their precision. ``per_obs``, when given, receives
+    each observation's own CRPS (scaled), cell by cell in ``obs`` order: the sampling error
+    of a score is computed from them.
     """
     n_cells = len(ensembles)
     m = np.array([len(e) for e in ensembles], dtype=np.int64)
@@ -207,6 +218,12 @@ def cell_scores(ensembles: list[NDArray[np.float64]], obs: list[NDArray[np.float
     empty = (m == 0) | (k == 0)
     crps[empty] = np.nan
     w1[empty] = np.nan
+    if per_obs is not None:
+        where_obs = np.full(len(v), -1, dtype=np.int64)  # original position -> obs index
+        where_obs[np.flatnonzero(is_obs)] = np.arange(int(is_obs.sum()))
+        values = np.empty(int(is_obs.sum()))
+        values[where_obs[order[ob]]] = (e_xy - 0.5 * e_xx[g])[ob]
+        per_obs.extend(np.split(values, np.cumsum(k)[:-1]))
     return crps, w1
 
 
@@ -271,14 +288,74 @@ def _rel(a: NDArray[np.float64] | float, b: NDArray[np.float64] | float) -> Any:
     return np.abs(np.asarray(a) - np.asarray(b)) / np.asarray(b)
 
 
+def floor_scores(obs: list[NDArray[np.float64]], scale: NDArray[np.float64]
+                 ) -> tuple[NDArray[np.float64], list[NDArray[np.float64]]]:
+    """Per cell: the floor, half the mean absolute difference between its observations
+    (``sum_{i != j} |y_i - y_j| / (2 k (k - 1))``), divided by ``scale``; and each
+    observation's share (``sum_j |y_i - y_j| / (2 (k - 1))``, whose mean is the floor).
+
+    Why this is a floor: the CRPS is a proper score, so the expected CRPS of any forecast
+    is at least that of the true distribution F, which is ``E|Y - Y'| / 2`` for two
+    independent draws of F. The U-statistic above estimates it without bias from the
+    held-out samples themselves, so no model scores below it except by sampling error.
+    NaN for a cell with fewer than two observations (no pair to compare).
+    """
+    floors = np.full(len(obs), np.nan)
+    shares: list[NDArray[np.float64]] = []
+    for c, y in enumerate(obs):
+        k = len(y)
+        if k < 2:
+            shares.append(np.full(k, np.nan))
+            continue
+        order = np.argsort(y, kind="stable")
+        v = np.asarray(y, dtype=np.float64)[order] / scale[c]
+        below = np.concatenate([[0.0], np.cumsum(v)[:-1]])  # sum of the smaller values
+        rank = np.arange(k)
+        total = float(v.sum())
+        dist = v * rank - below + (total - below - v) - v * (k - 1 - rank)  # sum_j |v_i - v_j|
+        share = np.empty(k)
+        share[order] = dist / (2.0 * (k - 1))
+        shares.append(share)
+        floors[c] = float(share.mean())
+    return floors, shares
+
+
+def _ratio_se(c: list[NDArray[np.float64]], f: list[NDArray[np.float64]],
+              floors: NDArray[np.float64], ratio: float) -> float:
+    """Sampling error (standard error) of ``mean_g C_g / mean_g F_g`` where ``C_g`` is the
+    mean over cell g's observations of ``c`` and ``F_g`` the floor's U-statistic.
+
+    Delta method, cells as strata: the ratio minus its value is, to first order, the mean
+    over cells of ``mean_i z_i`` with ``z_i = c_i - ratio * (2 f_i - F_g)`` (``2 f_i - F_g``
+    is the floor's influence: a U-statistic of order two counts each observation twice),
+    divided by the mean floor; each cell contributes ``var(z) / k_g``."""
+    n_cells = len(c)
+    if n_cells == 0:
+        return math.nan
+    var = 0.0
+    for cg, fg, floor in zip(c, f, floors, strict=True):
+        k = len(cg)
+        if k < 2:
+            continue
+        z = cg - ratio * (2.0 * fg - floor)
+        var += float(np.var(z, ddof=1)) / k
+    return math.sqrt(var) / n_cells / float(np.mean(floors))
+
+
 def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, ArrayLike],
                  test: tuple[ArrayLike, ArrayLike], *, n_draws: int = 400,
                  max_sizes_per_cell: int = 16, random_state: int = 0) -> dict[str, Any]:
-    """Per-cell scores of already fitted models on held-out samples, and the floor.
+    """Per-cell scores of already fitted models on held-out samples, the floor, and the
+    lookup table of the training samples.
 
-    ``train`` gives the floor (its empirical distribution per cell); ``test`` is scored.
-    Cells are formed on the test sizes together with the training sizes so that both
-    sides share them.
+    ``test`` is scored and gives the floor (:func:`floor_scores`: what the held-out samples'
+    own distribution scores); ``train`` gives the *lookup* reference, each cell's training
+    samples taken as its predicted distribution (what a per-size table of the measurements
+    would predict: a pooled model beats it where a size has few samples, so it is a
+    reference, not a floor). Cells are formed on the test sizes together with the training
+    sizes so that both sides share them; a cell needs two held-out samples (a floor) and
+    two training samples (a lookup). Returns ``per_size`` columns and ``se``: each scored
+    model's sampling error of CRPS / floor, and of its difference to ``"model"``.
     """
     xtr, ytr = (np.asarray(a, dtype=np.float64).ravel() for a in train)
     xte, yte = (np.asarray(a, dtype=np.float64).ravel() for a in test)
@@ -296,11 +373,11 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
     bands = {name: _bands(m, xte) for name, m in models.items()}
 
     cols: dict[str, list[float]] = {k: [] for k in ("size", "size_lo", "size_hi", "n_test",
-                                                    "n_train", "floor_crps", "floor_w1",
-                                                    "floor_median_err")}
+                                                    "n_train", "floor_crps")}
+    names = [*models, LOOKUP]
     per: dict[str, dict[str, list[float]]] = {
         name: {k: [] for k in ("crps", "w1", "median_err", "p95_err", "coverage")}
-        for name in models}
+        for name in names}
     train_of = _members(ctr)
     no_train = np.zeros(0, dtype=np.intp)
     scored: list[tuple[NDArray[np.intp], NDArray[np.float64], float, float]] = []
@@ -309,7 +386,7 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
     ns: list[int] = []
     for c, te in _members(cte).items():
         tr = train_of.get(c, no_train)
-        if len(tr) < 2:
+        if len(tr) < 2 or len(te) < 2:
             continue
         y = yte[te]
         med = float(np.median(y))
@@ -320,7 +397,6 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
         cols["size_hi"].append(float(max(xte[te].max(), xtr[tr].max())))
         cols["n_test"].append(float(len(te)))
         cols["n_train"].append(float(len(tr)))
-        cols["floor_median_err"].append(float(_rel(np.median(t_train), med)))
         trains.append(t_train)
         sizes = np.unique(xte[te])
         if sizes.size > max_sizes_per_cell:
@@ -329,31 +405,54 @@ def score_models(models: Mapping[str, Predictive], train: tuple[ArrayLike, Array
         ns.append(max(8, math.ceil(n_draws / sizes.size)))
         scored.append((te, y, med, p95))
     if not scored:
-        raise ModelError("no size has samples on both sides of the split",
+        raise ModelError("no size has two samples on each side of the split",
                          hint="use --split repetition or more samples per size")
     members = [te for te, _, _, _ in scored]
     held = [y for _, y, _, _ in scored]
     meds = np.array([med for _, _, med, _ in scored])
     p95s = np.array([p95 for _, _, _, p95 in scored])
-    crps, w1 = cell_scores(trains, held, meds)
-    cols["floor_crps"], cols["floor_w1"] = crps.tolist(), w1.tolist()
+    floors, floor_shares = floor_scores(held, meds)
+    cols["floor_crps"] = floors.tolist()
     counts = np.array([len(te) for te in members], dtype=np.intp)
     cell_of = np.repeat(np.arange(len(members)), counts)
     at = np.concatenate(members)
+    y_at = yte[at]
+    obs_crps: dict[str, list[NDArray[np.float64]]] = {}
     for name, m in models.items():
         stream = np.random.SeedSequence(random_state, spawn_key=(1, zlib.crc32(name.encode())))
         draws = _draws(m, cells, ns, np.random.default_rng(stream))
         b = bands[name]
-        crps, w1 = cell_scores(draws, held, meds)
+        obs_crps[name] = []
+        crps, w1 = cell_scores(draws, held, meds, per_obs=obs_crps[name])
         per[name]["crps"], per[name]["w1"] = crps.tolist(), w1.tolist()
-        hi, y = b[0.95][at], yte[at]
+        hi = b[0.95][at]
         per[name]["median_err"] = _rel(group_medians(b[0.5][at], cell_of, counts),
                                        meds).tolist()
         per[name]["p95_err"] = _rel(group_medians(hi, cell_of, counts), p95s).tolist()
-        inside = (y >= b[0.05][at]) & (y <= hi)
+        inside = (y_at >= b[0.05][at]) & (y_at <= hi)
         per[name]["coverage"] = (np.bincount(cell_of, inside, minlength=len(members))
                                  / counts).tolist()
-    return {"per_size": {**cols, "models": per}}
+    # The lookup table: each cell's training samples as its distribution.
+    obs_crps[LOOKUP] = []
+    crps, w1 = cell_scores(trains, held, meds, per_obs=obs_crps[LOOKUP])
+    lookup = per[LOOKUP]
+    lookup["crps"], lookup["w1"] = crps.tolist(), w1.tolist()
+    q = [np.quantile(t, [0.05, 0.5, 0.95]) for t in trains]
+    lookup["median_err"] = [float(_rel(qt[1], med)) for qt, med in zip(q, meds, strict=True)]
+    lookup["p95_err"] = [float(_rel(qt[2], p95)) for qt, p95 in zip(q, p95s, strict=True)]
+    lookup["coverage"] = [float(np.mean((y >= qt[0]) & (y <= qt[2])))
+                          for qt, y in zip(q, held, strict=True)]
+    se: dict[str, dict[str, float]] = {}
+    mean_floor = float(floors.mean())
+    for name in names:
+        ratio = float(np.mean(per[name]["crps"])) / mean_floor
+        entry = {"crps_over_floor": _ratio_se(obs_crps[name], floor_shares, floors, ratio)}
+        if name != "model" and "model" in obs_crps:
+            diff = [a - b for a, b in zip(obs_crps[name], obs_crps["model"], strict=True)]
+            gap = ratio - float(np.mean(per["model"]["crps"])) / mean_floor
+            entry["vs_model"] = _ratio_se(diff, floor_shares, floors, gap)
+        se[name] = entry
+    return {"per_size": {**cols, "models": per}, "se": se}
 
 
 def _ranges(sizes: NDArray[np.float64]) -> list[tuple[float, float]]:
@@ -368,27 +467,29 @@ def _ranges(sizes: NDArray[np.float64]) -> list[tuple[float, float]]:
     return out
 
 
-def summarize(per_size: Mapping[str, Any]) -> dict[str, Any]:
-    """Whole-series and per-decade numbers from :func:`score_models` output."""
+def summarize(per_size: Mapping[str, Any],
+              se: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
+    """Whole-series and per-decade numbers from :func:`score_models` output (``se``: its
+    sampling errors, kept beside each whole-series ratio)."""
     size = np.asarray(per_size["size"])
     n_test = np.asarray(per_size["n_test"])
     floor = np.asarray(per_size["floor_crps"])
-    # The floor's median error is how far the training median is from the held-out one:
-    # sampling noise that no model can remove.
-    summary: dict[str, Any] = {"floor": {
-        "crps": float(floor.mean()), "w1": float(np.mean(per_size["floor_w1"])),
-        "median_err": float(np.median(per_size["floor_median_err"]))}}
+    summary: dict[str, Any] = {"floor": {"crps": float(floor.mean())}}
     for name, s in per_size["models"].items():
         crps = np.asarray(s["crps"])
+        errors = dict((se or {}).get(name, {}))
         summary[name] = {
             "crps": float(crps.mean()),
             "crps_over_floor": float(crps.mean() / floor.mean()),
+            "crps_over_floor_se": errors.get("crps_over_floor", math.nan),
             "w1": float(np.mean(s["w1"])),
             "median_err": float(np.median(s["median_err"])),
             "median_err_max": float(np.max(s["median_err"])),
             "p95_err": float(np.median(s["p95_err"])),
             "coverage": float(np.average(s["coverage"], weights=n_test)),
         }
+        if "vs_model" in errors:
+            summary[name]["vs_model_se"] = errors["vs_model"]
     ranges = []
     for lo, hi in _ranges(size):
         sel = (size >= lo) & (size < hi)
@@ -473,21 +574,22 @@ def validate(estimator: Any, size: ArrayLike, time: ArrayLike, *, method: str = 
     scored_test = _scored(test, random_state)
     scored = score_models(models, (xtr, ytr), (x[scored_test], y[scored_test]),
                           n_draws=n_draws, random_state=random_state)
-    summary = summarize(scored["per_size"])
+    summary = summarize(scored["per_size"], scored["se"])
     ranked = sorted(baselines, key=lambda b: summary["summary"][b]["crps"])
     result: dict[str, Any] = {
         "version": VALIDATION_VERSION,
         "score": "crps_relative_to_heldout_median",
+        "floor_definition": FLOOR_DEFINITION,
         "split": {"method": method, "test_fraction": test_fraction, "seed": random_state,
                   "n_train": int(train.sum()), "n_test": int(test.sum()),
                   **({"n_scored": int(scored_test.sum())} if scored_test is not test else {})},
         "baselines": {name: {**models[name].to_dict(),  # type: ignore[attr-defined]
                              "label": LABELS.get(name, name)} for name in baselines},
         "baseline_order": ranked,
-        "best_baseline": ranked[0] if ranked else None,
         **summary,
         "per_size": scored["per_size"],
     }
+    result["best_baseline"] = best_baseline_name(result)
     return result
 
 
@@ -536,37 +638,43 @@ def validate_into(model: Any, size: ArrayLike, time: ArrayLike, **kwargs: Any) -
     return result
 
 
-TABLE_COLUMNS = ("model", "crps", "crps_over_floor", "worst_range_over_floor", "median_err",
-                 "median_err_max", "p95_err", "coverage", "what")
+TABLE_COLUMNS = ("model", "crps", "crps_over_floor", "crps_over_floor_se",
+                 "worst_range_over_floor", "median_err", "median_err_max", "p95_err",
+                 "coverage", "what")
 
 
 def _table_order(result: Mapping[str, Any]) -> list[str]:
-    """The model first, then the baselines best (lowest CRPS) first, then any extra models."""
-    names = [n for n in result["summary"] if n != "floor"]
+    """The model first, then the baselines best (lowest CRPS) first, then any extra models,
+    then the lookup table (a reference, next to the floor)."""
+    names = [n for n in result["summary"] if n not in ("floor", LOOKUP)]
     base = set(result.get("baselines", {}))
     ranked = sorted((n for n in names if n in base), key=lambda n: result["summary"][n]["crps"])
     rest = [n for n in names if n not in base]
-    return rest[:1] + ranked + rest[1:]
+    lookup = [LOOKUP] if LOOKUP in result["summary"] else []
+    return rest[:1] + ranked + rest[1:] + lookup
 
 
 def validation_table(result: Mapping[str, Any]) -> pl.DataFrame:
-    """One row per scored model (and the floor): the numbers the report and CLI show."""
+    """One row per scored model (and the floor): the numbers the report and CLI show.
+
+    Each row says what it is (``what``: kit.figures.baseline's labels, the textbook line
+    named as such); ``crps_over_floor_se`` is its sampling error."""
+    from kit.figures.baseline import label
+
     rows = []
     summary = result["summary"]
-    labels = {n: b.get("label", n) for n, b in (result.get("baselines") or {}).items()}
     for name in _table_order(result):
         s = summary[name]
         worst = max((r[name]["crps_over_floor"] for r in result.get("ranges", []) if name in r),
                     default=float("nan"))
         rows.append({"model": name, "crps": s["crps"], "crps_over_floor": s["crps_over_floor"],
+                     "crps_over_floor_se": s.get("crps_over_floor_se"),
                      "worst_range_over_floor": worst, "median_err": s["median_err"],
                      "median_err_max": s["median_err_max"], "p95_err": s["p95_err"],
-                     "coverage": s["coverage"],
-                     "what": labels.get(name, "regime model" if name == "model" else name)})
+                     "coverage": s["coverage"], "what": label(name)})
     rows.append({"model": "floor", "crps": summary["floor"]["crps"], "crps_over_floor": 1.0,
-                 "worst_range_over_floor": 1.0, "median_err": summary["floor"].get("median_err"),
-                 "median_err_max": None,
-                 "p95_err": None, "coverage": None,
-                 "what": "training samples' own distribution"})
+                 "crps_over_floor_se": None, "worst_range_over_floor": 1.0,
+                 "median_err": summary["floor"].get("median_err"), "median_err_max": None,
+                 "p95_err": None, "coverage": None, "what": label("floor")})
     return pl.DataFrame(rows, schema={c: (pl.String if c in ("model", "what") else pl.Float64)
                                       for c in TABLE_COLUMNS})

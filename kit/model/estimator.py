@@ -31,7 +31,7 @@ from kit.model.noise import NOISE_FAMILIES, Noise, fit_noise
 from kit.model.outliers import flag_outliers, stable_argsort
 from kit.model.overlap import fit_overlap
 from kit.model.params import Params
-from kit.model.persize import SHAPE_LEVELS, PerSize, estimate_shape
+from kit.model.persize import PerSize, attach_shapes
 from kit.model.persize import estimate as estimate_per_size
 from kit.model.predictive import cdf as _cdf
 from kit.model.predictive import quantiles as _quantiles
@@ -241,8 +241,12 @@ class RegimeModel(Params):
                 lambda z: _quantiles(_terms(regimes, self.breakpoints_, z), len(z),
                                      np.array([0.5]))[:, 0], rng, fams)
             ps = self.per_size_
-            estimate_shape(ps, regimes, si, ti, lambda z, q: np.log(_quantiles(
-                _terms(regimes, self.breakpoints_, z, ps), len(z), np.asarray(q))))
+            bps = self.breakpoints_
+            attach_shapes(
+                ps, regimes, si, ti,
+                lambda z, q: np.log(_quantiles(_terms(regimes, bps, z, ps), len(z), q)),
+                lambda z, q: np.log(_quantiles(_terms(regimes, bps, z, ps, spread=False),
+                                               len(z), q)), rng)
         mask = np.zeros(len(s), dtype=bool)
         mask[order] = out_sorted
         self.outlier_mask_ = mask
@@ -561,18 +565,19 @@ class RegimeModel(Params):
 
     def _shape_rows(self, s: NDArray, tl: list
                     ) -> tuple[PerSize, NDArray, NDArray, NDArray, list] | None:
-        """(per-size layer, rows, stored index, base ln quantiles at SHAPE_LEVELS, their
-        terms) of the sizes with a per-size shape, or None when there are none."""
+        """(per-size layer, positions in ``s``, their rows of shifts, base ln quantiles at
+        the rows' levels, their terms) of the sizes with a map of their own
+        (kit.model.persize.PerSize.warp_rows), or None when there are none."""
         ps = getattr(self, "per_size_", None)
-        if ps is None or not ps.has_shape():
+        if ps is None:
             return None
-        idx = ps.lookup(s)
-        at = np.flatnonzero(idx >= 0)
-        if not len(at):
+        found = ps.warp_rows(s)
+        if found is None:
             return None
+        at, rows, cols = found
         sub = [(w[at], sc[at], nz) for w, sc, nz in tl]
-        knots = np.log(_quantiles(sub, len(at), SHAPE_LEVELS))
-        return ps, at, idx[at], knots, sub
+        knots = np.log(_quantiles(sub, len(at), ps.levels[cols]))
+        return ps, at, rows, knots, sub
 
     def regime_index(self, size: ArrayLike) -> NDArray:
         """Index of the regime each size falls in (by breakpoints, overlaps ignored)."""
@@ -659,9 +664,9 @@ class RegimeModel(Params):
         out = _cdf(tl, t)
         warp = self._shape_rows(s, tl)
         if warp is not None:  # stored sizes: F(t) = F_base(map⁻¹(t))
-            ps, at, idx, knots, sub = warp
+            ps, at, rows, knots, sub = warp
             lt = np.log(np.maximum(t[at], 1e-300))
-            out[at] = _cdf(sub, np.exp(ps.warp_map(idx, knots, lt, inverse=True)))
+            out[at] = _cdf(sub, np.exp(ps.warp_map(rows, knots, lt, inverse=True)))
         return out
 
     def sample(self, size: ArrayLike, n: int = 1,
@@ -676,6 +681,6 @@ class RegimeModel(Params):
         ``s``) with each stored size's row through that size's monotone map (in place)."""
         warp = self._shape_rows(s, tl)
         if warp is not None:
-            ps, at, idx, knots, _ = warp
-            base[at] = np.exp(ps.warp_map(idx, knots, np.log(base[at])))
+            ps, at, rows, knots, _ = warp
+            base[at] = np.exp(ps.warp_map(rows, knots, np.log(base[at])))
         return base

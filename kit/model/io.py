@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from kit.model.estimator import RegimeModel
 
 FORMAT = "pt2pt-model"
-FORMAT_VERSION = 1
+#: 2: the per-size layer stores only the sizes that differ, as shapes around the population
+#: (kit.model.sizeshape), and tables for unseen sizes; files of format 1 are still read.
+FORMAT_VERSION = 2
 
 
 _PLAIN = frozenset({int, float, str, bool, type(None)})
@@ -91,7 +93,7 @@ def model_to_dict(model: RegimeModel, provenance: Mapping[str, Any] | None = Non
 #: Per-size columns: a value per stored size (~65,000 sizes for 1 M samples whose sizes are
 #: drawn log-uniformly). Each is written on one line by json's C encoder (indenting every
 #: value goes through its Python encoder: 0.6 of 1 s to write such a model, and 3 MB).
-_ONE_LINE = ("sizes", "n", "loc", "loc_slow", "share", "shape")
+_ONE_LINE = ("sizes", "n", "loc", "loc_slow", "share", "knots", "shape")
 
 
 def dumps(model: RegimeModel, provenance: Mapping[str, Any] | None = None,
@@ -103,11 +105,16 @@ def dumps(model: RegimeModel, provenance: Mapping[str, Any] | None = None,
     if isinstance(ps, dict):
         # each column goes in as a unique placeholder string, replaced once indented
         nonce = uuid.uuid4().hex
-        for key in _ONE_LINE:
-            if key in ps:
-                placeholder = f"pt2pt-column-{key}-{nonce}"
-                lines[json.dumps(placeholder)] = json.dumps(ps[key], allow_nan=False)
-                ps[key] = placeholder
+        lists = [(ps, key, key) for key in _ONE_LINE]
+        for i, comp in enumerate(ps.get("variance_components") or []):
+            lists.append((comp, "alpha", f"alpha{i}"))
+            lists += [(comp[k], "values", f"{k}{i}") for k in ("kernel", "kernel_slow")
+                      if isinstance(comp.get(k), dict)]
+        for holder, key, name in lists:
+            if key in holder:
+                placeholder = f"pt2pt-column-{name}-{nonce}"
+                lines[json.dumps(placeholder)] = json.dumps(holder[key], allow_nan=False)
+                holder[key] = placeholder
     text = json.dumps(doc, indent=1, allow_nan=False)
     for placeholder, line in lines.items():
         text = text.replace(placeholder, line, 1)

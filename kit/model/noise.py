@@ -44,7 +44,15 @@ def _invgauss_logcdf(x: NDArray, mu: float) -> NDArray:
     fac = 1 / np.sqrt(x)
     a = sp.log_ndtr(fac * (x / mu - 1))
     b = 2 / mu + sp.log_ndtr(-fac * (x / mu + 1))
-    return np.asarray(a + np.log1p(np.exp(b - a)))
+    with np.errstate(all="ignore"):
+        out = np.asarray(a + np.log1p(np.exp(b - a)))
+    # Far in the left tail both terms underflow to -inf (inf - inf): the CDF is 0 there,
+    # and a log CDF is never above 0 (a per-size map's tail asked at 1e-17 gave +inf).
+    xx = np.asarray(x)
+    bad = (np.isnan(out) & ~np.isnan(xx)) | (out > 0)
+    if bad.any():
+        out = np.where(bad, np.where(xx < mu, -np.inf, 0.0), out)
+    return out
 
 
 @dataclass(frozen=True)

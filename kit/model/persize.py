@@ -1,33 +1,36 @@
 """Per-size effects on top of the regime curves, shrunk by empirical Bayes.
 
 On real clusters each exact message size has its own behaviour: its median sits a little
-above or below the regime's curve, and on Ethernet the share of the slow band is a property
-of the size (reproducible between runs, not smooth in size). A smooth curve cannot carry
-that, and a lookup table cannot say anything about a size it has not seen. This layer does
-both, as a random-effects model per regime:
+above or below the regime's curve, on Ethernet the share of the slow band is a property of
+the size (reproducible between runs, not smooth in size), and so are its spread and tail. A
+smooth curve cannot carry that, and a lookup table cannot say anything about a size it has
+not seen. This layer does both, per regime:
 
 - location: ``d_z`` = ln(median at size z) − ln(the regime's median at z) (band-relative in
   a two-band regime), sampling variance ``v_z = (π/2)·σ²/n_z`` (σ² the regime's pooled
-  within-size variance of ln time), and a between-size variance ``τ²`` (method of moments:
-  robust variance of the ``d_z`` less the typical ``v_z``). Each size's effect is shrunk:
-  ``loc_z = B_z·d_z`` with ``B_z = τ²/(τ² + v_z)``: a size seen 3 times barely moves, one
-  seen 60 times with a consistent deviation moves (almost) fully;
+  within-size variance of ln time), and a between-size variance ``τ²`` (robust method of
+  moments). Each size's effect is shrunk: ``loc_z = B_z·d_z`` with ``B_z = τ²/(τ² + v_z)``;
 - band share (two-band regimes): the size's slow-band share by EM with the bands fixed,
   sampling variance ``w(1−w)/n_z``, variance component ``τ²_share``, shrunk the same way.
 
 Once the per-size effects are known the regime's noise is refitted on the *within-size*
-ratios (the pooled noise also held the between-size scatter, so bands were too wide). At a
-stored size the prediction uses the size's own location and share; at any other size the
-location effect is integrated out (Gauss–Hermite over N(0, τ²)) and the share is the
-regime's curve, so the population distribution is as wide as sizes really differ.
-Designs with one sample per size give nothing to separate the two variances from: the
+ratios (the pooled noise also held the between-size scatter). At a size without a shape of
+its own the location effect is the kernel mean of neighbouring sizes' effects (a table over
+ln size, bandwidth by leave-one-size-out) and what it leaves is integrated out
+(Gauss–Hermite over N(0, τ²)), the share is the regime's curve: the population of sizes.
+Every size seen often enough then gets its own distribution on top of that population
+(:mod:`kit.model.sizeshape`, format 2): its quantile function, pooled with the population's
+as much as cross-validation says, stored only where it differs.
+
+Model files written before format 2 (``version`` 1 here) stored every repeated size with its
+location, share and a shape at nine levels around them; they are read and predicted as they
+were. Designs with one sample per size give nothing to separate the variances from: the
 layer then says so (``estimated = False`` with the reason) and changes nothing.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -40,6 +43,7 @@ from kit.model.noise import fit_noise
 from kit.model.regime import Regime
 from kit.model.runs import runs_of, sort_within_runs
 from kit.model.segmentation import robust_tau2
+from kit.model.sizeshape import MIN_OWN, SHAPE_LEVELS, SHAPE_UNIT, fill_rows, tail_ratios
 
 #: Fewest samples of one size for it to get an adjustment of its own.
 MIN_REPEATS = 2
@@ -51,66 +55,32 @@ GH_NODES = 5
 MIN_NOISE_REFIT = 30
 #: EM rounds for per-size band shares (bands fixed: converges in a few).
 SHARE_ROUNDS = 8
-#: Quantile levels at which a stored size's predictive distribution gets its own shape.
-SHAPE_LEVELS = np.array([0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98])
 #: Below this many samples a size's median is the mean of its samples (two), which one stall
-#: moves by orders of magnitude: the sampling variance of its shape quantiles is simulated
-#: from the regime's within-size distribution instead of taken from the asymptotic normal
-#: law, and such sizes do not enter the plain-mean estimate of the shape's variance
-#: component. From 3 samples up the median ignores one wild sample, and the usual
-#: estimates hold (on the reference runs with 7 samples per size, simulating there too
-#: made the per-size median error worse: 1.02 -> 1.18x the lookup floor on graphene).
-#: The location layer keeps its normal-law variance: simulating it for two-sample sizes
-#: lost the 30 % slow mode of test_bimodal_noise_chosen_and_reproduced.
-MEAN_LIKE_N = 3
-#: Simulated samples per count for that variance (a fixed generator: fits stay reproducible
-#: and the fit's own random stream is untouched).
-SMALL_N_DRAWS = 4000
-
-
-#: ln times of one size: draw(rng, shape).
-Draw = Callable[["np.random.Generator", tuple[int, int]], NDArray]  # (a string: reading
-#: a model must not import numpy.random, ~15 ms)
-
-
-def small_n_variance(draw_ln: Draw, counts: NDArray, levels: NDArray) -> NDArray:
-    """Variance of a size's ln predictive quantiles at ``levels``, for samples of each
-    count, simulated with ``draw_ln(rng, shape)`` (ln times of one size).
-
-    Why: with two samples the median is their mean, so one stall among them moves it by
-    orders of magnitude, and the asymptotic variance (normal law of a sample quantile, from
-    the density at the quantile) calls that a precise measurement; the shrinkage then lets
-    the stall through as "a property of the size". Simulated from the within-size
-    distribution with its heavy tail, the variance is as large as the tail makes it.
-    Returns (len(counts), len(levels)).
-    """
-    rng = np.random.default_rng(20261126)
-    out = np.full((len(counts), len(levels)), np.nan)
-    for i, n in enumerate(counts):
-        x = np.sort(draw_ln(rng, (SMALL_N_DRAWS, int(n))), axis=1)
-        for k, u in enumerate(levels):  # as predictive_quantiles: order statistic u(n+1)
-            lo, hi, f = order_position(u, np.array([int(n)]))
-            out[i, k] = np.var(x[:, lo[0]] * (1 - f[0]) + x[:, hi[0]] * f[0])
-    return out
-
-
-def _within_size_draw(reg: Regime, at: float) -> Draw:
-    """ln times of one size ``at`` of a regime without between-size spread: the regime's
-    noise (refitted on within-size ratios), or in a two-band regime its bands at their
-    share."""
-    def draw(rng: np.random.Generator, shape: tuple[int, int]) -> NDArray:
-        if not reg.is_mixture:
-            return np.log(reg.noise.rvs(shape, rng))
-        ln = [np.log(evaluate(c.family, c.params, np.array([at]))[0] * c.noise.rvs(shape, rng))
-              for c in reg.components]
-        slow = rng.random(shape) < reg.component_shares(np.array([at]))[0, 1]
-        return np.where(slow, ln[1], ln[0])
-    return draw
+#: moves by orders of magnitude: such sizes stay out of the kernel means for unseen sizes
+#: (``kernel_min_n``) and get no shape of their own (kit.model.sizeshape.MIN_OWN).
+MEAN_LIKE_N = MIN_OWN
+#: The nine levels of format-1 shapes (files written before kit.model.sizeshape).
+LEGACY_SHAPE_LEVELS = np.array([0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98])
+#: Between-size SD left at unseen sizes below this fraction of the within-size SD is not
+#: integrated out (the population is then one size's distribution at the kernel mean).
+NEGLIGIBLE_SPREAD = 0.1
+#: Semantics of the layer this kit writes (see the module docstring).
+VERSION = 2
+#: Most nodes of a kernel-mean table (over a regime's ln sizes, step h/4).
+MAX_TABLE_NODES = 4096
 
 
 @dataclass
 class PerSize:
-    """Per-size adjustments (stored sizes) and the variance components (per regime)."""
+    """Per-size adjustments (stored sizes) and the variance components (per regime).
+
+    ``version`` 2 (what fits make): ``sizes``/``n`` are the sizes whose own distribution
+    differs from the population's, ``shape`` their ln shifts at ``levels`` (NaN where a
+    level is not stored: linear in ln time between the stored ones), ``loc``/``share``/
+    ``loc_slow`` are empty, and each component holds its kernel-mean tables. ``version`` 1
+    (files before format 2): every repeated size with its location and share, and
+    ``shape`` (full rows, or none) at ``levels`` on top of them.
+    """
 
     estimated: bool
     reason: str = ""
@@ -119,12 +89,15 @@ class PerSize:
     loc: NDArray = field(default_factory=lambda: np.zeros(0))  # ln shift at that size
     share: NDArray = field(default_factory=lambda: np.zeros(0))  # slow-band share or NaN
     #: per regime: regime, size_min, size_max, n_sizes, tau_loc, sigma_within, tau_share,
-    #: shrink_median (median B over its sizes), estimated (bool), reason
+    #: shrink_median (median B over its sizes), estimated (bool), reason; version 2: the
+    #: kernel-mean tables (``kernel``, ``kernel_slow``) and the shape's ``alpha`` per level
     components: list[dict[str, Any]] = field(default_factory=list)
     loc_slow: NDArray = field(default_factory=lambda: np.zeros(0))  # slow band's, or NaN
-    #: (len(sizes), len(SHAPE_LEVELS)) ln shift of the predictive quantile at each level
-    #: (empty: no shape adjustment), on top of the location and share adjustments.
+    #: (len(sizes), len(levels)) ln shift of the predictive quantile at each level
+    #: (empty: no shape adjustment)
     shape: NDArray = field(default_factory=lambda: np.zeros((0, len(SHAPE_LEVELS))))
+    version: int = VERSION
+    levels: NDArray = field(default_factory=lambda: SHAPE_LEVELS.copy())
     #: False in a view that predicts every size as one never measured (the stored sizes
     #: still inform the kernel mean of their neighbours): not serialised.
     own: bool = True
@@ -133,20 +106,46 @@ class PerSize:
         return (self.estimated and self.own and len(self.sizes) > 0
                 and self.shape.shape[0] == len(self.sizes))
 
-    def warp_map(self, idx: NDArray, base_knots: NDArray, z: NDArray,
-                 inverse: bool = False) -> NDArray:
-        """The stored sizes' monotone map of ln time, base -> own (``inverse``: own -> base).
+    def warp_rows(self, size: NDArray) -> tuple[NDArray, NDArray, NDArray] | None:
+        """(positions in ``size`` of stored sizes, their rows of ln shifts, the levels any of
+        the rows stores) or None. A version-2 row keeps a few levels: the map through them
+        is the map through every level (the others lie on its segments), so the base
+        quantiles are needed at those levels only."""
+        if not self.has_shape():
+            return None
+        idx = self.lookup(size)
+        at = np.flatnonzero(idx >= 0)
+        if not len(at):
+            return None
+        rows = self.shape[idx[at]]
+        cols = (np.arange(len(self.levels)) if self.version < 2
+                else np.flatnonzero(~np.isnan(rows).all(axis=0)))
+        return at, rows[:, cols], cols
 
-        ``base_knots`` (len(idx), len(SHAPE_LEVELS)) are the base distribution's ln quantiles
-        at SHAPE_LEVELS; the map is piecewise linear in ln time through (base knot, base knot
-        + shift) and a plain shift beyond the end knots, so between levels a size keeps the
-        base's shape, and quantiles, CDF and draws are one distribution. ``z`` is
-        (len(idx),) or (len(idx), m).
+    def warp_map(self, rows: NDArray, base_knots: NDArray, z: NDArray,
+                 inverse: bool = False) -> NDArray:
+        """The monotone map of ln time, base -> own (``inverse``: own -> base), of sizes with
+        ``rows`` of ln shifts (from :meth:`warp_rows`).
+
+        ``base_knots`` (len(rows), used levels) are the base distribution's ln quantiles at
+        the rows' levels; the map is piecewise linear in ln time through (base knot, base
+        knot + shift), so between levels a size keeps the base's shape, and quantiles, CDF
+        and draws are one distribution. Beyond the end knots: a plain shift (version 1), or
+        the base's tail compressed by :func:`kit.model.sizeshape.tail_ratios` (version 2).
+        ``z`` is (len(rows),) or (len(rows), m).
         """
         x = np.asarray(base_knots, dtype=float)
-        y = np.maximum.accumulate(x + self.shape[idx], axis=1)
+        shift = np.asarray(rows, dtype=float)
+        if self.version >= 2:
+            shift = fill_rows(x, shift)
+        y = np.maximum.accumulate(x + shift, axis=1)
+        if self.version >= 2:
+            r_lo, r_hi = tail_ratios(x, y)
+        else:
+            r_lo = r_hi = np.ones(len(x))
         if inverse:
             x, y = y, x
+            r_lo, r_hi = 1.0 / r_lo, 1.0 / r_hi
         zz = np.asarray(z, dtype=float)
         flat = zz.reshape(len(x), -1)
         if len(x) > 1 and not np.isnan(x).any() and not np.any(np.diff(x, axis=1) < 0):
@@ -156,8 +155,8 @@ class PerSize:
             for r in range(len(x)):
                 out[r] = np.interp(flat[r], x[r], y[r])
         lo, hi = flat < x[:, :1], flat > x[:, -1:]
-        out[lo] = (y[:, :1] + (flat - x[:, :1]))[lo]
-        out[hi] = (y[:, -1:] + (flat - x[:, -1:]))[hi]
+        out[lo] = (y[:, :1] + r_lo[:, None] * (flat - x[:, :1]))[lo]
+        out[hi] = (y[:, -1:] + r_hi[:, None] * (flat - x[:, -1:]))[hi]
         return out.reshape(zz.shape)
 
     def lookup(self, size: NDArray) -> NDArray:
@@ -185,6 +184,11 @@ class PerSize:
             return np.zeros(len(size)), 0.0
         h = comp.get(key + "_h")
         tau_u = float(comp.get(key + "_unseen", comp[key]))
+        if self.version >= 2:
+            table = comp.get("kernel_slow" if band == 1 else "kernel")
+            if not h or not table:
+                return np.zeros(len(size)), tau_u
+            return table_mean(table, size), tau_u
         if not h or len(self.sizes) == 0:
             return np.zeros(len(size)), float(comp[key])
         eff = self.loc_slow if band == 1 else self.loc
@@ -198,6 +202,35 @@ class PerSize:
         return kernel_mean(at, x, eff[mine], float(h)), tau_u
 
     def to_dict(self) -> dict[str, Any]:
+        if self.version < 2:
+            return self._to_dict_v1()
+        rows = np.asarray(self.shape, dtype=np.float64)
+        kept = ~np.isnan(rows)
+        # each row: a bit mask of its stored levels, and its values (row by row, one flat
+        # list) in SHAPE_UNIT: 9,000 stored sizes of 9 levels each take 0.5 MB as written
+        # floats in nested lists, and 0.2 MB so
+        masks = (kept.astype(np.int64) << np.arange(rows.shape[1], dtype=np.int64)).sum(axis=1)
+        units = np.rint(rows[kept] / SHAPE_UNIT).astype(np.int64)
+        return {
+            "version": self.version, "estimated": self.estimated, "reason": self.reason,
+            "method": ("random effects per regime: ln-median location and slow-band share "
+                       "per size, variance components by the method of moments, kernel "
+                       "means for unseen sizes; each size's own predictive quantiles "
+                       "pooled with the population's as n / (n + alpha), alpha per level by "
+                       "five-fold cross-validation (pinball loss); stored where they differ "
+                       "beyond the noise"),
+            "min_repeats": MIN_OWN,
+            "variance_components": self.components,
+            # tolist(): the same Python numbers as float()/int() of each element, without
+            # a Python call per element
+            "sizes": _floats(self.sizes), "n": np.asarray(self.n).astype(np.int64).tolist(),
+            "shape_levels": _floats(self.levels),
+            "shape_unit": SHAPE_UNIT,
+            "knots": masks.tolist(),
+            "shape": units.tolist(),
+        }
+
+    def _to_dict_v1(self) -> dict[str, Any]:
         return {
             "estimated": self.estimated, "reason": self.reason,
             "method": ("random effects per regime: ln-median location and slow-band share "
@@ -205,32 +238,42 @@ class PerSize:
                        "shrinkage B = tau^2 / (tau^2 + sampling variance)"),
             "min_repeats": MIN_REPEATS,
             "variance_components": self.components,
-            # tolist(): the same Python numbers as float()/int() of each element, without
-            # a Python call per element (65,000 stored sizes x 14 columns)
             "sizes": _floats(self.sizes), "n": np.asarray(self.n).astype(np.int64).tolist(),
             "loc": _floats(self.loc),
             "loc_slow": _finite_or_none(self.loc_slow),
             "share": _finite_or_none(self.share),
-            **({"shape_levels": _floats(SHAPE_LEVELS),
+            **({"shape_levels": _floats(self.levels),
                 "shape": np.asarray(self.shape, dtype=np.float64).tolist()}
                if self.has_shape() else {}),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PerSize:
+        version = int(d.get("version", 1))
+        comps = [dict(c) for c in d.get("variance_components", [])]
+        sizes = np.asarray(d.get("sizes", []), dtype=float)
+        n = np.asarray(d.get("n", []), dtype=np.int64)
+        if version >= 2:
+            levels = np.asarray(d.get("shape_levels", SHAPE_LEVELS), dtype=float)
+            shape = np.full((len(sizes), len(levels)), np.nan)
+            masks = np.asarray(d.get("knots", []), dtype=np.int64)
+            kept = (masks[:, None] >> np.arange(len(levels), dtype=np.int64)) & 1 == 1
+            shape[kept] = np.asarray(d.get("shape", []), dtype=float) * float(
+                d.get("shape_unit", SHAPE_UNIT))
+            return cls(bool(d["estimated"]), str(d.get("reason", "")), sizes, n,
+                       components=comps, shape=shape, version=version, levels=levels)
+
         def opt(key: str) -> NDArray:
             return np.asarray([np.nan if v is None else float(v) for v in d.get(key, [])],
                               dtype=float)
 
-        shape = np.zeros((0, len(SHAPE_LEVELS)))
-        if d.get("shape") and list(d.get("shape_levels", [])) == list(SHAPE_LEVELS):
-            shape = np.asarray(d["shape"], dtype=float).reshape(-1, len(SHAPE_LEVELS))
-        return cls(bool(d["estimated"]), str(d.get("reason", "")),
-                   np.asarray(d.get("sizes", []), dtype=float),
-                   np.asarray(d.get("n", []), dtype=np.int64),
-                   np.asarray(d.get("loc", []), dtype=float), opt("share"),
-                   [dict(c) for c in d.get("variance_components", [])], opt("loc_slow"),
-                   shape)
+        levels = np.asarray(d.get("shape_levels", LEGACY_SHAPE_LEVELS), dtype=float)
+        shape = np.zeros((0, len(levels)))
+        if d.get("shape"):
+            shape = np.asarray(d["shape"], dtype=float).reshape(-1, len(levels))
+        return cls(bool(d["estimated"]), str(d.get("reason", "")), sizes, n,
+                   np.asarray(d.get("loc", []), dtype=float), opt("share"), comps,
+                   opt("loc_slow"), shape, version=1, levels=levels)
 
     def describe(self) -> list[str]:
         """Plain-language lines for the fit summary."""
@@ -253,18 +296,72 @@ class PerSize:
             if c.get("tau_share") is not None:
                 line += (f", and in their slow-band share by ±{c['tau_share']:.2f} (SD, share "
                          "0-1)")
-            if "shrink_median" in c:
-                line += (f"; a size seen {int(c['n_median'])} times keeps "
-                         f"{c['shrink_median']:.0%} of its own deviation")
-            if c.get("tau_shape"):
-                ts = dict(zip(SHAPE_LEVELS, c["tau_shape"], strict=False))
-                tails = [f"in {name} by ±{np.expm1(ts[u]):.1%}" for name, u in
-                         (("p05", 0.05), ("p95", 0.95)) if ts.get(u) is not None]
-                line += ("; beyond that, they differ " + " and ".join(tails) + " (SD)" if tails else
-                         "; their tails cannot be told apart with so few repetitions (the "
-                         "regime's tails, calibrated on its pooled samples, are used)")
+            if self.version >= 2:
+                line += _describe_shape(c, self.levels)
+            else:
+                line += _describe_legacy_shape(c, self.levels)
             out.append(line)
         return out
+
+
+def _describe_shape(c: dict[str, Any], levels: NDArray) -> str:
+    """The shape's pooling in words: how much a size's own quantiles count."""
+    alpha = c.get("alpha")
+    if not alpha:
+        return ("; no size was seen often enough to tell its own distribution from the "
+                "population's")
+    at = {name: alpha[int(np.argmin(np.abs(levels - u)))] for name, u in
+          (("p05", 0.05), ("median", 0.5), ("p95", 0.95))}
+    n = int(c.get("n_median", 0)) or 10
+
+    def kept(a: float | None) -> str:
+        return "0%" if a is None else f"{n / (n + a):.0%}"
+
+    tau, sigma = c.get("tau_loc_unseen") or 0.0, c.get("sigma_within") or 0.0
+    v = (math.pi / 2) * sigma**2 / n
+    located = tau**2 / (tau**2 + v) if tau > 0 and v > 0 else 0.0
+    return (f"; a size seen {n} times keeps {located:.0%} of its own median's deviation, "
+            f"and beyond that {kept(at['median'])} of its own median, {kept(at['p05'])} of "
+            f"its p05 and {kept(at['p95'])} of its p95 (cross-validated); "
+            f"{c.get('n_stored', 0)} of {c.get('n_candidates', 0)} sizes seen "
+            f"{MIN_OWN}+ times differ from the population by more than 0.1 % and are stored")
+
+
+def _describe_legacy_shape(c: dict[str, Any], levels: NDArray) -> str:
+    line = ""
+    if "shrink_median" in c:
+        line += (f"; a size seen {int(c['n_median'])} times keeps "
+                 f"{c['shrink_median']:.0%} of its own deviation")
+    if c.get("tau_shape"):
+        ts = dict(zip(levels, c["tau_shape"], strict=False))
+        tails = [f"in {name} by ±{np.expm1(ts[u]):.1%}" for name, u in
+                 (("p05", 0.05), ("p95", 0.95)) if ts.get(u) is not None]
+        line += ("; beyond that, they differ " + " and ".join(tails) + " (SD)" if tails else
+                 "; their tails cannot be told apart with so few repetitions (the "
+                 "regime's tails, calibrated on its pooled samples, are used)")
+    return line
+
+
+def table_mean(table: dict[str, Any], size: NDArray) -> NDArray:
+    """A kernel-mean table's value at each size: linear in ln size between its nodes, its
+    end values beyond them."""
+    values = np.asarray(table["values"], dtype=float)
+    nodes = float(table["x0"]) + float(table["step"]) * np.arange(len(values))
+    at = np.log(np.maximum(np.asarray(size, dtype=float), 1.0))
+    return np.interp(at, nodes, values)
+
+
+def kernel_table(lo: float, hi: float, x: NDArray, eff: NDArray, h: float) -> dict[str, Any]:
+    """The kernel mean of effects ``eff`` at ln sizes ``x`` on nodes from ln ``lo`` to ln
+    ``hi`` every h/4 (at most MAX_TABLE_NODES): what unseen sizes read, instead of every
+    stored size's effect (the kernel is smooth on the scale h, so linear interpolation
+    between nodes h/4 apart is within ~1 % of the effects' own size)."""
+    a, b = math.log(max(lo, 1.0)), math.log(max(hi, 1.0))
+    count = min(MAX_TABLE_NODES, max(2, math.ceil((b - a) / (h / 4)) + 1))
+    step = (b - a) / (count - 1) if b > a else 1.0
+    nodes = a + step * np.arange(count)
+    values = np.round(kernel_mean(nodes, x, eff, h), 7)
+    return {"x0": a, "step": step, "values": values.tolist()}
 
 
 def _floats(values: NDArray) -> list[float]:
@@ -329,7 +426,9 @@ def _robust_tau2(d: NDArray, v: NDArray) -> float:
 def estimate(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: NDArray,
              pop_median: Any, rng: np.random.Generator,
              noise_fams: tuple[str, ...]) -> PerSize:
-    """Per-size layer from inlier samples (``si`` sorted); refits regime noises in place.
+    """Per-size location layer from inlier samples (``si`` sorted): variance components and
+    kernel tables per regime; refits regime noises in place (the stored sizes come from
+    :func:`attach_shapes`).
 
     ``pop_median(sizes)`` is the model's median without per-size effects (overlaps included).
     """
@@ -433,8 +532,16 @@ def estimate(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: N
             h, t2u = _choose_bandwidth(np.log(np.maximum(sizes[mj][kern], 1.0)),
                                        d[mj, j][kern], loc[mj, j][kern], v[kern], tau2)
             comp[key + "_h"] = h
-            comp["kernel_min_n"] = MEAN_LIKE_N
+            if t2u < (NEGLIGIBLE_SPREAD ** 2) * sig2:
+                # Integrating a spread this small moves no quantile by more than ~0.5 % of
+                # the within-size spread, and costs five terms instead of one at every size
+                # a model is asked about (an export asks at thousands).
+                t2u = 0.0
             comp[key + "_unseen"] = float(np.sqrt(t2u))
+            if h:
+                comp["kernel_slow" if j == 1 else "kernel"] = kernel_table(
+                    float(reg.size_min), float(reg.size_max),
+                    np.log(np.maximum(sizes[mj][kern], 1.0)), loc[mj, j][kern], h)
             if j == 0:
                 comp["sigma_within"] = float(np.sqrt(sig2))
                 comp["shrink_median"] = float(np.median(B))
@@ -453,12 +560,11 @@ def estimate(regimes: list[Regime], breakpoints: list[float], si: NDArray, ti: N
                 comp["shrink_share_median"] = float(np.median(Bs))
         components.append(comp)
 
-    loc0 = np.nan_to_num(loc[:, 0])
-    keep = rep
     _refit_noise(regimes, reg_of_size, in_overlap, gid, si, ti, np.nan_to_num(loc), band_of,
                  rng, noise_fams)
-    return PerSize(True, "", sizes[keep], counts[keep], loc0[keep], share[keep], components,
-                   loc[keep, 1])
+    # The sizes and their shapes come next (attach_shapes); the location and share
+    # effects live on in the kernel tables and the noise refitted within sizes.
+    return PerSize(True, "", components=components)
 
 
 #: Candidate kernel bandwidths (SD in ln size) for effects at unseen sizes.
@@ -631,165 +737,30 @@ def adjusted_shares(reg: Regime, size: NDArray, share: NDArray) -> NDArray:
 
 
 
-def estimate_shape(ps: PerSize, regimes: list[Regime], si: NDArray, ti: NDArray,
-                   base_lnq: Any) -> None:
-    """Per-size shape: a shrunk ln shift of each stored size's quantiles (in place).
+def attach_shapes(ps: PerSize, regimes: list[Regime], si: NDArray, ti: NDArray,
+                  pop_lnq: Any, one_lnq: Any, rng: np.random.Generator) -> None:
+    """Each size's own distribution on top of the population (:mod:`kit.model.sizeshape`):
+    fills ``ps.sizes``/``n``/``shape`` with the sizes that differ, and each component's
+    ``alpha``, ``tail_scale``, ``n_candidates``, ``n_stored`` (in place).
+    ``pop_lnq(sizes, levels)``: the model's ln quantiles at sizes it has not seen;
+    ``one_lnq``: of one size at the kernel mean's location (no spread between sizes)."""
+    from kit.model.sizeshape import estimate_shape
 
-    One location shift per band and a band share do not carry everything a size does:
-    on Ethernet a size's slow band has its own spread, and where the regime's bands are a
-    noise mixture (no size-dependent share) a size differs in how much of its mass sits in
-    the tail, not where its floor is. The general random effect is on the whole quantile
-    function: at each level u of SHAPE_LEVELS the size's empirical ln quantile minus the
-    model's (after the location/share adjustments), ``d_z(u)``, with sampling variance
-    ``u(1-u)/n_z · (d ln Q / du)²`` (the asymptotic variance of a sample quantile, with the
-    density from the model: where the model puts a gap between bands the sample quantile is
-    uncertain and barely moves). Per regime and level, the shifts are the regime's median
-    offset ``m(u)`` plus ``B_z(u)·(d_z(u) − m(u))``, ``B = τ²(u)/(τ²(u) + v)`` with τ² by the
-    same robust method of moments as the location. A level is used for a size only when
-    at least one of its samples is expected beyond it (``(n+1)·min(u, 1−u) ≥ 1``); otherwise
-    the size gets the regime's offset only. The size's quantiles are *predictive* ones (order
-    statistic u·(n+1), see :func:`predictive_quantiles`): the band is for a new sample.
-    ``base_lnq(sizes, q)`` is the model's ln quantiles.
-    """
-    if not ps.estimated or len(ps.sizes) == 0:
+    if not ps.estimated:
         return
-    # In a regime without bands a size's median moves mostly with how much of its mass
-    # sits in the noise's tail (or its second mode), not with its floor: shifting the whole
-    # distribution by the median's deviation would move the floor too. There the shape is
-    # taken around the population distribution and replaces the location shift at stored
-    # sizes (the location effects still serve unseen sizes).
-    for c in ps.components:
-        if c.get("estimated") and not regimes[c["regime"]].is_mixture:
-            c["shape_base"] = "population"
-    lv = SHAPE_LEVELS
-    sizes_all, starts = np.unique(si, return_index=True)
-    gid = np.repeat(np.arange(len(sizes_all)), np.diff(np.r_[starts, len(si)]))
-    pos = np.searchsorted(sizes_all, ps.sizes)
-    n = ps.n.astype(float)
-    store_of = np.full(len(sizes_all), -1, dtype=np.int64)
-    store_of[pos] = np.arange(len(pos))
-    store_of = store_of[gid]  # stored-size index of each sample (-1: not stored)
-    held = store_of >= 0  # the stored sizes' samples (in size order, so their ids ascend)
-    held_store, held_lt = store_of[held], np.log(ti[held])
-    emp = predictive_quantiles(held_store, held_lt, lv)
-    step = np.minimum(0.01, np.minimum(lv, 1 - lv) / 2)
-    L = len(lv)
-    usable = (n[:, None] + 1) * np.minimum(lv, 1 - lv)[None, :] >= 1.0
-    # The slope (for the sampling variance) only where a level is usable: sizes share one
-    # of a few usable-level patterns (set by n), each asked for just the quantiles it needs.
-    base = np.empty((len(n), L))
-    lo_q = np.full((len(n), L), np.nan)
-    hi_q = np.full((len(n), L), np.nan)
-    # the patterns as integers (bit j: level j usable): np.unique over rows sorts them as
-    # byte strings, a tenth of this function at 1 M samples
-    key = usable.astype(np.int64) @ (1 << np.arange(L, dtype=np.int64))
-    _, first, which = np.unique(key, return_index=True, return_inverse=True)
-    for k, at in enumerate(first):
-        rows = np.flatnonzero(which.ravel() == k)
-        cols = np.flatnonzero(usable[at])
-        # one call for the levels and both sides of the usable ones: the model's terms at
-        # these sizes are built once (each level's root is found on its own either way)
-        lq = base_lnq(ps.sizes[rows], np.r_[lv, lv[cols] - step[cols], lv[cols] + step[cols]])
-        base[rows] = lq[:, :L]
-        lo_q[np.ix_(rows, cols)] = lq[:, L:L + len(cols)]
-        hi_q[np.ix_(rows, cols)] = lq[:, L + len(cols):]
-    slope = np.maximum(hi_q - lo_q, 0.0) / (2 * step)
-    with np.errstate(invalid="ignore"):
-        v = lv * (1 - lv) / n[:, None] * slope**2
+    sizes_all, counts = np.unique(si, return_counts=True)
     bps = np.asarray([r.size_min for r in regimes[1:]], dtype=float)
-    reg_of = np.searchsorted(bps, ps.sizes, side="right")
-    for k in range(len(regimes)):
-        small = (reg_of == k) & (n < MEAN_LIKE_N)
-        if not small.any():
-            continue
-        # a few samples' quantiles: their variance simulated from the regime's within-size
-        # distribution at a typical size of the regime
-        at = float(np.exp(np.median(np.log(np.maximum(ps.sizes[reg_of == k], 1.0)))))
-        ns, inv = np.unique(n[small], return_inverse=True)
-        v_mc = small_n_variance(_within_size_draw(regimes[k], at), ns, lv)
-        v[small] = np.fmax(v[small], v_mc[inv.ravel()])
-    d = emp - base
-    shape = np.zeros_like(d)
-    for k in range(len(regimes)):
-        mk = reg_of == k
-        taus: list[float | None] = []
-        for j in range(L):
-            ok = mk & usable[:, j] & np.isfinite(d[:, j])
-            if ok.sum() < MIN_SIZES:
-                taus.append(None)  # too few repetitions per size to see this level
-                continue
-            m = float(np.median(d[ok, j]))
-            big = ok & (n >= MEAN_LIKE_N)
-            if big.sum() >= MIN_SIZES:
-                # Moment estimator, not the robust one: at a given level most sizes often
-                # sit on the regime's quantile and a minority far off it (a tail share that
-                # is a property of the size); a median-based tau² would call that minority
-                # noise. Not sizes seen twice: their "median" is a mean (see MEAN_LIKE_N).
-                tau2 = max(0.0, float(np.mean((d[big, j] - m) ** 2 - v[big, j])))
-            else:
-                # Sizes seen twice each (a log-uniform design's chance repeats, or
-                # --repeat-fraction's): one stall among two samples is not a tail share,
-                # and in a plain mean one such size sets tau² for all of them.
-                tau2 = robust_tau2(d[ok, j] - m, v[ok, j])
-            B = _shrink(d[ok, j], v[ok, j], tau2)
-            shape[mk, j] = m
-            shape[ok, j] = m + B * (d[ok, j] - m)
-            taus.append(float(np.sqrt(tau2)))
-        # A level too far out for a size's sample count takes the shift of the nearest
-        # level the size could inform (its tail is the regime's, moved with its body).
-        rows = np.flatnonzero(mk)
-        if len(rows):
-            use = usable[rows]
-            mid = L // 2
-            sub = shape[rows]
-            for j in range(mid - 1, -1, -1):
-                sub[:, j] = np.where(use[:, j], sub[:, j], sub[:, j + 1])
-            for j in range(mid + 1, L):
-                sub[:, j] = np.where(use[:, j], sub[:, j], sub[:, j - 1])
-            shape[rows] = sub
-            # Those carried tails are then calibrated on the regime's pooled samples: at
-            # such a level the offset is the one that puts share u of the samples of these
-            # sizes below it (one value per regime and level, so it is well determined).
-            for j in range(L):
-                few = rows[~use[:, j]]
-                if len(few) < MIN_SIZES:
-                    continue
-                mark = np.zeros(len(n), dtype=bool)
-                mark[few] = True
-                sel = mark[held_store]
-                st = held_store[sel]
-                r = held_lt[sel] - (base[st, j] + shape[st, j])
-                shape[few, j] += float(np.quantile(r, lv[j]))
-        # Quantiles never decrease: raise a level's shift where it would undercut the last.
-        w = base[mk] + shape[mk]
-        shape[mk] = np.maximum.accumulate(w, axis=1) - base[mk]
-        for c in ps.components:
-            if c["regime"] == k and c.get("estimated"):
-                c["tau_shape"] = taus
-    ps.shape = shape
-
-
-def predictive_quantiles(group: NDArray, values: NDArray, levels: NDArray) -> NDArray:
-    """Per-group (n_groups, len(levels)) quantiles at order statistic ``u·(n+1)`` (1-based,
-    interpolated, clipped to the sample).
-
-    A new draw falls below the k-th of n samples with probability k/(n+1), whatever the
-    distribution, so these are the plug-in quantiles of a *predictive* band: numpy's default
-    (u·(n−1)+1) gives a [p05, p95] band that holds only (n−1)/(n+1)·0.9 of new samples
-    (0.86 for n = 47).
-    """
-    order, starts, counts = runs_of(group)
-    v = sort_within_runs(values[order], starts, counts)
-    out = np.empty((len(starts), len(levels)))
-    for k, u in enumerate(levels):
-        lo, hi, f = order_position(u, counts)
-        out[:, k] = v[starts + lo] * (1 - f) + v[starts + hi] * f
-    return out
-
-
-def order_position(u: float, counts: NDArray) -> tuple[NDArray, NDArray, NDArray]:
-    """0-based order statistics (lo, hi) and weight f of hi for the predictive u-quantile
-    of samples of each count: position u·(n+1) (1-based), interpolated, clipped."""
-    p = np.clip(u * (counts + 1) - 1.0, 0.0, counts - 1.0)
-    lo = np.floor(p).astype(np.int64)
-    return lo, np.minimum(lo + 1, counts - 1), p - lo
+    regime_of = np.searchsorted(bps, sizes_all, side="right")
+    edges = [*bps] + [e for r in regimes if r.overlap is not None
+                      for e in (r.overlap.size_lo, r.overlap.size_hi)]
+    location = [(math.nan, math.nan)] * len(regimes)
+    for c in ps.components:
+        if c.get("estimated") and c.get("sigma_within") is not None:
+            location[c["regime"]] = (float(c.get("tau_loc_unseen", c["tau_loc"]) or 0.0),
+                                     float(c["sigma_within"]))
+    stored, rows, info = estimate_shape(sizes_all, counts, np.log(ti), regime_of, location,
+                                        pop_lnq, one_lnq, rng, np.asarray(edges))
+    ps.sizes, ps.n, ps.shape = sizes_all[stored], counts[stored].astype(np.int64), rows
+    for c in ps.components:
+        if c.get("estimated"):
+            c.update(info[c["regime"]])

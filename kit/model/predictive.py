@@ -39,9 +39,13 @@ def regime_weights(regimes: list[Regime], breakpoints: list[float], size: NDArra
 
 
 def terms(regimes: list[Regime], breakpoints: list[float], size: NDArray,
-          per_size: PerSize | None = None) -> list[Term]:
-    """Terms at each size; with ``per_size``, a stored size gets its own location shift and
-    band share, any other size the regime's location effect integrated out (N(0, tau²))."""
+          per_size: PerSize | None = None, spread: bool = True) -> list[Term]:
+    """Terms at each size; with ``per_size``, the population of sizes: the kernel mean of
+    neighbouring sizes' location effects, the rest integrated out (N(0, tau²); not with
+    ``spread=False``: one size at that location). A stored size's own distribution is a
+    map on top of these (the estimator's ``_shaped``); only a format-1 layer
+    (``per_size.version`` 1) also gives stored sizes their own location shift and band
+    share here."""
     W = regime_weights(regimes, breakpoints, size)
     if per_size is None or not per_size.estimated:
         out: list[Term] = []
@@ -51,7 +55,8 @@ def terms(regimes: list[Regime], breakpoints: list[float], size: NDArray,
             for w, scale, noise in reg.terms(size):
                 out.append((W[:, k] * w, scale, noise))
         return [t for t in out if t[0].any()]
-    idx = per_size.lookup(size)
+    idx = (per_size.lookup(size) if per_size.version < 2
+           else np.full(len(size), -1, dtype=np.int64))
     stored = idx >= 0
 
     def at(values: NDArray, default: float) -> NDArray:
@@ -77,7 +82,7 @@ def terms(regimes: list[Regime], breakpoints: list[float], size: NDArray,
         unseen = [per_size.unseen(k, b, size) if not stored.all()
                   else (np.zeros(len(size)), 0.0) for b in (0, 1)]
         taus = (unseen[0][1], unseen[1][1])
-        integrate = max(taus) > 0 and not stored.all()
+        integrate = spread and max(taus) > 0 and not stored.all()
         for j in range(len(nodes)) if integrate else [centre]:
             qwt = np.where(stored, float(j == centre), qw[j]) if integrate else 1.0
             for w, scale, noise, band in base:

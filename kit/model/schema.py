@@ -158,6 +158,15 @@ _ESTIMATOR = {
 MAX_PER_SIZE = 1 << 20
 _LN_SHIFT = {"type": "number", "minimum": -20, "maximum": 20}
 _SD_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 20}
+#: A kernel-mean table for unseen sizes (per_size version 2): ln shifts on nodes x0 + k·step
+#: of ln size.
+MAX_TABLE_NODES = 4096
+_TABLE = {"type": ["object", "null"], "required": ["x0", "step", "values"],
+          "properties": {"x0": {"type": "number", "minimum": 0, "maximum": 100},
+                         "step": {"type": "number", "exclusiveMinimum": 0, "maximum": 100},
+                         # values: _check_per_size (like the columns, at once)
+                         "values": {"type": "array", "minItems": 1,
+                                    "maxItems": MAX_TABLE_NODES}}}
 _PER_SIZE = {
     "type": ["object", "null"],
     "required": ["estimated"],
@@ -166,12 +175,16 @@ _PER_SIZE = {
         "reason": {"type": "string"},
         "method": {"type": "string"},
         "min_repeats": {"type": "integer", "minimum": 1},
+        # 1 (absent): every repeated size with its location and share (format 1); 2: the
+        # sizes that differ, as shapes around the population (kit.model.sizeshape)
+        "version": {"type": "integer", "minimum": 1, "maximum": 2},
         # the per-size columns' values: _check_columns (see _COLUMNS)
         **{key: {"type": "array", "maxItems": MAX_PER_SIZE} for key in ("sizes", "n", "loc",
                                                                       "loc_slow", "share")},
-        "shape_levels": {"type": "array", "maxItems": MAX_SHAPE_LEVELS,
+        "shape_levels": {"type": "array", "minItems": 2, "maxItems": MAX_SHAPE_LEVELS,
                          "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}},
         "shape": {"type": "array", "maxItems": MAX_PER_SIZE},  # rows: _check_columns
+        "knots": {"type": "array", "maxItems": MAX_PER_SIZE},  # rows: _check_columns
         "variance_components": {"type": "array", "maxItems": MAX_REGIMES, "items": {
             "type": "object",
             "required": ["regime", "estimated"],
@@ -187,6 +200,10 @@ _PER_SIZE = {
                 "tau_loc_h": {"type": ["number", "null"], "exclusiveMinimum": 0},
                 "tau_loc_slow_h": {"type": ["number", "null"], "exclusiveMinimum": 0},
                 "kernel_min_n": {"type": "integer", "minimum": 0, "maximum": 2**32},
+                "kernel": _TABLE, "kernel_slow": _TABLE,
+                "alpha": {"type": ["array", "null"], "maxItems": MAX_SHAPE_LEVELS,
+                          "items": {"type": ["number", "null"], "minimum": 0}},
+                "n_candidates": _COUNT, "n_stored": _COUNT,
             }}},
     },
 }
@@ -381,15 +398,15 @@ def _check_columns(doc: dict[str, Any], where: str) -> None:
         return
     for key, (kind, lo, hi) in _COLUMNS.items():
         column = ps.get(key)
-        if not column:
-            continue
+        if not column or (key == "shape" and ps.get("version", 1) >= 2):
+            continue  # version 2's shape: _check_knots
         if key == "shape":
             for i, row in enumerate(column):
                 if not isinstance(row, list):
-                    raise _fail(where, f"$.per_size.shape[{i}]",
+                    raise _fail(where, f"$.per_size.{key}[{i}]",
                                 _short(f"{row!r} is not of type 'array'", row))
                 if len(row) > MAX_SHAPE_LEVELS:
-                    raise _fail(where, f"$.per_size.shape[{i}]", f"a row of {len(row)} values "
+                    raise _fail(where, f"$.per_size.{key}[{i}]", f"a row of {len(row)} values "
                                 f"(at most {MAX_SHAPE_LEVELS} levels are read)")
             flat = [v for row in column for v in row]
         else:
@@ -512,12 +529,18 @@ def _check_per_size(doc: dict[str, Any], where: str) -> None:
     if not isinstance(ps, dict):
         return
     sizes = ps.get("sizes", [])
-    for key in ("n", "loc", "loc_slow", "share"):
+    for key in ("n", "loc", "loc_slow", "share", "knots"):
         if key in ps and len(ps[key]) != len(sizes):
             raise _fail(where, f"$.per_size.{key}", f"{len(ps[key])} values for "
                         f"{len(sizes)} sizes")
-    if "shape" in ps:
-        n_lv = len(ps.get("shape_levels", []))
+    levels = ps.get("shape_levels", [])
+    for i in range(1, len(levels)):
+        if levels[i] <= levels[i - 1]:
+            raise _fail(where, f"$.per_size.shape_levels[{i}]", "levels must increase")
+    if ps.get("version", 1) >= 2:
+        _check_knots(ps, where)
+    elif "shape" in ps:
+        n_lv = len(levels)
         if len(ps["shape"]) != len(sizes):
             raise _fail(where, "$.per_size.shape", f"{len(ps['shape'])} rows for "
                         f"{len(sizes)} sizes")
@@ -533,6 +556,36 @@ def _check_per_size(doc: dict[str, Any], where: str) -> None:
         if comp["regime"] >= n_reg:
             raise _fail(where, f"$.per_size.variance_components[{i}].regime",
                         f"regime {comp['regime']} of a model with {n_reg}")
+        for key in ("kernel", "kernel_slow"):
+            table = comp.get(key)
+            if isinstance(table, dict):
+                bad = _first_bad(table["values"], "number", -20.0, 20.0)
+                if bad is not None:
+                    raise _fail(where, f"$.per_size.variance_components[{i}].{key}.values"
+                                f"[{bad[0]}]", bad[1])
+
+
+def _check_knots(ps: dict[str, Any], where: str) -> None:
+    """Version 2 rows: per stored size a bit mask of its stored levels (at least one, none
+    beyond the levels), and one flat list of their shifts (in ``shape_unit``, integers) as
+    long as the masks' bits, each within ±20 of ln time."""
+    knots, shape = ps.get("knots", []), ps.get("shape", [])
+    n_lv = len(ps.get("shape_levels", []))
+    bad = _first_bad(knots, "integer", 1.0, float(2 ** n_lv - 1))
+    if bad is not None:
+        raise _fail(where, f"$.per_size.knots[{bad[0]}]", bad[1] + " (a bit mask of the "
+                    f"{n_lv} shape_levels)")
+    bits = sum(int(k).bit_count() for k in knots)
+    if len(shape) != bits:
+        raise _fail(where, "$.per_size.shape", f"{len(shape)} values for the {bits} levels "
+                    "the knots mark")
+    unit = ps.get("shape_unit", 1e-4)
+    if not isinstance(unit, int | float) or isinstance(unit, bool) or not 0 < unit <= 1:
+        raise _fail(where, "$.per_size.shape_unit", f"{unit!r} is not a unit in (0, 1]")
+    limit = math.floor(20.0 / unit)
+    bad = _first_bad(shape, "integer", -limit, limit)
+    if bad is not None:
+        raise _fail(where, f"$.per_size.shape[{bad[0]}]", bad[1])
 
 
 def _noises(reg: dict[str, Any], path: str) -> list[tuple[dict[str, Any], str]]:

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time as _time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -285,9 +284,11 @@ def _first_held(w: NDArray, i: int) -> int:
     return -1
 
 
-def _estimate(data: _Data, mult: NDArray, total: NDArray) -> dict[str, float]:
+def _estimate(data: _Data, mult: NDArray, total: NDArray, at: NDArray | None = None
+              ) -> dict[str, float]:
     """Flat dict of every quantity on the resample that counts sample i ``mult[i]`` times
-    (``total``: their running sum); NaN where not estimable."""
+    (``total``: their running sum); NaN where not estimable. ``at``: sizes whose median
+    (the regime's curve times its noise median) is estimated too (``m0``, ``m1``, ..)."""
     out: dict[str, float] = {}
     s, t, families = data.s, data.t, data.families
     counts = [rb.gather(mult, total) for rb in data.bins]
@@ -316,8 +317,8 @@ def _estimate(data: _Data, mult: NDArray, total: NDArray) -> dict[str, float]:
             if step == 1:
                 w = mult[lo:hi]
             else:  # each block's count off the regime's running sum
-                cs, at = counts[k].cum_size, data.bins[k].lo
-                cuts = np.r_[np.arange(lo, hi, step), hi] - at
+                cs, first = counts[k].cum_size, data.bins[k].lo
+                cuts = np.r_[np.arange(lo, hi, step), hi] - first
                 w = np.diff(cs[cuts])
             ratio = t[sl] / evaluate(fam, p, s[sl], data.ls[sl])
             qv = weighted_quantiles(ratio, w, tuple(NOISE_QS.values()))
@@ -328,6 +329,12 @@ def _estimate(data: _Data, mult: NDArray, total: NDArray) -> dict[str, float]:
         else:
             for q in NOISE_QS:
                 out[f"r{k}.noise.{q}"] = math.nan
+        if at is not None:
+            mine = np.flatnonzero(np.searchsorted(bps, at, side="right") == k)
+            p50 = out.get(f"r{k}.noise.p50", math.nan)
+            for i in mine.tolist():
+                out[f"m{i}"] = (math.nan if p is None or not math.isfinite(p50) else
+                                float(evaluate(fam, p, at[i:i + 1])[0]) * p50)
         bands = data.band_of[k]
         if bands is not None:
             a, slow = bands
@@ -388,23 +395,26 @@ def _size_time_order(s: NDArray, t: NDArray) -> NDArray:
 def bootstrap_intervals(model: Any, size: ArrayLike, time: ArrayLike, *,
                         groups: ArrayLike | None = None, seq: ArrayLike | None = None,
                         n_boot: int = N_BOOT, level: float = 0.95,
-                        random_state: int | None = 0) -> dict[str, Any]:
+                        random_state: int | None = 0,
+                        at: ArrayLike | None = None) -> dict[str, Any]:
     """Intervals on every breakpoint, regime parameter, band share and noise quantile.
 
     ``model`` is fitted on ``size``/``time`` (after outliers/disturbed windows were handled
     the same way); ``groups`` are run ids, ``seq`` the measurement order within a run.
+    ``at``: sizes at which the median (the regime's curve times its noise median) gets an
+    interval too (``medians``: one per size, in order; what an adaptive design watches).
     The result is JSON-ready (``null`` where not estimable, with the reason in
     ``not_estimated``).
     """
     use_scipy()  # as a fit: scipy.special's functions, whatever ran before
     with one_blas_thread(), charged("intervals"):
-        return _intervals(model, size, time, groups, seq, n_boot, level, random_state)
+        return _intervals(model, size, time, groups, seq, n_boot, level, random_state,
+                          None if at is None else np.asarray(at, dtype=np.float64).ravel())
 
 
 def _intervals(model: Any, size: ArrayLike, time: ArrayLike, groups: ArrayLike | None,
                seq: ArrayLike | None, n_boot: int, level: float,
-               random_state: int | None) -> dict[str, Any]:
-    started = _time.perf_counter()
+               random_state: int | None, at: NDArray | None = None) -> dict[str, Any]:
     s0 = np.asarray(size, dtype=np.float64).ravel()
     t0 = np.asarray(time, dtype=np.float64).ravel()
     # By size, then time: where the bins are the sizes, their time order is the samples' own.
@@ -423,7 +433,7 @@ def _intervals(model: Any, size: ArrayLike, time: ArrayLike, groups: ArrayLike |
     families = data.families
     scheme, n_units, draw = _weights(len(s), g, q, rng)
     ones = np.ones(len(s), dtype=np.uint8)
-    centre = _estimate(data, ones, running_sum(ones))
+    centre = _estimate(data, ones, running_sum(ones), at)
     draws: dict[str, list[float]] = {k: [] for k in centre}
     # one running sum's memory for every resample: nothing of a resample outlives its
     # _estimate, and a fresh array of a million sums is a pass of page faults
@@ -433,10 +443,10 @@ def _intervals(model: Any, size: ArrayLike, time: ArrayLike, groups: ArrayLike |
         total = running_sum(mult, out=total_buf)
         if int(total[-1]) < 5:
             continue
-        est = _estimate(data, mult, total)
+        est = _estimate(data, mult, total, at)
         for k in centre:
             draws[k].append(est.get(k, math.nan))
-    reported = _reported(model, s, t)
+    reported = _reported(model, s, t, at)
     alpha = (1.0 - level) / 2.0
     intervals: dict[str, dict[str, Any]] = {}
     missing: list[str] = []
@@ -478,13 +488,25 @@ def _intervals(model: Any, size: ArrayLike, time: ArrayLike, groups: ArrayLike |
                 hi = max(hi, float(np.quantile(right, 1.0 - alpha)))
         intervals[key] = {"value": float(value), "lo": float(min(lo, value)),
                           "hi": float(max(hi, value))}
-    return _structure(intervals, model, families, scheme, n_units, int(n_boot), level, missing,
-                      _time.perf_counter() - started)
+    out = _structure(intervals, model, families, scheme, n_units, int(n_boot), level, missing)
+    if at is not None:
+        out["medians"] = [{"size": float(x), **intervals.get(
+            f"m{i}", {"value": None, "lo": None, "hi": None, "why": "no regime holds it"})}
+            for i, x in enumerate(at)]
+    return out
 
 
-def _reported(model: Any, s: NDArray, t: NDArray) -> dict[str, float]:
+def _reported(model: Any, s: NDArray, t: NDArray, at: NDArray | None = None
+              ) -> dict[str, float]:
     """The values the model itself reports, where they exist (else the cheap estimate)."""
     out: dict[str, float] = {}
+    if at is not None:  # the regime's curve times its noise's empirical median
+        for i, k in enumerate(np.asarray(model.regime_index(at)).tolist()):
+            reg = model.regimes_[k]
+            emp = ((getattr(reg.noise, "quantiles", None) or {}).get("p50") or {}).get(
+                "empirical")
+            if emp is not None and math.isfinite(float(emp)):
+                out[f"m{i}"] = float(reg.curve(at[i:i + 1])[0]) * float(emp)
     for k, bp in enumerate(model.breakpoints_):
         out[f"bp{k}"] = float(bp)
     for k, reg in enumerate(model.regimes_):
@@ -503,13 +525,16 @@ def _reported(model: Any, s: NDArray, t: NDArray) -> dict[str, float]:
 def _describe(key: str, families: list[str]) -> str:
     if key.startswith("bp"):
         return f"breakpoint {int(key[2:]) + 1}"
+    if key.startswith("m"):
+        return f"median at the {int(key[1:]) + 1}th size asked"
     k, _, rest = key[1:].partition(".")
     return f"regime {int(k) + 1} ({families[int(k)]}) {rest}"
 
 
 def _structure(flat: dict[str, dict[str, Any]], model: Any, families: list[str], scheme: str,
-               n_units: int, n_boot: int, level: float, missing: list[str],
-               seconds: float) -> dict[str, Any]:
+               n_units: int, n_boot: int, level: float, missing: list[str]) -> dict[str, Any]:
+    """The JSON-ready intervals; nothing in it depends on the machine or its load (a model
+    file is the same bytes whichever surface fitted it: no wall-clock time here)."""
     regimes = []
     for k, fam in enumerate(families):
         pre = f"r{k}."
@@ -528,7 +553,6 @@ def _structure(flat: dict[str, dict[str, Any]], model: Any, families: list[str],
     return {
         "method": "bootstrap, percentile intervals re-centred on the reported values",
         "level": level, "n_boot": n_boot, "resample": scheme, "n_units": n_units,
-        "seconds": round(seconds, 3),
         "breakpoints": [flat[f"bp{k}"] for k in range(len(model.breakpoints_))],
         "regimes": regimes,
         "not_estimated": missing,

@@ -10,11 +10,15 @@ sweep on a cluster platform written by ``pt2pt export --hosts`` (the folder
 plugin's noise.
 
 Each point records the simulated time of every repetition (the slowest rank's, see
-collbench), the host's wall time and CPU seconds of the whole smpirun, and its peak memory.
-Memory is the proportional set size (PSS) of the run's processes, sampled while it runs:
-with ``SMPI_SHARED_MALLOC`` buffers every rank maps the same pages, and max RSS counts each
-mapping (134 GB for a run that used 2 GB, ../shared/notes/simgrid-scale.md). A sample misses
-a peak shorter than its period (:data:`SAMPLE_PERIOD_S`).
+collbench), the host's wall time and CPU seconds of the whole smpirun, and its peak memory:
+the anonymous resident memory (``RssAnon`` + ``RssShmem`` of /proc/PID/status) summed over
+the run's processes, sampled while it runs. Why not max RSS: with ``SMPI_SHARED_MALLOC``
+buffers every rank maps the same file pages again and RSS counts each mapping (187 GB for
+512 ranks at 1 MiB that used 0.1 GB); why not PSS: /proc/PID/smaps_rollup walks those
+mappings, 8.5 s (0.7 s of kernel CPU, under the run's memory-map lock) per read at 512 ranks.
+The figure leaves out the pages of the shared-malloc file (one block, 64 MiB at most,
+:data:`SCALE_CFG`) and of the binaries; a sample misses a peak shorter than its period
+(:data:`SAMPLE_PERIOD_S`).
 
 A point that exceeds the time limit or the memory limit is killed and recorded as
 ``timeout`` / ``memory``; one SimGrid stops for lack of memory (a failed mapping, an
@@ -73,7 +77,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "rep": pl.UInt32(),  # null for a point that did not complete
     "time": pl.Float64(),  # simulated seconds of the repetition (slowest rank); null if none
     "status": pl.String(),
-    "wall_s": pl.Float64(), "cpu_s": pl.Float64(), "peak_pss_bytes": pl.UInt64(),
+    "wall_s": pl.Float64(), "cpu_s": pl.Float64(), "peak_memory_bytes": pl.UInt64(),
     "seed": pl.UInt32(), "reason": pl.String(),
 }
 
@@ -110,7 +114,7 @@ class Point:
     times: list[float] = field(default_factory=list)
     wall_s: float = 0.0
     cpu_s: float = 0.0
-    peak_pss_bytes: int = 0
+    peak_memory_bytes: int = 0
     seed: int = 1
     reason: str = ""
 
@@ -164,8 +168,8 @@ def check_algorithms(algorithms: dict[str, list[str]]) -> None:
 # --------------------------------------------------------------------------- one point
 
 
-def _session_pss(sid: int) -> int:
-    """PSS (bytes) summed over the processes of session ``sid``."""
+def _session_memory(sid: int) -> int:
+    """Anonymous resident bytes (RssAnon + RssShmem) of the processes of session ``sid``."""
     total = 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -174,10 +178,9 @@ def _session_pss(sid: int) -> int:
             stat = Path(entry.path, "stat").read_text()
             if int(stat.rsplit(")", 1)[1].split()[3]) != sid:
                 continue
-            for line in Path(entry.path, "smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
+            for line in Path(entry.path, "status").read_text().splitlines():
+                if line.startswith(("RssAnon:", "RssShmem:")):
                     total += int(line.split()[1]) * 1024
-                    break
         except (OSError, ValueError, IndexError):
             continue
     return total
@@ -186,6 +189,26 @@ def _session_pss(sid: int) -> int:
 def _parse(out: str) -> list[float]:
     return [float(ln.split()[3]) for ln in out.splitlines()
             if re.match(r"^rep \d+ time_s \S+$", ln)]
+
+
+def _watch(proc: subprocess.Popen[str], sweep: Sweep, point: Point, started: float) -> str:
+    """Sample the run's memory until it ends; kill it over a limit ("memory", "timeout")."""
+    killed = ""
+    while proc.poll() is None:
+        point.peak_memory_bytes = max(point.peak_memory_bytes, _session_memory(proc.pid))
+        if point.peak_memory_bytes > sweep.memory_limit:
+            killed = "memory"
+        elif time.monotonic() - started > sweep.time_limit:
+            killed = "timeout"
+        if killed:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            break
+        left = sweep.time_limit - (time.monotonic() - started)
+        # not sleep: the wall time ends when the run does
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.001, min(SAMPLE_PERIOD_S, left)))
+    return killed
 
 
 def run_point(sweep: Sweep, collective: str, algorithm: str, numproc: int, size: int, *,
@@ -209,21 +232,12 @@ def run_point(sweep: Sweep, collective: str, algorithm: str, numproc: int, size:
     with open(work / "out.txt", "w+") as out, open(work / "err.txt", "w+") as err:
         proc = subprocess.Popen(cmd, cwd=work, stdout=out, stderr=err, text=True,
                                 start_new_session=True, stdin=subprocess.DEVNULL)
-        killed = ""
-        while proc.poll() is None:
-            point.peak_pss_bytes = max(point.peak_pss_bytes, _session_pss(proc.pid))
-            if point.peak_pss_bytes > sweep.memory_limit:
-                killed = "memory"
-            elif time.monotonic() - started > sweep.time_limit:
-                killed = "timeout"
-            if killed:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                break
-            left = sweep.time_limit - (time.monotonic() - started)
-            # not sleep: the wall time ends when the run does
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.001, min(SAMPLE_PERIOD_S, left)))
+        try:
+            killed = _watch(proc, sweep, point, started)
+        except BaseException:  # interrupted: the run is in its own session, stop it too
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         point.wall_s = time.monotonic() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         point.cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -232,7 +246,7 @@ def run_point(sweep: Sweep, collective: str, algorithm: str, numproc: int, size:
         stdout, stderr = out.read(), err.read()
     if killed == "memory":
         point.status = "memory"
-        point.reason = (f"killed at {point.peak_pss_bytes / 2**30:.2f} GiB PSS (limit "
+        point.reason = (f"killed at {point.peak_memory_bytes / 2**30:.2f} GiB (limit "
                         f"{sweep.memory_limit / 2**30:.2f} GiB)")
     elif killed == "timeout":
         point.status = "timeout"
@@ -287,7 +301,8 @@ def frame(points: Iterable[Point]) -> pl.DataFrame:
         base = {"series": f"{p.collective}/{p.algorithm}", "collective": p.collective,
                 "algorithm": p.algorithm, "numproc": p.numproc, "size": p.size,
                 "status": p.status, "wall_s": p.wall_s, "cpu_s": p.cpu_s,
-                "peak_pss_bytes": p.peak_pss_bytes, "seed": p.seed, "reason": p.reason}
+                "peak_memory_bytes": p.peak_memory_bytes, "seed": p.seed,
+                "reason": p.reason}
         if p.status == "ok":
             rows += [{**base, "rep": i, "time": t} for i, t in enumerate(p.times)]
         else:

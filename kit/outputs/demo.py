@@ -27,7 +27,10 @@ from kit.core.paths import JOBS_DIR
 from kit.core.progress import bar, bars_enabled
 from kit.data import dataset as ds
 from kit.data.schema import pairs_label, pairs_short
-from kit.figures.bandwidth import DEFINITION, effective_bandwidth_at, label_at
+from kit.figures import latency as latency_figure
+from kit.figures.score import LEGEND as SCORE_LEGEND
+from kit.figures.score import Score, format_score
+from kit.figures.series import LEGEND, SeriesFigures
 from kit.measure.campaign.manifest import pending_jobs
 from kit.measure.machine import check_machine
 
@@ -38,8 +41,8 @@ DEFAULT_CAMPAIGN = JOBS_DIR / "campaigns" / "local-demo.yaml"
 #: What --quick shrinks the demo campaign to (CI and impatient users): still log-uniform
 #: random sizes over the whole range, just fewer of them and one repetition.
 QUICK = {"samples": 500, "repetitions": 1, "max_seconds": 30}
-SMALL = 64  # bytes: "small-message latency" is the median model time at this size
-LARGE = 4 * 1024 * 1024  # bytes: bandwidth is read off the model at this size
+SMALL = latency_figure.SMALL_SIZE  # bytes: the crosscheck's small size
+LARGE = 4 * 1024 * 1024  # bytes: the crosscheck's large size
 
 
 @dataclass
@@ -48,19 +51,15 @@ class SeriesResult:
 
     series: dict[str, str]
     model_path: Path | None = None
-    n_samples: int = 0
+    n_samples: int = 0  # the series' rows
+    n_fitted: int | None = None  # of which the model was fitted on (run quality)
     regimes: list[str] = field(default_factory=list)
-    latency_s: float = math.nan
-    bandwidth_Bps: float = math.nan  # kit.figures.bandwidth's effective bandwidth at bandwidth_size
-    bandwidth_size: float = LARGE
-    score: float = math.nan  # held-out CRPS / floor (the floor is the training samples' own)
-    hockney_score: float = math.nan
-    best_baseline: str = ""  # name of the honest baseline with the lowest held-out CRPS
-    best_baseline_score: float = math.nan
+    #: latency, bandwidth, score, best honest baseline, verdict: kit.figures' (the same text
+    #: as `pt2pt datasets`, the report and the TUI)
+    figures: SeriesFigures | None = None
     #: model and baselines (best first): name, what, crps_over_floor, median_err, p95_err
     comparison: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # run quality: disturbed windows, odd runs
-    coverage: float = math.nan  # share of held-out samples inside the model's [p05, p95]
     #: run quality's verdict on the series' runs (kit.fit.runquality): quiet | disturbed | ...
     run_quality: str = ""
     error: str = ""
@@ -157,6 +156,7 @@ def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
     each series is ready, in completion order.
     """
     from kit.fit import fitall
+    from kit.fit.fitting import FitOptions
     from kit.model.io import read_model
 
     models_dir.mkdir(parents=True, exist_ok=True)
@@ -164,9 +164,10 @@ def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
     fingerprint = _fingerprint(dataset)
     reuse = stamp.is_file() and stamp.read_text(encoding="utf-8") == fingerprint
     table = ds.series_table(dataset).filter(pl.col("stat").cast(pl.String) == "raw")
+    rows = list(table.iter_rows(named=True))
     results = [SeriesResult(series={k: str(row[k]) for k in ds.SERIES_KEYS},
                             n_samples=int(row["n_samples"]))
-               for row in table.iter_rows(named=True)]
+               for row in rows]
     paths = [models_dir / f"{_model_name(r.series)}.json" for r in results]
     todo = [i for i, path in enumerate(paths) if not (reuse and path.is_file())]
     reused = len(results) - len(todo)
@@ -178,12 +179,12 @@ def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
             on_done(reused + done, len(results), _model_name(fit.series))
 
     fits = fitall.fit_all(dataset, [results[i].series for i in todo], models_dir,
-                          fitall.FitOptions(seed=random_state), on_done=fitted_one,
+                          FitOptions(seed=random_state), on_done=fitted_one,
                           filename=lambda s: f"{_model_name(s)}.json")
     for i, fit in zip(todo, fits, strict=True):
         results[i].error = fit.error or ""
         results[i].warnings += fit.notes
-    for res, path in zip(results, paths, strict=True):
+    for res, path, row in zip(results, paths, rows, strict=True):
         if not res.error:
             try:
                 fitted = read_model(path)
@@ -191,24 +192,18 @@ def fit_all(dataset: Path, models_dir: Path, *, random_state: int = 0,
                 res.error = err.paragraph()
                 continue
             res.model_path = path
-            _summarise(fitted, res)
+            _summarise(fitted, res, row)
     write_text(stamp, fingerprint)
     return results
 
 
-def _summarise(fitted: ModelFile, res: SeriesResult) -> None:
+def _summarise(fitted: ModelFile, res: SeriesResult, row: dict[str, Any]) -> None:
+    """``row``: the series' row of the dataset's summary (kit.data.dataset.series_table)."""
     model = fitted.model
     res.regimes = [f"{_fmt_size(r.size_min)}-{_fmt_size(r.size_max)} {r.family}"
-                   + (" 2-band" if getattr(r, "components", None) else "")
-                   for r in model.regimes_]
-    top = float(model.regimes_[-1].size_max)
-    res.latency_s = float(np.asarray(model.predict(np.array([SMALL], dtype=float)))[0])
-    big = min(LARGE, top) if top > 0 else LARGE
-    res.bandwidth_Bps = effective_bandwidth_at(model, big)
-    res.bandwidth_size = big
-    res.score = float(fitted.summary("model").get("crps_over_floor", math.nan))
-    res.hockney_score = float(fitted.summary("hockney").get("crps_over_floor", math.nan))
-    res.coverage = float(fitted.summary("model").get("coverage", math.nan))
+                   + (" 2-band" if r.components else "") for r in model.regimes_]
+    res.figures = SeriesFigures.of(row, fitted.validation)
+    res.n_fitted = model.n_samples_
     rq = fitted.run_quality
     from kit.fit.runquality import overall_verdict, quality_lines
 
@@ -222,11 +217,6 @@ def _summarise(fitted: ModelFile, res: SeriesResult) -> None:
             "run quality section")
     res.warnings += [line for line in quality_lines(rq) if "disturbed node" in line]
     validation = fitted.validation
-    best = validation.get("best_baseline")
-    if best and fitted.summary(str(best)):
-        res.best_baseline = str(best)
-        res.best_baseline_score = float(fitted.summary(str(best)).get("crps_over_floor",
-                                                                      math.nan))
     if validation.get("summary"):
         from kit.fit.validate import validation_table
 
@@ -291,18 +281,18 @@ REPORT_MODULES = ("kit.outputs.demo", "kit.outputs.report.build", "kit.outputs.r
 def _section(out: Path, dataset: Path, series: dict[str, str], model_path: Path) -> Any:
     """One series' report section and its figures (in a worker process: the figures are
     most of the report's time, about 5 s of matplotlib per series on a slow core)."""
+    from kit.data.figures import series_figures
     from kit.model.io import read_model
-    from kit.outputs.report.build import _raw_frame, series_samples, series_section
+    from kit.outputs.report.build import samples_frame, series_section
 
     fitted = read_model(model_path)
-    size, time = series_samples(dataset, series)
     title = " / ".join(w for w in (*(series[k] for k in ("transport", "op", "tool")),
                                    pairs_label(series.get("pairs"))) if w)
-    return series_section(out, fitted.model, size, time, title=title,
+    return series_section(out, fitted.model, samples_frame(dataset, series), title=title,
                           provenance={"model": model_path, "dataset": dataset},
-                          validation=fitted.validation or None,
-                          samples=_raw_frame(dataset, series), intervals=fitted.intervals,
-                          run_quality=fitted.run_quality)
+                          validation=fitted.validation or None, intervals=fitted.intervals,
+                          run_quality=fitted.run_quality, aggregate=fitted.aggregate,
+                          figures=series_figures(dataset, series, fitted.validation))
 
 
 def build_report(dataset: Path, results: list[SeriesResult], out: Path) -> Path | None:
@@ -323,42 +313,31 @@ def build_report(dataset: Path, results: list[SeriesResult], out: Path) -> Path 
     return render(out, sections, "pt2pt demo: shared memory vs TCP on this machine")
 
 
-def _bw_cell(r: SeriesResult) -> str:
-    cell = _fmt(r.bandwidth_Bps / 1e6, "MB/s")
-    return cell if r.bandwidth_size == LARGE else f"{cell} @{_fmt_size(r.bandwidth_size)}"
-
-
 def summary_table(results: list[SeriesResult]) -> Table:
-    """Regimes, latency, bandwidth and held-out scores per series.
+    """Regimes, latency, bandwidth, held-out score, best honest baseline per series.
 
-    Scores are CRPS on held-out samples divided by the floor (the training samples' own
-    empirical distribution): 1 is as good as the data allow. Beside it the best honest
-    baseline (lowest CRPS of Hockney on per-size means, robust Hockney on per-size medians,
-    peak), named, never a strawman line.
+    Every figure is kit.figures' (kit.figures.series.SeriesFigures): the text `pt2pt
+    datasets`, the report and the TUI show for the same series. The verdicts follow the
+    table (:func:`verdicts_text`).
     """
     table = Table(title="pt2pt demo: one model per series, scored on held-out samples",
-                  caption="score = held-out CRPS / floor (1 = as good as the data allow); "
-                  "coverage = share of held-out samples in the model's p05-p95 band; "
-                  "best baseline = the honest baseline with the lowest CRPS / floor; "
-                  "runs = run quality (disturbed: a busy node or a slow stretch; see "
-                  "runs.parquet's conditions columns); "
-                  f"t(64 B) = model median one-way time; {DEFINITION} (model median; "
-                  "a smaller S is named in the cell when the series stops below it)")
-    for col in ("series", "n", "regimes", "t(64 B)", label_at(LARGE), "score", "best baseline",
-                "cover", "runs"):
+                  caption=f"{LEGEND}; cover = share of held-out samples in the model's "
+                  "p05-p95 band (0.90 ideal); runs = run quality (disturbed: a busy node or "
+                  "a slow stretch; see runs.parquet's conditions columns)")
+    for col in ("series", "n", "regimes", "latency", "eff. bw (top octave)", "score",
+                "best baseline", "cover", "runs"):
         table.add_column(col, justify="left" if col in ("series", "regimes") else "right",
                          no_wrap=col != "regimes")
     for r in sorted(results, key=lambda r: (r.series["transport"], r.series["op"])):
         name = f"{r.series['transport']} {r.series['op']} ({r.series['tool']})"
-        if r.error:
+        if r.error or r.figures is None:
             table.add_row(name, f"{r.n_samples:,}", f"not fitted: {r.error}", "", "", "", "", "",
                           "")
             continue
-        best = (f"{r.best_baseline} {_fmt(r.best_baseline_score, '')}" if r.best_baseline
-                else "-")
-        table.add_row(name, f"{r.n_samples:,}", "\n".join(r.regimes),
-                      _fmt(r.latency_s * 1e6, "us"), _bw_cell(r),
-                      _fmt(r.score, ""), best, _fmt(r.coverage * 100, "%"),
+        f = r.figures
+        cover = "-" if f.coverage is None else _fmt(f.coverage * 100, "%")
+        table.add_row(name, f.samples_text(r.n_fitted), "\n".join(r.regimes), f.latency_text(),
+                      f.bandwidth_text(), f.score_text(), f.best_text(), cover,
                       _runs_cell(r.run_quality))
     return table
 
@@ -372,6 +351,19 @@ def _runs_cell(verdict: str) -> str:
     return "[dim]not recorded[/]" if verdict else "-"
 
 
+def verdicts_text(results: list[SeriesResult]) -> list[str]:
+    """The verdict of every fitted series (kit.figures.verdict), one line each."""
+    out = []
+    for r in sorted(results, key=lambda r: (r.series["transport"], r.series["op"])):
+        if r.figures is None or not r.figures.verdict:
+            continue
+        note = r.figures.score_note()  # a score below 0.9 says why
+        out.append(f"{r.series['transport']} {r.series['op']} ({r.series['tool']}): "
+                   f"{r.figures.verdict}" + (f" (score {r.figures.score_text()}: {note})"
+                                             if note else ""))
+    return out
+
+
 def baseline_table(results: list[SeriesResult]) -> Table | None:
     """Model against each honest baseline per series: CRPS / floor, median and p95 errors.
 
@@ -382,16 +374,17 @@ def baseline_table(results: list[SeriesResult]) -> Table | None:
             for c in r.comparison]
     if not rows:
         return None
-    table = Table(title="model vs honest baselines (held-out samples, best baseline first)",
-                  caption="CRPS / floor: 1 = as good as the data allow; errors are relative "
-                  "(median over sizes) of the predicted median and p95")
-    for col in ("series", "model", "what", "CRPS/floor", "median err", "p95 err"):
+    table = Table(title="model vs baselines (held-out samples, best baseline first)",
+                  caption=f"{SCORE_LEGEND}; errors are relative (median over sizes) of the "
+                  "predicted median and p95")
+    for col in ("series", "model", "what", "score", "median err", "p95 err"):
         table.add_column(col, justify="left" if col in ("series", "model", "what") else "right")
     last = None
     for r, c in rows:
         name = f"{r.series['transport']} {r.series['op']} ({r.series['tool']})"
+        score = Score(_num(c.get("crps_over_floor")), c.get("crps_over_floor_se"))
         table.add_row(name if name != last else "", str(c["model"]), str(c.get("what") or ""),
-                      _fmt(_num(c.get("crps_over_floor")), ""),
+                      format_score(score),
                       _fmt(_num(c.get("median_err")) * 100, "%"),
                       _fmt(_num(c.get("p95_err")) * 100, "%"))
         last = name
@@ -523,7 +516,7 @@ def not_run_note(campaign_dir: Path, out: Path) -> str | None:
     cross-check was possible.
     """
     from kit.measure.campaign.manifest import read_manifest
-    from kit.tools.binaries import DEFAULT_VIEW, TOOLS_PATH_ENV
+    from kit.tools.binaries import TOOLS_PATH_ENV, spack_view
 
     missing = read_manifest(campaign_dir).get("not_planned") or []
     if not missing:
@@ -537,7 +530,7 @@ def not_run_note(campaign_dir: Path, out: Path) -> str | None:
         return (f"Not run: {listed}: the plan in {campaign_dir} was made before they were "
                 "installed (a plan is fixed once jobs ran). Measure them with a fresh plan: "
                 f"'pt2pt demo -o {fresh}'.")
-    return (f"Not run: {listed}: not found in the Spack view ({DEFAULT_VIEW}) or on PATH, so "
+    return (f"Not run: {listed}: not found in the Spack view ({spack_view(None)}) or on PATH, so "
             "the demo has no cross-check against those tools. To add them, point at existing "
             f"builds ({TOOLS_PATH_ENV}: install prefixes or bin folders, colon-separated): "
             f"'{TOOLS_PATH_ENV}=/opt/osu:/opt/skampi pt2pt demo -o {fresh}', or build them with "

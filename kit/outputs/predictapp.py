@@ -66,7 +66,7 @@ def _hockney(platform: Path, work: Path) -> tuple[Path | None, str]:
     """A platform folder at the robust Hockney lines of the models' calibration series, or
     (None, why not)."""
     from kit.fit.baselines import RobustHockneyModel
-    from kit.fit.fitting import select_series
+    from kit.fit.fitting import FitOptions, read_series
 
     doc = load_platform(platform)
     lines = {}
@@ -79,8 +79,9 @@ def _hockney(platform: Path, work: Path) -> tuple[Path | None, str]:
         if not dataset or not isinstance(series, dict) or not Path(dataset).is_dir():
             return None, (f"no Hockney baseline: the {role}-node model's calibration series "
                           "is not known (its provenance names no readable dataset)")
-        _, size, time = select_series(Path(dataset), {k: str(v) for k, v in series.items()})
-        line = RobustHockneyModel().fit(size, time)
+        rows = read_series(Path(dataset), {k: str(v) for k, v in series.items()},
+                           FitOptions(aggregates=True))  # the rows the model was fitted on
+        line = RobustHockneyModel().fit(rows.size, rows.time)
         lines[role] = (line.alpha_, line.beta_)
     if "inter" not in lines:
         return None, "no Hockney baseline: the platform names no inter-node model"

@@ -326,13 +326,14 @@ def simulate_against(model: Any, dataset: Path, *, series: dict[str, str] | None
     model's own validation uses). At most ``max_messages`` held-out ping-pongs are simulated
     (an evenly spaced subset of the plan, in order).
     """
-    from kit.fit.fitting import select_series
+    from kit.fit.fitting import FitOptions, read_series, resolve
     from kit.fit.validate import holdout_mask
     from kit.model.params import clone
 
     chosen = dict(series or {})  # the caller passes the model file's provenance series
-    _, size, time = select_series(dataset, chosen,
-                                  aggregates=chosen.get("stat", "raw") != "raw")
+    # the rows `pt2pt fit` fits (disturbed windows left out), split as validation splits them
+    samples = read_series(dataset, resolve(dataset, chosen, FitOptions(aggregates=True)))
+    size, time = samples.size, samples.time
     test = holdout_mask(size, random_state=seed, test_fraction=test_fraction)
     trained = clone(model).fit(size[~test], time[~test])
     export = export_simgrid(trained, version=version, center="median")

@@ -3,7 +3,7 @@
 The generic part of the lookup; each tool's module (kit.tools.*) says which names and
 sub-folders it looks for.
 
-Preference: the kit's Spack view (``spack_view``; default ``<repo>/.spack-env/view``),
+Preference: the kit's Spack view (``spack_view``; default :func:`kit.core.paths.spack_view`),
 where OSU binaries sit either in ``bin/`` or under ``libexec/osu-micro-benchmarks/mpi/
 pt2pt[/standard]/`` depending on the OSU version; then the directories of
 ``PT2PT_TOOLS_PATH`` (colon-separated install prefixes or folders holding the binaries, for
@@ -16,15 +16,13 @@ import os
 import shutil
 from pathlib import Path
 
-from kit.core.paths import REPO_ROOT
-
-DEFAULT_VIEW = REPO_ROOT / ".spack-env" / "view"
+from kit.core import paths
 
 
 def spack_view(setting: str | None) -> Path:
     """The view as an absolute path (relative to the planning directory): job scripts run in
     their job directory, where a relative view or binary path would point elsewhere."""
-    return Path(setting).absolute() if setting else DEFAULT_VIEW
+    return Path(setting).absolute() if setting else paths.spack_view()
 
 
 def executable(path: Path) -> bool:

@@ -19,7 +19,9 @@ OSU prints one aggregate per size, never single samples, so every row has a ``st
 Start, end, hosts, Slurm job id, the forced transport variables and completeness come from the
 ``job.json`` of the kit's job directory when the output sits in one (``kit.tools.jobrecord``).
 Lines before the title (launcher warnings in a captured stdout) are ignored with a warning.
-Size-0 rows cannot be converted from bandwidth and are skipped (OSU never prints them).
+Size-0 rows cannot be converted from bandwidth and are skipped (OSU never prints them); so
+are bandwidth cells printed as ``0.00`` (below OSU's two decimals, seen at 1 B on a busy
+node), with a warning naming them.
 7.2 puts ``# Size`` before ``# Datatype``, 7.4 after, and 7.4 says "Avg Latency(us)": we read
 whichever header line starts with ``# Size`` and take the columns from it.
 """
@@ -85,6 +87,7 @@ def parse(path: Path) -> ParsedRun:
     stats: list[str] | None = None
     rows = Rows()
     seq = preamble = 0
+    zeros: list[str] = []  # bandwidth cells printed as 0.00: no time per message to store
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line:
@@ -118,9 +121,9 @@ def parse(path: Path) -> ParsedRun:
                 mbps = parse_time(path, lineno, token, "a bandwidth in MB/s")
                 if size == 0:
                     continue
-                if mbps == 0:
-                    raise fail(path, lineno, f"bandwidth 0 MB/s for {size} bytes cannot be "
-                               "turned into a time per message")
+                if mbps == 0:  # "0.00": below the two decimals OSU prints (a busy node)
+                    zeros.append(f"{size} B {stat}")
+                    continue
                 time = size / (mbps * 1e6)
                 if time > 86_400:
                     raise fail(path, lineno, f"bandwidth {token} MB/s is implausibly small")
@@ -132,6 +135,9 @@ def parse(path: Path) -> ParsedRun:
         raise fail(path, None, f"OSU {op} output without any result line",
                    "the benchmark probably failed; check its stderr")
     warnings = [f"{path.name}: {preamble} line(s) before the OSU title ignored"] if preamble else []
+    if zeros:
+        warnings.append(f"{path.name}: bandwidth printed as 0.00 MB/s (below OSU's resolution "
+                        f"of 0.01) left out, no time per message to store: {', '.join(zeros)}")
     run = ParsedRun(tool="osu", sources=[path], rows=rows.frame(), warnings=warnings,
                     tool_version=f"OSU {version}" if version else None)
     run = apply_job_record(run, path)

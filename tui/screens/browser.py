@@ -16,15 +16,17 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from kit.core.errors import UserError
-from kit.figures.bandwidth import TOP_OCTAVE_DEFINITION
+from kit.figures import bandwidth, latency
+from kit.figures.score import format_score, score_of
+from kit.figures.text import format_rate, format_time
 from tui import loading, modelfiles, serieskey
 from tui.background import in_background
 from tui.screens.common import QUIT_GROUP, HelpMixin, PathPrompt, notify_error
 from tui.session import Session
-from tui.widgets.plot import format_bytes, format_seconds
+from tui.widgets.plot import format_bytes
 
 COLUMNS = ("", "campaign", "tool", "transport", "placement", "op", "MPI", "samples", "sizes",
-           "small lat.", "eff. bw", "runs", "fitted")
+           "latency", "eff. bw", "runs", "model")
 #: Shown only when some series knows where its ranks ran (placement or host pair).
 PLACEMENT_COLUMN = "placement"
 
@@ -49,15 +51,6 @@ def column_widths(labels: Sequence[str], rows: Sequence[Sequence[Text]]) -> list
     for cells in rows:
         widths = [max(w, cell.cell_len) for w, cell in zip(widths, cells, strict=True)]
     return widths
-
-
-def _bandwidth(v: float | None) -> str:
-    if v is None:
-        return "–"
-    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
-        if v >= scale:
-            return f"{v / scale:.3g} {unit}"
-    return f"{v:.3g} B/s"
 
 
 def conditions_cell(verdict: str) -> Text:
@@ -115,8 +108,10 @@ class BrowserScreen(HelpMixin, Screen[None]):
                          "placement/hosts/op/MPI)",
         "up/down": "move in the table (also while typing in the filter)",
         "space": "marks the highlighted series for compare; ctrl+g compares the marked ones",
-        "small lat.": "median one-way time of sizes <= 64 B",
-        "eff. bw": TOP_OCTAVE_DEFINITION,
+        "latency": latency.DEFINITION,
+        "eff. bw": bandwidth.DEFINITION,
+        "model": "the score (held-out CRPS / floor) of the series' model when it was "
+                 "validated, else whether it has one",
     }
 
     def __init__(self, session: Session, dataset: Path | None = None,
@@ -266,12 +261,19 @@ class BrowserScreen(HelpMixin, Screen[None]):
             Text(row.mpi or "–"),
             Text(f"{row.n_samples:,}", justify="right"),
             Text(f"{format_bytes(row.size_min)}–{format_bytes(row.size_max)}"),
-            Text(format_seconds(row.small_median_s) if row.small_median_s else "–",
-                 justify="right"),
-            Text(_bandwidth(row.large_bw_Bps), justify="right"),
+            Text(format_time(row.figures.latency.value), justify="right"),
+            Text(format_rate(row.figures.bandwidth.value), justify="right"),
             conditions_cell(row.conditions),
-            Text("yes", style="green") if fitted else Text("no", style="dim"),
+            self._model_cell(row, fitted),
         ]
+
+    def _model_cell(self, row: loading.SeriesRow, fitted: bool) -> Text:
+        """The score of the series' model (kit.figures), ``yes`` without a validation."""
+        if not fitted:
+            return Text("no", style="dim")
+        validation = self.session.validation_for(row.key)
+        score = score_of(validation)
+        return Text(format_score(score) if score else "yes", style="green")
 
     def _highlighted(self) -> serieskey.SeriesKey | None:
         table = self.query_one(DataTable)

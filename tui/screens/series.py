@@ -54,8 +54,8 @@ def _range(lo: float, hi: float) -> str:
 
 
 _VALIDATION_ROWS = (
-    ("CRPS / floor", "crps_over_floor", lambda x: f"{x:.2f}"),
-    ("best baseline/flr", "best_baseline_crps_over_floor", lambda x: f"{x:.2f}"),
+    ("score", "crps_over_floor", lambda x: f"{x:.2f}"),
+    ("best baseline", "best_baseline_crps_over_floor", lambda x: f"{x:.2f}"),
     ("median error", "median_err", lambda x: f"{x * 100:.1f} %"),
     ("p5-p95 coverage", "coverage", lambda x: f"{x * 100:.0f} % (90 ideal)"),
     ("sizes scored", "n_sizes", lambda x: f"{x:.0f}"),
@@ -370,7 +370,10 @@ class SeriesScreen(HelpMixin, Screen[None]):
             status = f"loaded: {_ellipsize(state.source, 34)}"
         else:
             status = "fitted"
-        head = Text.assemble((f"{n:,} samples", "bold"), f" · {self.mode} view\n",
+        left_out = state.samples.left_out
+        head = Text.assemble((f"{n:,} samples", "bold"),
+                             f" ({left_out:,} disturbed left out)" if left_out else "",
+                             f" · {self.mode} view\n",
                              (status, "yellow" if state.edited or state.model is None
                               or self.preview else "green"))
         self.query_one("#model-status", Static).update(head)
@@ -425,14 +428,27 @@ class SeriesScreen(HelpMixin, Screen[None]):
             text.append("samples ", "bold").append(f"{v.n_samples:,}\n")
         if v.overlap:
             text.append("overlap ", "bold").append(_range(*v.overlap) + "\n")
-        _intervals(text, state.intervals, v.index - 1)
+        _intervals(text, state.intervals, v.index)
         text.append("\nheld-out validation\n", "bold")
         if not v.errors:
             text.append("  running…\n" if self.validating else "  –\n", "dim")
         for label, key, fmt in _VALIDATION_ROWS:
             if key in v.errors:
                 text.append(f"  {label:<18}").append(fmt(v.errors[key]) + "\n")
+        self._series_figures(text, state)
         return text
+
+    def _series_figures(self, text: Text, state: SeriesState) -> None:
+        """The whole series' figures, as every surface shows them (kit.figures)."""
+        figures = fitting.series_figures(self.session.row_for(self.key), state.validation)
+        cells = figures.cells()
+        text.append("\nwhole series\n", "bold")
+        text.append(f"  {figures.latency_label():<18}").append(cells["latency"] + "\n")
+        text.append("  eff. bw (top oct.)").append(f" {cells['bandwidth']}\n")
+        if figures.score is not None:
+            text.append(f"  {'score':<18}").append(cells["score"] + "\n")
+            text.append(f"  {'best baseline':<18}").append(cells["best baseline"] + "\n")
+            text.append("  " + figures.verdict + "\n", "italic")
 
     # ------------------------------------------------------------------ actions
 

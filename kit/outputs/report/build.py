@@ -19,13 +19,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 from jinja2 import Environment, FileSystemLoader
-from numpy.typing import NDArray
 
 from kit import __version__
 from kit.core.atomicwrite import make_dirs, write_text
 from kit.core.errors import ModelError, UserError
 from kit.core.paths import PACKAGE_DIR
 from kit.core.progress import track
+from kit.data.figures import series_figures
+from kit.figures.series import SeriesFigures
 from kit.outputs.report.summary import TERMS, slugify, summarise
 
 TEMPLATE_DIR = PACKAGE_DIR / "templates" / "report"
@@ -96,14 +97,15 @@ def regime_rows(model: Any, validation: Mapping[str, Any] | None = None
 
 
 def _regime_score(v: Mapping[str, Any], best: str | None) -> str:
-    """Held-out CRPS / floor of a regime, beside the best honest baseline's (named)."""
+    """Held-out score of a regime, beside the best honest baseline's (named)."""
+    from kit.figures.baseline import name
+
     if "crps_over_floor" not in v:
         return "–"
     if best and "best_baseline_crps_over_floor" in v:
         return (f"{_g(v.get('crps_over_floor'), 3)} "
-                f"({best} {_g(v.get('best_baseline_crps_over_floor'), 3)})")
-    return (f"{_g(v.get('crps_over_floor'), 3)} "
-            f"(Hockney {_g(v.get('hockney_crps_over_floor'), 3)})")
+                f"({name(best)} {_g(v.get('best_baseline_crps_over_floor'), 3)})")
+    return _g(v.get("crps_over_floor"), 3)
 
 
 def _validation_part(section: Section, validation: Mapping[str, Any]) -> None:
@@ -126,33 +128,41 @@ def _validation_part(section: Section, validation: Mapping[str, Any]) -> None:
                      "held-out samples")
 
 
-def series_section(out_dir: Path, model: Any, size: NDArray | None, time: NDArray | None, *,
+def series_section(out_dir: Path, model: Any, samples: pl.DataFrame | None, *,
                    title: str, provenance: Mapping[str, Any] | None = None,
                    validation: Mapping[str, Any] | None = None,
-                   samples: pl.DataFrame | None = None,
                    intervals: Mapping[str, Any] | None = None,
-                   run_quality: Mapping[str, Any] | None = None) -> Section:
+                   run_quality: Mapping[str, Any] | None = None,
+                   aggregate: bool = False, figures: SeriesFigures | None = None) -> Section:
     """Write the series' PNGs into ``out_dir`` and return its section.
 
-    ``samples`` (``run_id``, ``seq``, ``size``, ``time`` of the raw rows) adds the
-    time-vs-sequence figure of run quality.
+    ``samples``: every row of the series (:func:`samples_frame`: ``run_id``, ``seq``,
+    ``size``, ``time``), drawn under the model; its measurement order gives the
+    time-vs-sequence figure of run quality (not for ``aggregate`` rows, a tool's
+    statistic per size: no measurement order). None: the plots show the model alone.
+    ``figures`` (:func:`series_figures`): the series' latency, bandwidth, score and verdict
+    as every surface shows them; without it, only the score and verdict of ``validation``.
     """
     from kit.fit.baselines import HockneyModel, RobustHockneyModel
     from kit.outputs.report import plots
 
+    size = time = None
+    if samples is not None:
+        size, time = samples["size"].to_numpy(), samples["time"].to_numpy()
     slug = slugify(title)
     section = Section(title=title, slug=slug,
                       provenance={str(k): str(v) for k, v in (provenance or {}).items()})
     section.regimes = regime_rows(model, validation)
-    section.summary = summarise(model, title=title, slug=slug, validation=validation,
-                                n_samples=int(size.size) if size is not None else
-                                getattr(model, "n_samples_", None),
+    if figures is None:
+        figures = SeriesFigures.of({}, validation)
+    section.summary = summarise(model, figures, title=title, slug=slug,
+                                n_samples=model.n_samples_,
                                 samples=(size, time) if size is not None and time is not None
                                 else None)
     baselines = {}
     if size is not None and time is not None and size.size >= 2:
         baselines["robust Hockney (per-size medians)"] = RobustHockneyModel().fit(size, time)
-        baselines["Hockney (per-size means)"] = HockneyModel().fit(size, time)
+        baselines["textbook line (per-size means)"] = HockneyModel().fit(size, time)
     else:
         section.notes.append("The samples of this series were not available: the plots show "
                              "the model alone.")
@@ -160,8 +170,8 @@ def series_section(out_dir: Path, model: Any, size: NDArray | None, time: NDArra
                                  baselines)
     section.images.append({"file": scatter.name, "caption": "Samples, regimes (shaded "
                            "alternately), fitted curves, model median and p05..p95 band, "
-                           "overlap windows, and the two Hockney lines (least squares on "
-                           "per-size means; relative least squares on per-size medians)."})
+                           "overlap windows, robust Hockney (relative least squares on per-size "
+                           "medians) and the textbook line (least squares on per-size means)."})
     if size is not None and time is not None and size.size >= 2:
         resid = plots.residual_plot(out_dir / f"{slug}-residuals.png", model, size, time,
                                     title)
@@ -178,13 +188,15 @@ def series_section(out_dir: Path, model: Any, size: NDArray | None, time: NDArra
                                       breakpoints=list(model.breakpoints_))
         section.images.append({"file": vplot.name, "caption": "How close each model's "
                                "predicted distribution is to the held-out samples, as CRPS over "
-                               "the floor, pooled per half-decade of size: 1 is as good as the "
-                               "data allows; the baselines show what the regimes buy."})
+                               "the floor (the held-out samples' own expected CRPS), pooled per "
+                               "half-decade of size: 1 is as good as the data allow; the "
+                               "baselines show what the regimes buy."})
     else:
         section.notes.append("No validation: the model file holds none and the samples were "
                              "not available to compute it.")
     _intervals_part(section, intervals)
-    _quality_part(section, out_dir, slug, title, run_quality, samples)
+    _quality_part(section, out_dir, slug, title, run_quality,
+                  None if aggregate else samples)
     return section
 
 
@@ -284,38 +296,18 @@ def render(out_dir: Path, sections: list[Section], title: str, *,
 # --------------------------------------------------------------------------- data access
 
 
-def series_frame(dataset: Path, series: Mapping[str, Any]) -> pl.DataFrame:
-    """``size``, ``time``, ``run_id`` of the one series a model's provenance names.
-
-    kit.data.dataset's selector (aggregates allowed: the series' ``stat`` says which rows, raw
-    when absent), so validate and the report score exactly the rows fit used.
-    """
+def samples_frame(dataset: Path | None, series: Mapping[str, Any]) -> pl.DataFrame | None:
+    """Every row of one series (kit.data.dataset.series_frame: ``run_id``, ``seq``, ``size``,
+    ``time``), disturbed windows included: the plots show what was measured, the
+    time-vs-sequence figure marks what run quality left out. None without a dataset."""
     from kit.data import dataset as ds
-
-    data = ds.select_series(dataset, ds.model_selector(series), aggregates=True,
-                            where="series")
-    return pl.DataFrame({"size": data.size, "time": data.time, "run_id": data.run_id})
-
-
-def _raw_frame(dataset: Path | None, series: Mapping[str, Any]) -> pl.DataFrame | None:
-    """``run_id``, ``seq``, ``size``, ``time`` of the raw rows (for run quality), or None."""
-    from kit.data.dataset import model_selector
-    from kit.fit.runquality import read_frame
 
     if dataset is None:
         return None
-    try:
-        frame = read_frame(dataset, model_selector(series))
-    except (UserError, OSError, pl.exceptions.PolarsError):
-        return None
+    keys = ds.resolve_series(dataset, ds.model_selector(series), aggregates=True,
+                             where="series")
+    frame = ds.series_frame(dataset, keys)
     return frame if frame.height else None
-
-
-def series_samples(dataset: Path, series: Mapping[str, Any]) -> tuple[NDArray, NDArray]:
-    """Sizes and times of one series as float arrays."""
-    frame = series_frame(dataset, series)
-    return (frame["size"].to_numpy().astype(np.float64),
-            frame["time"].to_numpy().astype(np.float64))
 
 
 def _series_title(series: Mapping[str, Any]) -> str:
@@ -335,23 +327,24 @@ def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None =
     model, prov = fitted.model, fitted.provenance
     series = fitted.series or {}
     ds_path = dataset or fitted.dataset
-    size = time = None
+    frame = None
     make_dirs(out_dir)
     notes = []
-    if ds_path is not None:
-        try:
-            size, time = series_samples(ds_path, series or {})
-        except UserError as err:
-            notes.append(f"Samples not loaded: {err.paragraph()}")
     validation = fitted.validation or None
+    figures = SeriesFigures.of({}, validation)
+    try:
+        frame = samples_frame(ds_path, series)
+        figures = series_figures(ds_path, series, validation)
+    except UserError as err:
+        notes.append(f"Samples not loaded: {err.paragraph()}")
     title = _series_title(series or {}) or model_path.stem
     shown_prov = {"model": model_path, **{k: v for k, v in prov.items() if k != "series"}}
-    extra: dict[str, Any] = {
-        "samples": _raw_frame(ds_path, series or {}) if size is not None else None,
-        "intervals": fitted.intervals, "run_quality": fitted.run_quality}
+    extra: dict[str, Any] = {"intervals": fitted.intervals, "run_quality": fitted.run_quality,
+                             "aggregate": fitted.aggregate}
     try:
-        section = series_section(out_dir, model, size, time, title=title,
-                                 provenance=shown_prov, validation=validation, **extra)
+        section = series_section(out_dir, model, frame, title=title,
+                                 provenance=shown_prov, validation=validation,
+                                 figures=figures, **extra)
     except (KeyError, TypeError, AttributeError, ValueError, IndexError):
         # The file is untrusted and its stored validation is free-form JSON: a block that
         # does not have the shape kit.fit.validate writes is reported as such, not a traceback.
@@ -359,7 +352,7 @@ def report_model_file(model_path: Path, out_dir: Path, *, dataset: Path | None =
             raise
         notes.append("The model file's stored validation is not in the form 'pt2pt validate' "
                      "writes; it is not shown (re-run 'pt2pt validate' on the model).")
-        section = series_section(out_dir, model, size, time, title=title,
+        section = series_section(out_dir, model, frame, title=title,
                                  provenance=shown_prov, validation=None, **extra)
     if fitted.aggregate:
         notes.insert(0, aggregate_note(str(series.get("stat", "aggregate")),
@@ -393,11 +386,14 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
                    validate: bool = True, random_state: int = 0,
                    apps: dict[str, Any] | None = None) -> Path:
     """Fit (and validate) every series of ``dataset`` matching ``series``; one section each.
-    ``apps``: a ``pt2pt predict-app`` result, shown as the applications section."""
+    ``apps``: a ``pt2pt predict-app`` result, shown as the applications section.
+
+    Each series is fitted by kit.fit.fitting.fit_series with ``pt2pt fit``'s options: the
+    section shows the model ``pt2pt fit`` writes for it."""
     from kit.data import dataset as ds
     from kit.data.schema import SERIES_KEYS
-    from kit.fit.fitting import fit_samples
-    from kit.fit.validate import validate_into
+    from kit.data.series_keys import series_dict
+    from kit.fit.fitting import FitOptions, fit_series
 
     table = ds.series_table(dataset).filter(pl.col("op") != "app")  # apps: predict-app
     for k, v in (series or {}).items():
@@ -413,35 +409,33 @@ def report_dataset(dataset: Path, out_dir: Path, *, series: Mapping[str, str] | 
     sections = []
     from kit.outputs.report.loggp import group_key, loggp_part
 
+    opts = FitOptions(aggregates=True, validate=validate, seed=random_state)
     pingpong_breaks: dict[tuple[str, ...], list[float]] = {}  # LogGP's size ranges
     # A bar on a terminal: each series is fitted and validated here (minutes for many).
     for row in track(table.iter_rows(named=True), "report", table.height,
                      lambda r: _series_title({k: r[k] for k in SERIES_KEYS})):
-        sel = {k: row[k] for k in SERIES_KEYS}
+        sel = series_dict(row)
         title = _series_title(sel)
-        size, time = series_samples(dataset, sel)
         try:
-            fitted = fit_samples(dataset, sel, size, time, random_state=random_state)
-            model = fitted.model
-            validation = None
-            if validate:
-                validation = validate_into(model, size, time, random_state=random_state)
-            from kit.model.uncertainty import bootstrap_intervals
-
-            intervals = bootstrap_intervals(model, size, time, random_state=random_state)
+            fit = fit_series(dataset, sel, opts)
         except ModelError as err:
             sections.append(Section(title=title, slug=slugify(title),
                                     notes=[f"Not fitted: {err.paragraph()}"]))
             continue
-        section = series_section(out_dir, model, size, time, title=title,
-                                 provenance={"dataset": dataset, "samples": f"{size.size:,}"},
-                                 validation=validation, samples=_raw_frame(dataset, sel),
-                                 intervals=intervals)
+        fitted = fit.fitted
+        section = series_section(out_dir, fitted.model, ds.series_frame(dataset, sel),
+                                 title=title, provenance={"dataset": dataset,
+                                                          "samples": f"{len(fit.samples):,}"},
+                                 validation=fitted.validation or None,
+                                 intervals=fitted.intervals, run_quality=fitted.run_quality,
+                                 aggregate=fit.samples.aggregate,
+                                 figures=SeriesFigures.of(row, fitted.validation))
+        section.notes += fit.notes
         if sel.get("stat") != ds.RAW:
             section.notes.insert(0, aggregate_note(str(sel.get("stat")),
                                                    fitted.provenance.get("reported_noise")))
         elif sel.get("op") == "pingpong":
-            pingpong_breaks.setdefault(group_key(sel), list(model.breakpoints_))
+            pingpong_breaks.setdefault(group_key(sel), list(fitted.model.breakpoints_))
         sections.append(section)
     loggp = loggp_part(dataset, series, breakpoints=pingpong_breaks, random_state=random_state)
     return render(out_dir, sections, f"pt2pt report: {dataset.name}", loggp=loggp,
