@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kit.analyses.collectives import ranking, shares
+from kit.analyses.collectives import ranking, selector_lines, shares
 from kit.cli import main
 from kit.outputs import collsweep
 from tests.builders import linear_overhead_model, three_linear_regimes
@@ -112,9 +112,9 @@ def test_points_over_the_limits_are_recorded_and_the_sweep_goes_on(platform: Pat
     assert all("limit" in p.reason and not p.times for p in over)
     rows = collsweep.read_dataset(tmp_path / "mem")
     assert rows["status"].to_list() == ["memory", "memory"] and rows["time"].is_null().all()
-    # 20,000 repetitions take about 8 s of wall time (2.5 s CPU) on an idle machine
+    # 200,000 repetitions would take ~25 CPU-s (20,000 took 2.5): killed at the 1 s limit
     slow = collsweep.run_sweep(collsweep.Sweep(**{**base.__dict__, "time_limit": 1.0,
-                                                  "reps": 20000}), tmp_path / "time")
+                                                  "reps": 200000}), tmp_path / "time")
     assert [p.status for p in slow] == ["timeout", "timeout"]
     # such points never win: the analysis reads them as not completed
     assert ranking(rows)["best"].is_null().all()
@@ -152,6 +152,12 @@ def test_shares_and_intervals_on_synthetic_truth() -> None:
     assert found["fails", "all", 10.0].share == pytest.approx(0.75)
     half = found["half", "all", 5.0]
     assert half.share == 0.5 and half.lo < 0.5 < half.hi and half.hi - half.lo < 0.5
+    # a selector's irregularity: how often what it picks is more than X % slower
+    mixed = _rows({"best": [1.0] * n, "mpich": [1.0 if i % 4 else 1.2 for i in range(n)]},
+                  numprocs)
+    assert ("alltoall selector mpich: more than 5 % slower than the best in 10 of 40 "
+            "configurations") in "\n".join(selector_lines(shares(mixed, within=(5.0,))))
+    assert selector_lines(list(found.values())) == []  # no selector swept
     whole = found["best", "<=256", 2.0]
     assert whole.share == 1 and whole.hi == 1 and 0.8 < whole.lo < 1  # exact bound at n/n
     assert whole.configurations == n // 2
@@ -254,3 +260,24 @@ def test_the_other_collectives_sweep_with_their_own_algorithms(
         for alg in algorithms.split(","):
             t = dict(med.filter(pl.col("algorithm") == alg).select("size", "time").rows())
             assert 0 < t[4096] < t[262144], (collective, alg)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI is not installed")
+def test_the_driver_forces_an_open_mpi_algorithm_for_real() -> None:
+    """The real half of issue 61's validation: collbench -a forces the tuned component's
+    algorithm (read back through MPI_T) and refuses a value Open MPI does not take."""
+    from tests.conftest import mpi_env
+
+    binary = collsweep.apps.build(collsweep.apps.program("collbench"), "mpicc")
+    run = ["mpirun", "-np", "2", "--oversubscribe", "--mca", "btl", "self,vader", str(binary),
+           "-c", "alltoall", "-s", "1024", "-r", "3"]
+    proc = subprocess.run([*run, "-a", "2"], capture_output=True, text=True, timeout=120,
+                          env=mpi_env(), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "forced coll_tuned_alltoall_algorithm 2" in proc.stdout
+    times = [float(ln.split()[3]) for ln in proc.stdout.splitlines() if ln.startswith("rep ")]
+    assert len(times) == 3 and all(t > 0 for t in times)
+    bad = subprocess.run([*run, "-a", "99"], capture_output=True, text=True, timeout=120,
+                         env=mpi_env(), check=False)
+    assert bad.returncode != 0 and "collective_time_s" not in bad.stdout

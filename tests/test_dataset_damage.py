@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit.core.errors import DataWarning
+from kit.core.errors import DataWarning, UserError
 from kit.data import dataset as ds
 from kit.data import integrity
 from kit.data.ingest import ingest
@@ -181,6 +181,13 @@ def test_a_fifo_in_the_dataset_is_refused_or_replaced_without_blocking(dataset: 
     else:
         assert res.returncode == 0 and "shm" in res.stdout and "tcp" in res.stdout
         assert (dataset / name).is_file()
+
+
+def test_a_file_given_as_the_dataset_is_not_called_missing(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    for path in (Path("/dev/null"), tmp_path / "notes.txt"):
+        with pytest.raises(UserError, match="is not a folder"):
+            ds.scan(path)
 
 
 def test_a_killed_writers_leftovers_go_at_the_next_open(dataset: Path) -> None:

@@ -104,6 +104,9 @@ def test_several_series_need_a_selector(dataset: Path, refdata_dir: Path, tmp_pa
     (["fit", "{ds}", "--series", "colour=red", "-o", "{tmp}/m.json"], "bad series selector"),
     (["fit", "{ds}", "--series", "op=bw", "-o", "{tmp}/m.json"], "no raw samples match"),
     (["fit", "{ds}", "--breakpoints", "1k", "-o", "{tmp}/m.json"], "--breakpoints"),
+    # issue 53 line 10: both were tracebacks
+    (["fit", "{ds}", "--breakpoints", "1e12", "-o", "{tmp}/m.json"], "holds 0 samples"),
+    (["fit", "{ds}", "--breakpoints", "1e308", "-o", "{tmp}/m.json"], "holds 0 samples"),
     (["fit", "{tmp}/nowhere", "-o", "{tmp}/m.json"], "does not exist"),
     (["predict", "{model}", "--sizes", "12,abc"], "'abc' is not a size"),
     (["predict", "{model}"], "exactly one of --sizes"),

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tui import binning, fitting, noiseview
 from tui.widgets.plot import Layer, PlotSpec, Span, format_bytes, format_seconds
+
+if TYPE_CHECKING:
+    from kit.model.estimator import RegimeModel
 
 #: One colour per regime, in size order; distinct on dark and light terminals.
 REGIME_COLOURS = ("#4e9af1", "#f39c4a", "#54c16b", "#e0555b", "#b48ef0", "#e5c546",
@@ -30,7 +33,7 @@ def regime_index(size: np.ndarray, edges: Sequence[float]) -> np.ndarray:
     return np.searchsorted(np.asarray(edges, dtype=float), size, side="right")
 
 
-def series_spec(binned: binning.Binned, model: Any | None, breakpoints: Sequence[float],
+def series_spec(binned: binning.Binned, model: RegimeModel | None, breakpoints: Sequence[float],
                 selected_bp: int | None, mode: str) -> PlotSpec:
     """The series view: samples (raw subset or per-bin medians), bands, fit, breakpoints."""
     layers: list[Layer] = []

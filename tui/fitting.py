@@ -15,6 +15,7 @@ from tui.loading import Samples, SeriesRow
 
 if TYPE_CHECKING:
     from kit.figures.series import SeriesFigures
+    from kit.model.estimator import RegimeModel
 
 
 def __getattr__(name: str) -> Any:
@@ -88,8 +89,8 @@ def fit(samples: Samples, breakpoints: list[float] | None = None,
                          "distinct sizes, or press R for an automatic fit") from err
 
 
-def breakpoints_of(model: Any) -> list[float]:
-    return [float(b) for b in getattr(model, "breakpoints_", []) or []]
+def breakpoints_of(model: RegimeModel) -> list[float]:
+    return [float(b) for b in model.breakpoints_]
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
@@ -127,11 +128,11 @@ def _components(regime: dict[str, Any]) -> list[Any]:
     return list(mixture.get("components") or regime.get("components") or [])
 
 
-def regimes(model: Any, validation: dict[str, Any] | None = None) -> list[RegimeView]:
+def regimes(model: RegimeModel, validation: dict[str, Any] | None = None) -> list[RegimeView]:
     """The model's regimes as plain values for drawing (``validation``: kit.fit.validate's result
     for this model, kept beside it in the session, gives each regime its held-out numbers)."""
     views = []
-    for i, reg in enumerate(getattr(model, "regimes_", []) or []):
+    for i, reg in enumerate(model.regimes_):
         d = _as_dict(reg)
         noise = _as_dict(d.get("noise"))
         overlap = _as_dict(d.get("overlap"))
@@ -173,7 +174,7 @@ def series_figures(row: SeriesRow | None, validation: dict[str, Any] | None) -> 
     return base.with_validation(validation)
 
 
-def validate(model: Any, samples: Samples) -> dict[str, Any]:
+def validate(model: RegimeModel, samples: Samples) -> dict[str, Any]:
     """Held-out validation by kit.fit.validate (per regime too), to keep beside the model:
     ``pt2pt fit``'s (kit.fit.fitting.validate_fit, same rows, same seed).
 
@@ -186,7 +187,8 @@ def validate(model: Any, samples: Samples) -> dict[str, Any]:
     return validate_fit(ModelFile(model), samples.fit_rows(), options())
 
 
-def curve(model: Any, size_lo: float, size_hi: float, n: int = 240) -> tuple[np.ndarray, ...]:
+def curve(model: RegimeModel, size_lo: float, size_hi: float,
+          n: int = 240) -> tuple[np.ndarray, ...]:
     """The fitted median and 5/95 % quantiles on a log grid, for drawing."""
     grid = np.geomspace(max(size_lo, 1.0), max(size_hi, 2.0), n)
     median = np.asarray(model.predict(grid), dtype=float)

@@ -15,6 +15,7 @@ from tui.serieskey import SeriesKey
 
 if TYPE_CHECKING:
     from kit.model.contract import ModelFile
+    from kit.model.estimator import RegimeModel
 
 
 def load_model(path: str | Path) -> Any:
@@ -127,7 +128,7 @@ def match_models(models: Sequence[ModelFile], rows: Sequence[SeriesRow]
     return by_key, unnamed, messages
 
 
-def save_model(model: Any, path: str | Path, dataset: str | Path | None, key: SeriesKey,
+def save_model(model: RegimeModel, path: str | Path, dataset: str | Path | None, key: SeriesKey,
                validation: dict[str, Any] | None = None) -> Path:
     """Write the model with its provenance (this series, fitted here) and validation."""
     from kit.model.io import save_model as _save
@@ -149,7 +150,7 @@ def save_model(model: Any, path: str | Path, dataset: str | Path | None, key: Se
     return out
 
 
-def export_simgrid(model: Any, directory: str | Path) -> list[Path]:
+def export_simgrid(model: RegimeModel, directory: str | Path) -> list[Path]:
     """SimGrid/SMPI configuration files (kit writes several) into ``directory``."""
     from kit.outputs.export.simgrid import export_simgrid as _export
 

@@ -4,12 +4,15 @@ candidate family's fitted quantiles beside the empirical ones."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kit.core.errors import ModelError
 from tui.loading import Samples
+
+if TYPE_CHECKING:
+    from kit.model.estimator import RegimeModel
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class NoiseView:
     candidates: list[NoiseCandidate]
 
 
-def noise_view(model: Any, samples: Samples, index: int) -> NoiseView:
+def noise_view(model: RegimeModel, samples: Samples, index: int) -> NoiseView:
     """Ratios time / curve of the regime's samples, its density, and every candidate family.
 
     The model keeps only the AIC of the losing noise families; their fitted quantiles are
@@ -44,7 +47,7 @@ def noise_view(model: Any, samples: Samples, index: int) -> NoiseView:
     reg = model.regimes_[index]
     size = samples.size
     in_regime = np.asarray(model.regime_index(size)) == index
-    mask = getattr(model, "outlier_mask_", None)
+    mask = model.outlier_mask_
     if mask is not None and len(mask) == len(size):
         in_regime &= ~np.asarray(mask, dtype=bool)
     s, t = size[in_regime], samples.time[in_regime]

@@ -19,6 +19,7 @@ from tui.serieskey import SeriesKey
 
 if TYPE_CHECKING:
     from kit.model.contract import ModelFile
+    from kit.model.estimator import RegimeModel
 
 
 #: One step of a breakpoint move: an eighth of an octave.
@@ -32,7 +33,7 @@ class SeriesState:
     samples: Samples
     binned: Binned  # narrow bins: per-bin medians, compare view
     raw_binned: Binned | None = None  # bins merged to a minimum count: the raw view's bands
-    model: Any | None = None
+    model: RegimeModel | None = None
     breakpoints: list[float] = field(default_factory=list)
     families: list[str | None] = field(default_factory=list)
     edited: bool = False  # breakpoints/families changed since the model was fitted
@@ -118,7 +119,7 @@ class SeriesState:
         self.edited = True
         return None
 
-    def adopt(self, model: Any, breakpoints: list[float], families: list[str],
+    def adopt(self, model: RegimeModel, breakpoints: list[float], families: list[str],
               source: str | None = None, validation: dict[str, Any] | None = None,
               intervals: dict[str, Any] | None = None) -> None:
         """Take a fitted (or loaded) model as the current one and start editing from it."""

@@ -19,7 +19,14 @@ from numpy.typing import NDArray
 
 from kit.analyses.slowlinks import Findings
 from kit.data.pairrows import read_pairs
-from kit.figures.deviation import FIGURES, MEANING, format_seconds, quoted_size, value_of
+from kit.figures.deviation import (
+    FIGURES,
+    MEANING,
+    WORSE,
+    format_seconds,
+    quoted_size,
+    value_of,
+)
 from kit.fit.clustermodel import ClusterModel, is_cluster_model, read_cluster_model
 
 #: What each matrix shows, with its unit (the TUI and the report's titles).
@@ -110,6 +117,20 @@ class PairMatrix:
 
     def cell_text(self, i: int, j: int) -> str:
         return format_value(self.figure, float(self.values[i, j]))
+
+    def cell_text_typical(self) -> str:
+        return format_value(self.figure, self.typical)
+
+    def deviation(self) -> NDArray[np.float64]:
+        """Each cell's deviation from the typical pair, signed so that worse is positive
+        (a fraction; the noise level's as the ratio of its ln width): what the report's
+        heat maps and the TUI's cells colour."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if self.figure == "noise":
+                dev = np.log(self.values) / math.log(self.typical) - 1.0
+            else:
+                dev = self.values / self.typical - 1.0
+        return np.asarray(dev * WORSE[self.figure], dtype=float)
 
 
 def pair_matrix(model: ClusterModel, findings: Findings, figure: str) -> PairMatrix:

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+#: The libraries' selectors among SMPI's algorithm names: each picks an algorithm per call.
+SELECTORS = ("default", "ompi", "mpich", "mvapich2", "impi", "automatic")
 WITHIN = (2.0, 5.0, 10.0)
 SPLIT = 256
 RESAMPLES = 2000
@@ -112,4 +114,17 @@ def shares(rows: pl.DataFrame, *, within: tuple[float, ...] = WITHIN, split: int
                 for j, alg in enumerate(algorithms):
                     out.append(Share(str(collective), alg, label, x, float(ok[:, j].mean()),
                                      float(lo[j]), float(hi[j]), n))
+    return out
+
+
+def selector_lines(found: list[Share]) -> list[str]:
+    """The selectors' irregularity, one sentence each: in how many configurations (of the
+    range ``all``) the algorithm a selector picks is more than X % slower than the best."""
+    out = []
+    for s in found:
+        if s.algorithm in SELECTORS and s.numprocs == "all":
+            slower = round((1 - s.share) * s.configurations)
+            out.append(f"{s.collective} selector {s.algorithm}: more than {s.within_percent:g} % "
+                       f"slower than the best in {slower} of {s.configurations} configurations "
+                       f"(share within {s.share:.2f} [{s.lo:.2f}, {s.hi:.2f}])")
     return out

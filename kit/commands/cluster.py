@@ -91,6 +91,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="write every test and the verdict as JSON ('-': stdout, no text)")
     p.add_argument("--seed", type=integer(0, 2**32 - 1, "seed"), default=0,
                    help="seed of the population fit's subsample (default 0)")
+    sim = p.add_argument_group(
+        "heterogeneous SimGrid platform",
+        "--simgrid DIR writes a cluster platform of the measured nodes (docs/simgrid.md): the "
+        "typical pair on every route, each node's latency and bandwidth deviation on its "
+        "host's links, the node names as host labels (platform.json).")
+    sim.add_argument("--simgrid", type=Path, metavar="DIR", help="write the platform into DIR")
+    sim.add_argument("--cores", type=integer(1, 4096, "cores"), default=1, metavar="C",
+                     help="cores per host (default 1)")
+    sim.add_argument("--intra", type=Path, metavar="MODEL",
+                     help="intra-node ping-pong model for ranks of one host")
     p.set_defaults(func=run)
 
 
@@ -140,6 +150,13 @@ def run(args: argparse.Namespace) -> int:
         write_text(args.json, text + "\n")
     for line in describe_model(model, findings):
         print(line)
+    if args.simgrid is not None:
+        _simgrid(args, model, findings)
+    elif args.intra is not None:
+        from kit.core.errors import UserError
+
+        raise UserError("needs --simgrid DIR (it is the platform's intra-node model)",
+                        where="option --intra", hint="add --simgrid DIR")
     if args.output is not None:
         print(f"wrote {args.output}")
     if args.json is not None:
@@ -158,3 +175,19 @@ def _health(findings: Any, fail_if: str | None, quiet: bool = False) -> int:
         print(f"health check {verdict}: rule --fail-if {fail_if} = exit 1 when {what} is "
               f"flagged; {len(hits)} flagged")
     return 1 if hits else 0
+
+
+def _simgrid(args: argparse.Namespace, model: Any, findings: Any) -> None:
+    from kit.model.io import load_model
+    from kit.outputs.export.clusterlinks import cluster_model_platform, describe_links
+
+    intra = load_model(args.intra) if args.intra else None
+    platform = cluster_model_platform(model, cores=args.cores, intra_model=intra,
+                                      findings=findings)
+    for path in platform.write(args.simgrid):
+        print(f"wrote {path}")
+    for line in describe_links(model, platform):
+        print(f"  {line}")
+    for note in platform.notes:
+        print(f"note: {note}")
+    print(f"run: pt2pt simulate --app PROGRAM.c --np N --platform {args.simgrid}")

@@ -123,7 +123,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    from kit.analyses.collectives import ranking, shares
+    from kit.analyses.collectives import ranking, selector_lines, shares
     from kit.outputs.collsweep import read_dataset
 
     rows = read_dataset(args.out)
@@ -136,8 +136,8 @@ def run_analyze(args: argparse.Namespace) -> int:
         page = write_report(args.report, rows, found, source=str(args.out),
                             within=list(args.within), split=args.split)
     if args.json:
-        print(json.dumps({"ranking": ranked.to_dicts(), "shares": [s.to_dict() for s in found]},
-                         indent=1, default=str))
+        print(json.dumps({"ranking": ranked.to_dicts(), "shares": [s.to_dict() for s in found],
+                          "selectors": selector_lines(found)}, indent=1, default=str))
         return 0
     print("time = median simulated time over repetitions (slowest rank); ratio = time / the "
           "best algorithm's at the same (numproc, size); inf: the point did not complete")
@@ -162,6 +162,11 @@ def run_analyze(args: argparse.Namespace) -> int:
         n = next(iter(by_x.values())).configurations
         print(f"{coll:<10} {alg:<22} {numprocs:<7} {n:>4}" + "".join(
             f"{f'{by_x[x].share:.2f} [{by_x[x].lo:.2f}, {by_x[x].hi:.2f}]':>21}" for x in xs))
+    lines = selector_lines(found)
+    if lines:
+        print()
+    for line in lines:
+        print(line)
     if args.report is not None:
         print(f"wrote {page}")
     return 0

@@ -37,6 +37,16 @@ def run(args: argparse.Namespace) -> int:
         pairs = manifest["campaign"]["pairs"]
         print(f"  node pairs ({len(pairs)}): " + ", ".join("-".join(p) for p in pairs[:8])
               + (", ..." if len(pairs) > 8 else ""))
+        print("  order: round by round (every pair's visit r before any pair's r + 1), "
+              "each round disjoint pairs in a random order")
+    budget = manifest["campaign"].get("budget")
+    if budget:
+        from kit.measure.campaign.pairplan import BudgetPlan
+
+        plan = BudgetPlan(budget["samples_per_size"], budget["sizes"], budget["job_s"],
+                          budget["estimate_s"], budget["budget_s"], budget["concurrent"],
+                          budget["jobs"])
+        print(f"  {plan.describe()}")
     for item in manifest["not_planned"]:
         print(f"  not planned: {item['tool']} {item['what']} (line {item['line']}): "
               f"{item['reason']}")

@@ -93,6 +93,10 @@ assert tuple(SUMMARY_SCHEMA) == summary_file.COLUMNS
 def _check(dataset: Path) -> Path:
     dataset = Path(dataset)
     if not dataset.is_dir():
+        if dataset.exists():  # a file, /dev/null, a FIFO: "does not exist" would mislead
+            raise UserError(f"{dataset} is not a folder, so it is not a dataset",
+                            where=str(dataset), hint="give the folder that 'pt2pt ingest "
+                            "PATH... --dataset DIR' wrote")
         raise UserError(f"dataset directory {dataset} does not exist", where=str(dataset),
                         hint="create it with 'pt2pt ingest PATH... --dataset DIR'")
     # A FIFO in its place would block every reader; is_file() alone would call it "absent".

@@ -51,6 +51,8 @@ MIN_NODE_PAIRS = 3
 HUBER_K = 2.0
 BIWEIGHT_C = 4.685
 _IRLS_STEPS = 30
+#: Prior degrees of freedom of the pooled visit variance against a pair's own visits' scatter.
+PRIOR_DF = 4.0
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,15 @@ def between_visits(y: NDArray, w: NDArray, group: NDArray, n_groups: int) -> flo
 
 def combine_visits(y: NDArray, w: NDArray, pair: NDArray, n_pairs: int,
                    sigma2: float, source: str) -> Visits:
-    """Inverse-variance mean of each pair's visits, each visit's variance ``w + sigma2``."""
+    """Inverse-variance mean of each pair's visits, each visit's variance ``w + sigma2``.
+
+    A deviation must hold in every visit: a pair's variance is moderated toward its own
+    visits' scatter (the variance of their mean), as a moderated t statistic does,
+    ``(d0 v + (V-1) s²/V) / (d0 + V - 1)`` with :data:`PRIOR_DF` prior degrees of freedom
+    for the pooled ``v``: one disturbed visit (a busy host during that run) cannot make a
+    pair look slow however tight the pooled variance is, and pairs whose visits agree keep
+    the pooled one.
+    """
     ok = np.isfinite(y) & np.isfinite(w)
     prec = np.where(ok, 1.0 / (np.where(ok, w, 1.0) + sigma2), 0.0)
     sp = np.bincount(pair, weights=prec, minlength=n_pairs)
@@ -95,7 +105,12 @@ def combine_visits(y: NDArray, w: NDArray, pair: NDArray, n_pairs: int,
     with np.errstate(divide="ignore", invalid="ignore"):
         yp = np.where(sp > 0, sy / sp, np.nan)
         vp = np.where(sp > 0, 1.0 / sp, np.inf)
-    return Visits(yp, vp, nv, sigma2, source)
+        dev = np.where(ok, y - yp[pair], 0.0)
+        ss = np.bincount(pair, weights=dev**2, minlength=n_pairs)
+        own = ss / np.maximum(nv * (nv - 1), 1)
+        df = np.maximum(nv - 1, 0)
+        moderated = np.where(nv >= 2, (PRIOR_DF * vp + df * own) / (PRIOR_DF + df), vp)
+    return Visits(yp, np.where(np.isfinite(vp), moderated, vp), nv, sigma2, source)
 
 
 @dataclass
@@ -188,7 +203,9 @@ def decompose(y: NDArray, v: NDArray, ends: NDArray, n_nodes: int, *,
         biweight = False
         for steps in range(1, 2 * _IRLS_STEPS + 1):
             resid = yy - X @ beta
-            tau2 = robust_tau2(resid - float(np.median(resid)), vv)
+            if not biweight:  # the biweight's own residuals would shrink tau² (below)
+                tau2 = robust_tau2(resid - float(np.median(resid)), vv)
+                huber = (beta, np.ones_like(yy) if steps == 1 else h[rows].copy())
             s2 = vv + tau2
             z = np.abs(resid) / np.sqrt(s2)
             if biweight:  # Huber to a good start, then Tukey's biweight
@@ -208,8 +225,21 @@ def decompose(y: NDArray, v: NDArray, ends: NDArray, n_nodes: int, *,
                 break
             if done or steps >= _IRLS_STEPS:
                 biweight = True
-        resid = yy - X @ beta
-        tau2 = robust_tau2(resid - float(np.median(resid)), vv)
+        # tau², the links' spread, from the Huber fit's residuals: the biweight can fit a
+        # few nodes' pairs almost exactly (9 parameters to 28 pairs at 8 nodes), and its
+        # residuals then read a spread several times too small; and scaled by their
+        # leverage (a fit of k node effects to P pairs absorbs about k/P of the variance)
+        beta_h, h_h = huber
+        resid = yy - X @ beta_h
+        for _ in range(2):
+            s2 = vv + tau2
+            W = h_h / s2
+            A = X.T @ (X * W[:, None])
+            A[1:, 1:] += 1e-6 * np.mean(W) * np.ones((len(cols), len(cols)))
+            Ainv = np.linalg.pinv(A)
+            lev = np.clip(W * np.einsum("ij,jk,ik->i", X, Ainv, X), 0.0, 0.95)
+            scaled = (resid - float(np.median(resid))) / np.sqrt(1.0 - lev)
+            tau2 = robust_tau2(scaled, vv)
         s2 = vv + tau2
         W = h[rows] / s2
         A = X.T @ (X * W[:, None])

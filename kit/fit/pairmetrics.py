@@ -10,9 +10,11 @@ the population's median ``m(size)``:
 * **bandwidth**: the asymptotic bandwidth, ``1 / slope`` of time over size in the
   bandwidth window (the top two octaves of the sizes, from 64 KiB up), by Theil-Sen (the
   median of the pairwise slopes), as ``ln`` of bytes per second. A slope, not a ratio
-  ``size / time``: a per-message overhead that does not grow with the size (a loaded
-  host's scheduling, a rendezvous handshake) cancels, so a link shaped to half the rate
-  reads as -50 %, which the effective bandwidth at one size would dilute;
+  ``size / time``: a per-message time that does not grow with the size cancels, whatever
+  it is per pair (a loaded host's scheduling; a token bucket's burst, which makes it
+  negative and rate-dependent), so a link shaped to half the rate reads as -50 %, which
+  the effective bandwidth at one size, or a ratio to the population's transfer time,
+  would dilute;
 * **noise**: the width of the upper tail, ``q95 - q50`` of the ln residuals in each size
   band (one per decade; a shift of the pair's location does not change it), as a ln ratio
   to the typical unit's width in that band, averaged over the bands with inverse-variance
@@ -172,7 +174,9 @@ def unit_metrics(unit: NDArray, n_units: int, size: NDArray, time: NDArray, medi
         n["bandwidth"] = np.zeros(n_units, dtype=np.int64)
     y["noise"], w["noise"], n["noise"] = _tail_width(unit, n_units, size, r)
     for m in METRICS:
-        w[m] = np.where(np.isfinite(y[m]) & np.isfinite(w[m]), np.maximum(w[m], 1e-12), np.inf)
+        # a floor for tied order statistics (a coarse timer): 1 ns, or 1e-6 in ln units
+        floor = 1e-18 if m == "latency" else 1e-12
+        w[m] = np.where(np.isfinite(y[m]) & np.isfinite(w[m]), np.maximum(w[m], floor), np.inf)
     return UnitMetrics(y, w, n)
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kit.data.pairrows import PairRows, pair_label
+from kit.tools.probe import cluster_sizes
 
 
 class Population(Protocol):
@@ -63,6 +64,9 @@ class SynthCluster:
     size_min: float = 1.0
     size_max: float = 4.0 * 2**20
     prefix: str = "n"
+    #: "loguniform" (size_min..size_max) or "cluster": the probe's ``sizes: cluster:MAX`` list
+    #: (kit.tools.probe.cluster_sizes), each size equally often, shuffled
+    plan: str = "loguniform"
 
     def node_names(self) -> list[str]:
         width = len(str(self.n_nodes))
@@ -87,33 +91,37 @@ def draw(cluster: SynthCluster, population: Population, seed: int = 0,
     m64 = float(population.predict(np.array([64.0]))[0])
     top = float(cluster.size_max)
     bw_pop = top / float(population.predict(np.array([top]))[0])
-    hp: list[NDArray] = []
-    rid: list[NDArray] = []
-    sz: list[NDArray] = []
-    tm: list[NDArray] = []
-    sq: list[NDArray] = []
     lo, hi = math.log(cluster.size_min), math.log(cluster.size_max + 1)
-    for (i, j) in pairs:
+    P, V, S = len(pairs), cluster.visits, cluster.samples
+    # one draw for every sample of every visit (a population call per visit was most of the
+    # time at 2,016 pairs), then each pair's effects by index
+    pair = np.repeat(np.arange(P), V * S)
+    visit = np.tile(np.repeat(np.arange(V), S), P)
+    if cluster.plan == "cluster":
+        menu = np.array(cluster_sizes(int(cluster.size_max)), dtype=float)
+        s = menu[rng.integers(0, len(menu), P * V * S)]
+    else:
+        s = np.floor(np.exp(rng.uniform(lo, hi, P * V * S)))
+    base = population.sample(s, 1, rng)[:, 0]
+    med = population.predict(s)
+    L = np.empty(P)
+    keep_bw = np.empty(P)
+    k = np.empty(P)
+    for p, (i, j) in enumerate(pairs):
         e = (node_eff[i], node_eff[j], link_eff[(i, j)])
-        L = sum(x.latency for x in e) * m64
-        keep_bw = math.prod(1.0 - x.bandwidth for x in e)
-        k = math.prod(1.0 + x.noise for x in e)
-        label = f"{names[i]}:{names[j]}"
-        for v in range(cluster.visits):
-            s = np.floor(np.exp(rng.uniform(lo, hi, cluster.samples)))
-            base = population.sample(s, 1, rng)[:, 0]
-            med = population.predict(s)
-            transfer = np.minimum(s / bw_pop, med)
-            med_p = med + transfer * (1.0 / keep_bw - 1.0) + L
-            t = med_p * np.exp(k * np.log(base / med))
-            t *= math.exp(rng.normal(0.0, cluster.visit_sd))
-            hp.append(np.full(len(s), label))
-            rid.append(np.full(len(s), f"{label}/v{v}"))
-            sz.append(s)
-            tm.append(t)
-            sq.append(np.arange(len(s)))
-    rows = PairRows.of_arrays(np.concatenate(hp), np.concatenate(rid), np.concatenate(sz),
-                              np.concatenate(tm), np.concatenate(sq),
+        L[p] = sum(x.latency for x in e) * m64
+        keep_bw[p] = math.prod(1.0 - x.bandwidth for x in e)
+        k[p] = math.prod(1.0 + x.noise for x in e)
+    transfer = np.minimum(s / bw_pop, med)
+    med_p = med + transfer * (1.0 / keep_bw[pair] - 1.0) + L[pair]
+    shift = np.exp(rng.normal(0.0, cluster.visit_sd, P * V)) if cluster.visit_sd else \
+        np.ones(P * V)
+    t = med_p * np.exp(k[pair] * np.log(base / med)) * shift[pair * V + visit]
+    labels = np.array([f"{names[i]}:{names[j]}" for i, j in pairs])
+    hp = labels[pair]
+    rid = np.char.add(np.char.add(hp, "/v"), visit.astype(str))
+    seq = np.tile(np.arange(S), P * V)
+    rows = PairRows.of_arrays(hp, rid, s, t, seq,
                               series={"campaign": campaign, "tool": "synthetic",
                                       "transport": "synthetic", "op": "pingpong",
                                       "stat": "raw"})

@@ -88,6 +88,12 @@ def _as_sizes(size: ArrayLike, what: str = "size") -> NDArray:
     return s
 
 
+def _too_few(lo_edge: float, hi_edge: float, n: int, min_support: int) -> ModelError:
+    return ModelError(f"regime [{max(lo_edge, 0):g}, {hi_edge:g}) B holds {n} samples, "
+                      f"fewer than the minimum support {min_support}", where="breakpoints",
+                      hint="use fewer breakpoints or lower min_support")
+
+
 def default_min_support(n: int) -> int:
     """Fewest samples per regime when ``min_support=None``: max(20, 1 % of ``n``).
 
@@ -195,10 +201,7 @@ class RegimeModel(Params):
             olo, ohi = np.searchsorted(ss, [lo_edge, hi_edge], side="left")
             # One regime holding every sample needs no support check (5 samples suffice).
             if hi - lo < max(min_support, 1) and (lo > 0 or hi < len(si)):
-                raise ModelError(
-                    f"regime [{max(lo_edge, 0):g}, {hi_edge:g}) B holds {hi - lo} samples, "
-                    f"fewer than the minimum support {min_support}", where="breakpoints",
-                    hint="use fewer breakpoints or lower min_support")
+                raise _too_few(lo_edge, hi_edge, int(hi - lo), min_support)
             reg = self._fit_regime(si[lo:hi], ti[lo:hi], family, quick)
             reg.size_min = float(si[lo]) if lo_edge == -np.inf else float(lo_edge)
             reg.size_max = float(si[-1]) if hi_edge == np.inf else float(hi_edge)
@@ -454,6 +457,13 @@ class RegimeModel(Params):
             if any(not np.isfinite(b) or b <= 0 for b in bps) or len(set(bps)) != len(bps):
                 raise ModelError("breakpoints must be distinct sizes > 0 bytes",
                                  where="breakpoints", hint="e.g. --breakpoints 1420,65536")
+            # Checked before anything is fitted: an empty regime (a breakpoint beyond the
+            # largest size, --breakpoints 1e12) ended in a ZeroDivisionError on the way.
+            edges = [-np.inf, *bps, np.inf]
+            counts = np.diff(np.searchsorted(si, edges, side="left"))
+            for k, n in enumerate(counts.tolist() if bps else []):
+                if n < max(min_support, 1):
+                    raise _too_few(edges[k], edges[k + 1], n, min_support)
             return bps
         bins = make_bins(si, ti) if bins is None else bins
         fams = list(self.families) if self.families is not None else None

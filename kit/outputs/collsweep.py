@@ -54,8 +54,6 @@ from kit.outputs.export.platform import load_platform
 from kit.tools import app as apps
 
 COLLECTIVES = ("alltoall", "allreduce", "bcast", "allgather", "reduce")
-#: The libraries' selectors among SMPI's algorithm names (they choose an algorithm per call).
-SELECTORS = ("default", "ompi", "mpich", "mvapich2", "impi", "automatic")
 STATUSES = ("ok", "timeout", "memory", "failed")
 JOURNAL = "points.jsonl"
 DATASET = "collectives.parquet"

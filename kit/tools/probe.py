@@ -538,7 +538,32 @@ def _int_list(value: Any) -> list[int]:
 
 _SIZE = r"\d+[KMG]?"
 _SIZES_RE = re.compile(
-    rf"^(loguniform:{_SIZE}:{_SIZE}|grid:{_SIZE}:{_SIZE}:\d+(\.\d+)?|list:{_SIZE}(,{_SIZE})*)$")
+    rf"^(loguniform:{_SIZE}:{_SIZE}|grid:{_SIZE}:{_SIZE}:\d+(\.\d+)?|list:{_SIZE}(,{_SIZE})*"
+    rf"|cluster:{_SIZE})$")
+#: Sizes of the cluster plan per part: the latency window (1 B..1 KiB), the size range
+#: between, the bandwidth window (the top two octaves up to MAX).
+CLUSTER_WINDOW_SIZES = 8
+CLUSTER_MIDDLE_SIZES = 6
+
+
+def cluster_sizes(size_max: int) -> list[int]:
+    """The size list of ``sizes: cluster:MAX``: a campaign over many node pairs.
+
+    The cluster model (``pt2pt cluster``) reads a pair's latency from sizes up to 1 KiB and
+    its bandwidth from the slope over the top two octaves; a log-uniform plan puts a tenth
+    of its samples in the second. This one puts eight sizes in each window and six between
+    (for the population's regimes), so every visit of a pair has about a third of its
+    samples in each window; the probe measures each size ``samples`` times, shuffled.
+    """
+    top = max(int(size_max), 4096)
+
+    def geom(lo: float, hi: float, n: int) -> list[float]:
+        return [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]
+
+    parts = (geom(1, 1024, CLUSTER_WINDOW_SIZES),
+             geom(2048, max(top / 8, 4096), CLUSTER_MIDDLE_SIZES),
+             geom(top / 4, top, CLUSTER_WINDOW_SIZES))
+    return sorted({round(v) for part in parts for v in part})
 
 
 _SIZE_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -605,9 +630,12 @@ def size_spec_problem(spec: str) -> str | None:
 def _options(ck: Checker, entry: dict[str, Any], path: PathKey) -> dict[str, Any]:
     ops = ck.choices(entry.get("ops", ["pingpong"]), (*path, "ops"), OPS, "probe op")
     sizes = ck.text(entry.get("sizes", "loguniform:0:4M"), (*path, "sizes"), pattern=_SIZES_RE,
-                    hint="write loguniform:MIN:MAX, grid:MIN:MAX:FACTOR or list:A,B,C "
-                         "(sizes in bytes, suffix K/M/G allowed)")
+                    hint="write loguniform:MIN:MAX, grid:MIN:MAX:FACTOR, list:A,B,C or "
+                         "cluster:MAX (sizes in bytes, suffix K/M/G allowed)")
     kind, _, rest = sizes.partition(":")
+    if kind == "cluster":
+        sizes = "list:" + ",".join(map(str, cluster_sizes(parse_size(rest))))
+    samples = entry.get("samples", 1000)
     if kind in ("loguniform", "grid"):
         lo, hi = (parse_size(p) for p in rest.split(":")[:2])
         if lo > hi:
@@ -621,7 +649,9 @@ def _options(ck: Checker, entry: dict[str, Any], path: PathKey) -> dict[str, Any
     return {
         "ops": list(ops),
         "sizes": sizes,
-        "samples": ck.integer(entry.get("samples", 1000), (*path, "samples"), 1, 10_000_000),
+        # auto: as many as a multi-pair campaign's budget allows (kit.measure.campaign.pairplan)
+        "samples": 0 if samples == "auto" else ck.integer(samples, (*path, "samples"), 1,
+                                                          10_000_000),
         "warmup": ck.integer(entry.get("warmup", 20), (*path, "warmup"), 0, 1_000_000),
         "max_seconds": ck.integer(entry.get("max_seconds", 0), (*path, "max_seconds"),
                                   0, 10_000_000),

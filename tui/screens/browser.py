@@ -97,6 +97,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
         Binding("slash", "focus_filter", "Filter"),
         Binding("space", "mark", "Mark"),  # for compare (ctrl+g); short: the footer is full
         Binding("ctrl+g", "compare", "Compare marked"),
+        Binding("ctrl+k", "cluster", "Cluster", show=False),  # in the help (?): footer full
         Binding("ctrl+o", "open_dataset", "Open dataset"),
         Binding("ctrl+a", "apps", "Apps"),
         Binding("escape", "clear_filter", "Clear filter"),
@@ -108,6 +109,9 @@ class BrowserScreen(HelpMixin, Screen[None]):
                          "placement/hosts/op/MPI)",
         "up/down": "move in the table (also while typing in the filter)",
         "space": "marks the highlighted series for compare; ctrl+g compares the marked ones",
+        "ctrl+k": "the cluster view of the highlighted series' campaign (a campaign over at "
+                  "least 3 node pairs): node against node, slow links and nodes marked, Enter "
+                  "opens a pair",
         "latency": latency.DEFINITION,
         "eff. bw": bandwidth.DEFINITION,
         "model": "the score (held-out CRPS / floor) of the series' model when it was "
@@ -366,6 +370,19 @@ class BrowserScreen(HelpMixin, Screen[None]):
                         severity="warning")
             return
         self.app.push_screen(CompareScreen(self.session, keys))
+
+    def action_cluster(self) -> None:
+        from tui import clusterview
+        from tui.screens.cluster import ClusterScreen
+
+        key = self._highlighted()
+        if key is None or not clusterview.is_cluster_member(
+                key, [r.key for r in self.session.rows]):
+            self.notify("The cluster view needs an inter-node series of a campaign that "
+                        "measured at least 3 node pairs (pairs: {all-pairs: N}).",
+                        severity="warning")
+            return
+        self.app.push_screen(ClusterScreen(self.session, key))
 
     def action_open_dataset(self) -> None:
         def chosen(path: str | None) -> None:

@@ -112,13 +112,18 @@ class ExportScreen(ModalScreen[list[Path] | None]):
     def _write(self, model_path: Path | None, simgrid_dir: Path | None) -> None:
         state = self.session.series[self.key]
         written: list[Path] = []
+        model = state.model
         try:
+            if model is None:
+                raise UserError("no fitted model to write yet", where="export",
+                                hint="wait for the fit to finish (or press r to refit), then "
+                                "export again")
             if model_path is not None:
-                written.append(modelfiles.save_model(state.model, model_path,
+                written.append(modelfiles.save_model(model, model_path,
                                                      self.session.dataset, self.key,
                                                      validation=state.validation))
             if simgrid_dir is not None:
-                written += modelfiles.export_simgrid(state.model, simgrid_dir)
+                written += modelfiles.export_simgrid(model, simgrid_dir)
         except (UserError, OSError) as err:
             if isinstance(err, OSError):
                 err = UserError(f"cannot write: {err.strerror or err}",

@@ -81,7 +81,10 @@ class NoiseScreen(HelpMixin, Screen[None]):
             return
         self.query_one("#noise-body").loading = False
         colour = figures.regime_colour(regime)
-        reg = fitting.regimes(self.session.series[self.key].model)[regime]
+        model = self.session.series[self.key].model
+        if model is None:  # refitting: the view comes back with the next model
+            return
+        reg = fitting.regimes(model)[regime]
         title = Text.assemble((f"regime {regime} ", f"bold {colour}"),
                               f"{reg.family}  ·  {len(view.ratio):,} samples  ·  noise ",
                               (view.family, "bold"), "  (x: time / fitted curve)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import work
@@ -27,6 +27,9 @@ from tui.background import in_background
 from tui.screens.common import HelpMixin, notify_error
 from tui.session import SeriesState, Session
 from tui.widgets.plot import Plot, format_bytes
+
+if TYPE_CHECKING:
+    from kit.model.estimator import RegimeModel
 
 COARSE_STEP = 2 ** 0.5
 REFIT_DELAY_S = 0.6
@@ -290,7 +293,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         notify_error(self, err)
         self.redraw()
 
-    def _fitted(self, generation: int, model: Any, final: bool = True) -> None:
+    def _fitted(self, generation: int, model: RegimeModel, final: bool = True) -> None:
         if generation != self._generation or not self.is_attached:
             return  # a newer edit is being fitted, or the user left this series
         self.fitting = not final
@@ -301,7 +304,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
             self._validate_timer = self.set_timer(
                 VALIDATE_DELAY_S, lambda: self._start_validation(generation, model))
 
-    def _start_validation(self, generation: int, model: Any) -> None:
+    def _start_validation(self, generation: int, model: RegimeModel) -> None:
         self._validate_timer = None
         state = self.state
         if generation != self._generation or state is None:
@@ -310,7 +313,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self._validate(generation, model, state)
 
     @work(exclusive=True, group="validate")
-    async def _validate(self, generation: int, model: Any, state: SeriesState) -> None:
+    async def _validate(self, generation: int, model: RegimeModel, state: SeriesState) -> None:
         try:
             result = await in_background(fitting.validate, model, state.samples)
         except UserError as err:
@@ -328,7 +331,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
             self.notify(f"Validation skipped: {err.paragraph()}", severity="warning")
         self.redraw()
 
-    def _adopt(self, model: Any, source: str | None = None,
+    def _adopt(self, model: RegimeModel, source: str | None = None,
                validation: dict[str, Any] | None = None,
                intervals: dict[str, Any] | None = None) -> None:
         state = self.state

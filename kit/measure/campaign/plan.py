@@ -13,18 +13,18 @@ import hashlib
 import os
 import random
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kit import tools
 from kit.core.atomicwrite import output_error
 from kit.core.errors import CampaignError
-from kit.measure.campaign import jobrecord, nodestate, pairs
+from kit.measure.campaign import jobrecord, nodestate, pairplan, pairs
 from kit.measure.campaign.fileio import dump_json, write_atomic
 from kit.measure.campaign.manifest import MANIFEST_NAME, has_results, read_manifest
 from kit.measure.campaign.render import environment
-from kit.measure.campaign.schema import Campaign, load_campaign
+from kit.measure.campaign.schema import Campaign, load_campaign, time_limit_s
 from kit.measure.campaign.site import load_site
 from kit.measure.campaign.transports import TransportEntry, TransportTable, load_table
 from kit.tools import binaries
@@ -159,6 +159,8 @@ def expand(campaign: Campaign, out_dir: Path,
                             jobs.append(job)
     rng = random.Random(campaign.seed)
     rng.shuffle(jobs)
+    if node_pairs:
+        jobs = _by_rounds(jobs, campaign)
     width = max(3, len(str(len(jobs))))
     for index, job in enumerate(jobs):
         job.id = f"{index:0{width}d}-{job.key}"
@@ -167,6 +169,87 @@ def expand(campaign: Campaign, out_dir: Path,
         job.command = tools.get(job.tool).command(_spec_of(campaign, job), job.command,
                                                   seed=job.seed, job_dir=job_dir, k=job.k)
     return jobs, not_planned
+
+
+def _by_rounds(jobs: list[PlannedJob], campaign: Campaign) -> list[PlannedJob]:
+    """Pairs' jobs round by round (kit.measure.campaign.pairplan.visit_order: repetition r
+    of every pair before r + 1, each round disjoint matchings in a random order); other
+    jobs keep their shuffled place, spread over the same span. Stable: ties stay shuffled."""
+    def link(job: PlannedJob) -> tuple[str, str] | None:
+        if not job.host_pair or job.host_pair[0] == job.host_pair[1]:
+            return None
+        a, b = job.host_pair
+        return (a, b) if a < b else (b, a)
+
+    inter = [p for p in map(link, jobs) if p is not None]
+    if not inter:
+        return jobs
+    order = pairplan.visit_order(inter, campaign.repetitions, campaign.seed)
+    span = len(order) / max(len(jobs), 1)
+
+    def key(item: tuple[int, PlannedJob]) -> float:
+        index, job = item
+        pair = link(job)
+        return float(order[(pair, job.repetition)]) if pair else index * span
+
+    return [j for _, j in sorted(enumerate(jobs), key=key)]
+
+
+def _budget(campaign: Campaign, out_dir: Path, node_pairs: list[tuple[str, str]] | None
+            ) -> tuple[Campaign, pairplan.BudgetPlan | None]:
+    """The campaign with ``samples: auto`` set from ``pairs: {budget: ...}`` (and the plan),
+    or as it is; CampaignError for ``auto`` without a budget, or a budget it cannot meet."""
+    budget = campaign.pairs.budget if campaign.pairs else None
+    src = campaign.source or "campaign"
+    auto = [spec for spec in campaign.tools if spec.options.get("samples") == 0]
+    if budget is None:
+        if auto:
+            raise CampaignError("samples: auto needs a budget to size it",
+                                where=f"{src}:{auto[0].line} (tools)",
+                                hint='add pairs: {all-pairs: N, budget: {time: "04:00:00"}}, '
+                                "or give samples: N")
+        return campaign, None
+    where = f"{src}:{budget.line} (pairs budget)"
+    if len(campaign.tools) != 1 or campaign.tools[0].tool != "probe":
+        raise CampaignError("a budget plans a campaign of one probe entry", where=where,
+                            hint="keep one '- tool: probe' entry, or drop the budget")
+    spec = campaign.tools[0]
+    probe = replace(campaign, tools=(replace(spec, options={**spec.options, "samples": 1}),))
+    n_jobs = len(expand(probe, out_dir, node_pairs)[0])
+    nodes = {n for p in node_pairs or [] for n in p}
+    result = pairplan.plan_budget(budget, n_nodes=len(nodes), n_jobs=n_jobs,
+                                  sizes=_plan_sizes(spec.options["sizes"]),
+                                  warmup=int(spec.options["warmup"]),
+                                  samples=int(spec.options["samples"]), where=where)
+    limit = time_limit_s(campaign.slurm.time) - campaign.slurm.signal_lead
+    if result.job_s > limit:
+        raise CampaignError(f"one job takes about {result.job_s:.0f} s under this budget, "
+                            f"over the jobs' Slurm time limit {campaign.slurm.time} (less "
+                            f"{campaign.slurm.signal_lead} s to write the record)",
+                            where=f"{src} (slurm time)", hint="raise slurm: {time: ...}, or "
+                            "give the budget more concurrent pairs")
+    sized = replace(spec, options={**spec.options, "samples": result.samples})
+    return replace(campaign, tools=(sized,)), result
+
+
+def _plan_sizes(spec: str) -> list[int]:
+    """The sizes a probe plan draws from, for its mean round trip (a log grid of 64 sizes
+    stands for loguniform)."""
+    from kit.core.checks import parse_size
+
+    kind, _, rest = spec.partition(":")
+    if kind == "list":
+        return [parse_size(v) for v in rest.split(",")]
+    parts = rest.split(":")
+    lo, hi = max(parse_size(parts[0]), 1), max(parse_size(parts[1]), 1)
+    if kind == "grid":
+        factor = float(parts[2]) if len(parts) > 2 and float(parts[2]) > 1 else 2.0
+        out, v = [], float(lo)
+        while v <= hi:
+            out.append(int(v))
+            v *= factor
+        return out or [lo]
+    return [int(lo * (hi / lo) ** (i / 63)) for i in range(64)]
 
 
 def _spec_of(campaign: Campaign, job: PlannedJob) -> ToolSpec:
@@ -232,22 +315,6 @@ def kit_python() -> str:
     checkout nor the kit's dependencies, and a campaign keeps the helper it was planned with.
     """
     return os.environ.get("PT2PT_KIT_PYTHON") or load_site().python or "python3"
-
-
-def time_limit_s(text: str) -> int:
-    """Slurm's time formats (MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]) in seconds."""
-    days, _, rest = text.rpartition("-")
-    parts = [int(p) for p in rest.split(":")]
-    if days:
-        parts += [0] * (3 - len(parts))
-        h, m, sec = parts
-    elif len(parts) == 1:
-        h, m, sec = 0, parts[0], 0
-    elif len(parts) == 2:
-        h, m, sec = 0, parts[0], parts[1]
-    else:
-        h, m, sec = parts
-    return int(days or 0) * 86400 + h * 3600 + m * 60 + sec
 
 
 def _context(campaign: Campaign, table: TransportTable, job: PlannedJob,
@@ -381,9 +448,16 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
     """
     table = table or load_table()
     campaign = load_campaign(campaign_path, table=table)
+    if campaign.adaptive is not None:  # its rounds are planned one by one as they are chosen
+        raise CampaignError("an adaptive campaign ('design: adaptive') is planned round by "
+                            "round, as the measurements decide", where=str(campaign_path),
+                            hint="run it with 'pt2pt run-local CAMPAIGN.yaml -o DIR "
+                                 "[--dataset D]' (Slurm submission of adaptive rounds is "
+                                 "not there yet), or write 'design: fixed'")
     out_dir = out_dir.resolve()
     node_pairs = (pairs.resolve(campaign.pairs, campaign.seed, campaign.slurm.partition,
                                 slurm_env) if campaign.pairs else None)
+    campaign, budget = _budget(campaign, out_dir, node_pairs)  # refused: no folder left
     created = not out_dir.exists()
     _prepare_dir(out_dir, force)
     jobs, not_planned = expand(campaign, out_dir, node_pairs)
@@ -393,7 +467,7 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
                             hint="build the probe or install the Spack environment")
     try:
         return _write_plan(campaign_path, campaign, table, out_dir, jobs, not_planned,
-                           node_pairs)
+                           node_pairs, budget)
     except OSError as exc:
         # A full disk or a folder we may not write: no half plan is left to be submitted.
         if created:
@@ -407,7 +481,7 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
 
 def _write_plan(campaign_path: Path, campaign: Campaign, table: TransportTable, out_dir: Path,
                 jobs: list[PlannedJob], not_planned: list[Any],
-                node_pairs: Any) -> Path:
+                node_pairs: Any, budget: pairplan.BudgetPlan | None = None) -> Path:
     """Render and write every file of the plan; the manifest last (it names the rest)."""
     helper = out_dir / HELPER
     write_atomic(helper, Path(jobrecord.__file__).read_text(encoding="utf-8"), 0o755)
@@ -457,7 +531,9 @@ def _write_plan(campaign_path: Path, campaign: Campaign, table: TransportTable, 
                      "source": str(campaign.source),
                      "sha256": hashlib.sha256(source).hexdigest(),
                      "pairs": [list(p) for p in node_pairs] if node_pairs else None,
-                     "throttle": campaign.slurm.throttle, "binding": campaign.binding,
+                     "throttle": campaign.slurm.throttle,
+                     "order": "rounds" if node_pairs else "shuffled",
+                     "budget": budget.to_dict() if budget else None, "binding": campaign.binding,
                      "partition": campaign.slurm.partition},
         "transport_table": {"path": table.source, "skipped_exit": table.skipped_exit,
                             "check_failed_exit": table.check_failed_exit},

@@ -59,6 +59,21 @@ class SlurmSettings:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """What a multi-pair campaign may cost (``pairs: {..., budget: {...}}``): the whole
+    campaign's Slurm time, and the network it is planned for (round-trip costs)."""
+
+    time_s: int
+    latency_s: float = 20e-6
+    bandwidth_Bps: float = 1.25e9
+    #: one job's start (Slurm, MPI_Init, the transport check, the record): not measuring
+    startup_s: float = 5.0
+    #: pairs measured at once (0: half the nodes, every node busy in every round)
+    concurrent: int = 0
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class PairSpec:
     """Which node pairs to measure: explicit, ``random: K`` or ``all-pairs: CAP``."""
 
@@ -68,6 +83,20 @@ class PairSpec:
     switch: str = "any"  # any | same | across (needs Slurm's topology)
     partition: str | None = None
     seed: int | None = None
+    budget: Budget | None = None
+
+
+@dataclass(frozen=True)
+class AdaptiveSpec:
+    """``design: adaptive`` (issue 60): measure in rounds until the model's 95 % intervals
+    are as narrow as stated (kit.fit.adaptive is the design itself; this is its settings)."""
+
+    median: float = 0.02           # relative half-width of the median, every size decade
+    breaks: float | None = 0.05    # relative half-width of every break (None: not watched)
+    budget: int = 200_000          # samples over all rounds
+    rounds: int = 8
+    round_samples: int = 10_000
+    repetitions: int = 4           # of each size a round draws
 
 
 @dataclass(frozen=True)
@@ -91,6 +120,8 @@ class Campaign:
     #: how the ranks are pinned (kit.measure.campaign.nodestate.bind_cpu): ``cores`` (one
     #: physical core each, the same pair every run), ``none``, or ``cpus:A,B``
     binding: str = "cores"
+    #: None: the fixed design the tools' options state; else the adaptive design's settings
+    adaptive: AdaptiveSpec | None = None
 
 
 def _launcher(ck: _Checker, value: Any, path: PathKey) -> Launcher:
@@ -165,7 +196,8 @@ def _pairs(ck: _Checker, value: Any, path: PathKey) -> PairSpec | None:
                               "write e.g. [n1, n2]")
             pairs.append((names[0], names[1]))
         return PairSpec(explicit=tuple(pairs))
-    doc = ck.mapping(value, path, ("random", "all-pairs", "switch", "partition", "seed"))
+    doc = ck.mapping(value, path, ("random", "all-pairs", "switch", "partition", "seed",
+                                   "budget"))
     if ("random" in doc) == ("all-pairs" in doc):
         raise ck.fail(path, "give exactly one of 'random: K' and 'all-pairs: CAP'",
                       "or list the pairs explicitly: [[n1, n2], [n3, n4]]")
@@ -178,12 +210,69 @@ def _pairs(ck: _Checker, value: Any, path: PathKey) -> PairSpec | None:
     seed = doc.get("seed")
     if seed is not None:
         seed = ck.integer(seed, (*path, "seed"), 0, 2**31 - 1)
+    budget = _budget(ck, doc["budget"], (*path, "budget")) if "budget" in doc else None
     if "random" in doc:
         return PairSpec(random=ck.integer(doc["random"], (*path, "random"), 1, 1_000_000),
-                        switch=switch, partition=partition, seed=seed)
+                        switch=switch, partition=partition, seed=seed, budget=budget)
     cap = doc["all-pairs"]
     cap = 1_000_000 if cap is True else ck.integer(cap, (*path, "all-pairs"), 1, 1_000_000)
-    return PairSpec(all_pairs=cap, switch=switch, partition=partition, seed=seed)
+    return PairSpec(all_pairs=cap, switch=switch, partition=partition, seed=seed,
+                    budget=budget)
+
+
+def time_limit_s(text: str) -> int:
+    """Slurm's time formats (MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]) in seconds."""
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:
+        parts += [0] * (3 - len(parts))
+        h, m, sec = parts
+    elif len(parts) == 1:
+        h, m, sec = 0, parts[0], 0
+    elif len(parts) == 2:
+        h, m, sec = 0, parts[0], parts[1]
+    else:
+        h, m, sec = parts
+    return int(days or 0) * 86400 + h * 3600 + m * 60 + sec
+
+
+_QUANTITY_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ/]*)\s*$")
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_RATE_UNITS = {"Bps": 1.0, "kBps": 1e3, "MBps": 1e6, "GBps": 1e9, "bps": 0.125,
+               "kbps": 125.0, "Mbps": 1.25e5, "Gbps": 1.25e8}
+
+
+def _quantity(ck: _Checker, value: Any, path: PathKey, units: dict[str, float],
+              example: str) -> float:
+    m = _QUANTITY_RE.match(str(value))
+    if not m or m.group(2) not in units or not float(m.group(1)) > 0:
+        raise ck.fail(path, f"'{value}' is not a positive amount in {', '.join(units)}",
+                      f"write e.g. {example}")
+    return float(m.group(1)) * units[m.group(2)]
+
+
+def _budget(ck: _Checker, value: Any, path: PathKey) -> Budget:
+    """``budget: {time: "04:00:00", latency: 20us, bandwidth: 10Gbps, startup: 5s,
+    concurrent: K}``: the campaign's whole Slurm time and the network it is planned for."""
+    doc = ck.mapping(value, path, ("time", "latency", "bandwidth", "startup", "concurrent"))
+    if "time" not in doc:
+        raise ck.fail(path, "a budget needs 'time' (the whole campaign's Slurm time)",
+                      'write e.g. budget: {time: "04:00:00", bandwidth: 10Gbps}')
+    text = ck.text(str(doc["time"]), (*path, "time"), pattern=_SBATCH_RE,
+                   hint="write minutes, MM:SS, HH:MM:SS or D-HH:MM:SS, quoted")
+    if not _TIME_RE.match(text):
+        raise ck.fail((*path, "time"), f"invalid Slurm time {text!r}",
+                      "write minutes, MM:SS, HH:MM:SS or D-HH:MM:SS, quoted")
+    return Budget(
+        time_s=time_limit_s(text),
+        latency_s=_quantity(ck, doc.get("latency", "20us"), (*path, "latency"), _TIME_UNITS,
+                            "latency: 20us"),
+        bandwidth_Bps=_quantity(ck, doc.get("bandwidth", "10Gbps"), (*path, "bandwidth"),
+                                _RATE_UNITS, "bandwidth: 10Gbps or 1.25GBps"),
+        startup_s=_quantity(ck, doc.get("startup", "5s"), (*path, "startup"), _TIME_UNITS,
+                            "startup: 5s"),
+        concurrent=ck.integer(doc.get("concurrent", 0), (*path, "concurrent"), 0, 1_000_000),
+        line=ck.loc.line(path))
 
 
 def _tools(ck: _Checker, value: Any, path: PathKey, base: Path | None) -> tuple[ToolSpec, ...]:
@@ -245,7 +334,58 @@ def _transports(ck: _Checker, value: Any, mpi: str, table: TransportTable,
 
 
 _TOP_KEYS = ("name", "description", "mpi", "transports", "placement", "tools", "repetitions",
-             "seed", "launcher", "slurm", "env", "spack_view", "pairs", "binding")
+             "seed", "launcher", "slurm", "env", "spack_view", "pairs", "binding", "design")
+
+_DESIGN_HINT = ("write 'design: fixed' (the default), 'design: adaptive', or "
+                "'design: {adaptive: {median: 0.02, breaks: 0.05, budget: 200000, rounds: 8, "
+                "round_samples: 10000, repetitions: 4}}'")
+
+
+def _fraction(ck: _Checker, value: Any, path: PathKey) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise ck.fail(path, f"expected a relative half-width between 0 and 1, found {value!r}",
+                      "write e.g. 0.02 for ±2 %")
+    return float(value)
+
+
+def _design(ck: _Checker, value: Any, path: PathKey, tools: tuple[ToolSpec, ...],
+            n_series: int) -> AdaptiveSpec | None:
+    """``fixed`` | ``adaptive`` | ``{adaptive: {...}}``; adaptive measures one probe series."""
+    if value is None or value == "fixed":
+        return None
+    if value == "adaptive":
+        doc: dict[str, Any] = {}
+    elif isinstance(value, dict) and list(value) == ["adaptive"]:
+        inner = value["adaptive"] if value["adaptive"] is not None else {}
+        doc = ck.mapping(inner, (*path, "adaptive"),
+                         ("median", "breaks", "budget", "rounds", "round_samples",
+                          "repetitions"))
+        path = (*path, "adaptive")
+    else:
+        raise ck.fail(path, f"unknown design {value!r}", _DESIGN_HINT)
+    if (len(tools) != 1 or tools[0].tool != "probe" or len(tools[0].options["ops"]) != 1
+            or n_series != 1):
+        raise ck.fail(path, "an adaptive design measures one series: one '- tool: probe' "
+                      "entry with one op, over one transport and one placement",
+                      "keep one probe entry with e.g. 'ops: [pingpong]' and one transport "
+                      "and placement, or write 'design: fixed'")
+    default = AdaptiveSpec()
+    breaks = doc.get("breaks", default.breaks)
+    spec = AdaptiveSpec(
+        median=_fraction(ck, doc.get("median", default.median), (*path, "median")),
+        breaks=None if breaks is None else _fraction(ck, breaks, (*path, "breaks")),
+        budget=ck.integer(doc.get("budget", default.budget), (*path, "budget"), 1,
+                          1_000_000_000),
+        rounds=ck.integer(doc.get("rounds", default.rounds), (*path, "rounds"), 1, 1000),
+        round_samples=ck.integer(doc.get("round_samples", default.round_samples),
+                                 (*path, "round_samples"), 1, 10_000_000),
+        repetitions=ck.integer(doc.get("repetitions", default.repetitions),
+                               (*path, "repetitions"), 1, 10_000))
+    if spec.round_samples < spec.repetitions:
+        raise ck.fail((*path, "round_samples"), f"a round of {spec.round_samples} samples "
+                      f"cannot repeat a size {spec.repetitions} times",
+                      "raise round_samples or lower repetitions")
+    return spec
 
 _BINDING_HINT = ("write 'binding: cores' (each rank on a physical core of its own, the same "
                  "cores every run; the default), 'binding: none' (the scheduler places and "
@@ -308,16 +448,18 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
     spack_view = doc.get("spack_view", site.spack_view)
     if spack_view is not None:
         spack_view = ck.text(spack_view, ("spack_view",))
+    tools = _tools(ck, doc["tools"], ("tools",), base)
     return Campaign(
         name=name, mpi=mpi, transports=transports, placements=placements,
-        transport_placements=per_transport,
-        tools=_tools(ck, doc["tools"], ("tools",), base),
+        transport_placements=per_transport, tools=tools,
         repetitions=ck.integer(doc.get("repetitions", 1), ("repetitions",), 1, 10_000),
         seed=ck.integer(doc.get("seed", 1), ("seed",), 0, 2**31 - 1),
         launcher=launcher, slurm=_slurm(ck, doc.get("slurm"), ("slurm",), site), env=env,
         description=description, spack_view=spack_view, source=None,
         pairs=_pairs(ck, doc.get("pairs"), ("pairs",)),
-        binding=_binding(ck, doc.get("binding"), ("binding",)))
+        binding=_binding(ck, doc.get("binding"), ("binding",)),
+        adaptive=_design(ck, doc.get("design"), ("design",), tools,
+                         sum(len(per_transport[t]) for t in transports)))
 
 
 def load_campaign(path: Path, *, table: TransportTable | None = None,

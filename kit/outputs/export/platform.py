@@ -88,6 +88,8 @@ class ClusterPlatform:
     #: host speed written to the platform (flop/s): what benchmarked computation divides by
     speed: float = 1e9
     prefix: str = "node-"
+    #: what each host stands for (``node-i`` is ``labels[i]``), e.g. the measured node's name
+    labels: list[str] = field(default_factory=list)
 
     # ---------------------------------------------------------------- names
     def host_names(self) -> list[str]:
@@ -101,6 +103,28 @@ class ClusterPlatform:
     def all_link_names(self) -> list[str]:
         names = [n for i in range(self.hosts) for n in self.link_names(i).values()]
         return names + ([f"{self.name}_backbone"] if self.backbone else [])
+
+    def with_link_values(self, link_values: Mapping[str, LinkValue],
+                         labels: list[str] | None = None) -> ClusterPlatform:
+        """This platform with named links' nominal values (checked: known link, bandwidth
+        > 0, latency >= 0, finite) and, optionally, a label per host (what each host
+        stands for, e.g. the measured node's name; kept in platform.json)."""
+        known = set(self.all_link_names())
+        for link, value in link_values.items():
+            if link not in known:
+                raise UserError(f"link {link!r} is not in the platform", where="link values",
+                                hint=f"links are named like {self.link_names(0)['up']}, "
+                                "..._DOWN, ..._loopback (ClusterPlatform.link_names)")
+            if not (value.bandwidth > 0 and value.latency >= 0
+                    and math.isfinite(value.bandwidth) and math.isfinite(value.latency)):
+                raise UserError(f"link {link}: bandwidth {value.bandwidth} B/s, latency "
+                                f"{value.latency} s", where="link values",
+                                hint="bandwidth > 0 and latency >= 0, finite")
+        if labels is not None and len(labels) != self.hosts:
+            raise UserError(f"{len(labels)} host labels for {self.hosts} hosts",
+                            where="host labels", hint="give one label per host")
+        return replace(self, link_values=dict(link_values),
+                       labels=list(labels) if labels is not None else self.labels)
 
     # ---------------------------------------------------------------- files
     def platform_xml(self) -> str:
@@ -164,6 +188,8 @@ class ClusterPlatform:
             "link": vars(self.link), "loopback": vars(self.loopback),
             "backbone": vars(self.backbone) if self.backbone else None,
             "link_values": {k: vars(v) for k, v in sorted(self.link_values.items())},
+            "host_labels": {h: label for h, label in zip(self.host_names(), self.labels,
+                                                        strict=False)},
             "simgrid_version": "{}.{}".format(*self.version), "config": self.config,
             "inter": _summary(self.inter), "intra": _summary(self.intra) if self.intra else None,
             "notes": self.notes,
@@ -274,18 +300,7 @@ def cluster_platform(inter_model: PointToPointModel, *, hosts: int, cores: int =
                                backbone=backbone, inter=inter, intra=intra, config=config,
                                version=inter.version, notes=notes)
     if link_values:
-        known = set(platform.all_link_names())
-        for link, value in link_values.items():
-            if link not in known:
-                raise UserError(f"link {link!r} is not in the platform", where="link values",
-                                hint=f"links are named like {platform.link_names(0)['up']}, "
-                                "..._DOWN, ..._loopback (ClusterPlatform.link_names)")
-            if not (value.bandwidth > 0 and value.latency >= 0
-                    and math.isfinite(value.bandwidth) and math.isfinite(value.latency)):
-                raise UserError(f"link {link}: bandwidth {value.bandwidth} B/s, latency "
-                                f"{value.latency} s", where="link values",
-                                hint="bandwidth > 0 and latency >= 0, finite")
-        platform = replace(platform, link_values=dict(link_values))
+        platform = platform.with_link_values(link_values)
     return platform
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import matplotlib
 
-from kit.analyses.collectives import Share, ranking
+from kit.analyses.collectives import Share, ranking, selector_lines
 from kit.core.atomicwrite import make_dirs, write_text
 from kit.core.paths import PACKAGE_DIR
 from kit.outputs.report.plots import _save
@@ -114,6 +114,7 @@ def write_report(out_dir: Path, rows: pl.DataFrame, found: list[Share], *, sourc
                        for k, v in table.items()],
             "best": [(r["numproc"], _size(r["size"]), r["algorithm"])
                      for r in best.iter_rows(named=True)],
+            "selectors": [ln for ln in selector_lines(found) if ln.startswith(collective + " ")],
             "status": ", ".join(f"{r['len']} {r['status']}" for r in status.iter_rows(named=True)),
         })
     env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,

@@ -136,14 +136,15 @@ def loggp_part(dataset: Path, series: Mapping[str, str] | None = None, *,
         groups = _groups(dataset, series)
     except (UserError, OSError, pl.exceptions.PolarsError) as err:
         return [], [f"LogGP not estimated: the dataset could not be read ({err})."]
+    # the same note for every host pair of a multi-pair campaign is said once
+    only: dict[tuple[str, str], list[str]] = {}
     for row in groups.iter_rows(named=True):
         key = group_key(row)
         title = group_title(row)
         ops = set(row["ops"] or [])
         if not ops & set(EXTRA_OPS):
-            notes.append(f"{title}: LogGP not estimated: only {', '.join(sorted(ops))} was "
-                         "measured; o_s, o_r, g and G need send, recv and stream series "
-                         "(the probe's --op pingpong,send,recv,stream).")
+            base = group_title({**row, "host_pair": None})
+            only.setdefault((base, ", ".join(sorted(ops))), []).append(title)
             continue
         sel = dict(zip(GROUP_KEYS, key, strict=True))
         try:
@@ -153,4 +154,9 @@ def loggp_part(dataset: Path, series: Mapping[str, str] | None = None, *,
             notes.append(f"{title}: LogGP not estimated: {err.message}")
             continue
         blocks.append(block_from_result(title, result))
+    for (base, ops_text), titles in only.items():
+        what = titles[0] if len(titles) == 1 else f"{base} ({len(titles)} host pairs)"
+        notes.append(f"{what}: LogGP not estimated: only {ops_text} was measured; o_s, o_r, "
+                     "g and G need send, recv and stream series (the probe's --op "
+                     "pingpong,send,recv,stream).")
     return blocks, notes
