@@ -19,7 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "after the other in the planned (shuffled) order, with 'mpirun -n 2' on this host. "
         "Give a planned directory, or a campaign YAML file (planned first into -o DIR). "
         "Jobs already completed or skipped are not run again unless --rerun. Inter-node "
-        "jobs are recorded as skipped.")
+        "jobs are recorded as skipped. A campaign with 'design: adaptive' runs in rounds "
+        "(OUT/round-KK), collected into --dataset (default OUT/dataset), until its precision "
+        "target (exit 0) or its budget (exit 3); OUT/design.json records every round.")
     parser.add_argument("target", type=Path, metavar="DIR|CAMPAIGN")
     parser.add_argument("-o", "--output", type=Path, metavar="DIR",
                         help="where to plan a CAMPAIGN file (default: ./<file stem>)")
@@ -34,8 +36,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def _adaptive(campaign: Path) -> bool:
+    from kit.measure.campaign.schema import load_campaign
+
+    return load_campaign(campaign).adaptive is not None
+
+
 def run(args: argparse.Namespace) -> int:
     target: Path = args.target
+    if target.is_file() and _adaptive(target):
+        from kit.fit.adaptive_campaign import run_adaptive
+
+        out = args.output or Path.cwd() / target.stem
+        record = run_adaptive(target, out, args.dataset or out / "dataset")
+        return 0 if record["reached"] else 3
     if target.is_file():
         out = args.output or Path.cwd() / target.stem
         if (out / "manifest.json").is_file():

@@ -87,6 +87,19 @@ class PairSpec:
 
 
 @dataclass(frozen=True)
+class AdaptiveSpec:
+    """``design: adaptive`` (issue 60): measure in rounds until the model's 95 % intervals
+    are as narrow as stated (kit.fit.adaptive is the design itself; this is its settings)."""
+
+    median: float = 0.02           # relative half-width of the median, every size decade
+    breaks: float | None = 0.05    # relative half-width of every break (None: not watched)
+    budget: int = 200_000          # samples over all rounds
+    rounds: int = 8
+    round_samples: int = 10_000
+    repetitions: int = 4           # of each size a round draws
+
+
+@dataclass(frozen=True)
 class Campaign:
     name: str
     mpi: str
@@ -107,6 +120,8 @@ class Campaign:
     #: how the ranks are pinned (kit.measure.campaign.nodestate.bind_cpu): ``cores`` (one
     #: physical core each, the same pair every run), ``none``, or ``cpus:A,B``
     binding: str = "cores"
+    #: None: the fixed design the tools' options state; else the adaptive design's settings
+    adaptive: AdaptiveSpec | None = None
 
 
 def _launcher(ck: _Checker, value: Any, path: PathKey) -> Launcher:
@@ -319,7 +334,58 @@ def _transports(ck: _Checker, value: Any, mpi: str, table: TransportTable,
 
 
 _TOP_KEYS = ("name", "description", "mpi", "transports", "placement", "tools", "repetitions",
-             "seed", "launcher", "slurm", "env", "spack_view", "pairs", "binding")
+             "seed", "launcher", "slurm", "env", "spack_view", "pairs", "binding", "design")
+
+_DESIGN_HINT = ("write 'design: fixed' (the default), 'design: adaptive', or "
+                "'design: {adaptive: {median: 0.02, breaks: 0.05, budget: 200000, rounds: 8, "
+                "round_samples: 10000, repetitions: 4}}'")
+
+
+def _fraction(ck: _Checker, value: Any, path: PathKey) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise ck.fail(path, f"expected a relative half-width between 0 and 1, found {value!r}",
+                      "write e.g. 0.02 for ±2 %")
+    return float(value)
+
+
+def _design(ck: _Checker, value: Any, path: PathKey, tools: tuple[ToolSpec, ...],
+            n_series: int) -> AdaptiveSpec | None:
+    """``fixed`` | ``adaptive`` | ``{adaptive: {...}}``; adaptive measures one probe series."""
+    if value is None or value == "fixed":
+        return None
+    if value == "adaptive":
+        doc: dict[str, Any] = {}
+    elif isinstance(value, dict) and list(value) == ["adaptive"]:
+        inner = value["adaptive"] if value["adaptive"] is not None else {}
+        doc = ck.mapping(inner, (*path, "adaptive"),
+                         ("median", "breaks", "budget", "rounds", "round_samples",
+                          "repetitions"))
+        path = (*path, "adaptive")
+    else:
+        raise ck.fail(path, f"unknown design {value!r}", _DESIGN_HINT)
+    if (len(tools) != 1 or tools[0].tool != "probe" or len(tools[0].options["ops"]) != 1
+            or n_series != 1):
+        raise ck.fail(path, "an adaptive design measures one series: one '- tool: probe' "
+                      "entry with one op, over one transport and one placement",
+                      "keep one probe entry with e.g. 'ops: [pingpong]' and one transport "
+                      "and placement, or write 'design: fixed'")
+    default = AdaptiveSpec()
+    breaks = doc.get("breaks", default.breaks)
+    spec = AdaptiveSpec(
+        median=_fraction(ck, doc.get("median", default.median), (*path, "median")),
+        breaks=None if breaks is None else _fraction(ck, breaks, (*path, "breaks")),
+        budget=ck.integer(doc.get("budget", default.budget), (*path, "budget"), 1,
+                          1_000_000_000),
+        rounds=ck.integer(doc.get("rounds", default.rounds), (*path, "rounds"), 1, 1000),
+        round_samples=ck.integer(doc.get("round_samples", default.round_samples),
+                                 (*path, "round_samples"), 1, 10_000_000),
+        repetitions=ck.integer(doc.get("repetitions", default.repetitions),
+                               (*path, "repetitions"), 1, 10_000))
+    if spec.round_samples < spec.repetitions:
+        raise ck.fail((*path, "round_samples"), f"a round of {spec.round_samples} samples "
+                      f"cannot repeat a size {spec.repetitions} times",
+                      "raise round_samples or lower repetitions")
+    return spec
 
 _BINDING_HINT = ("write 'binding: cores' (each rank on a physical core of its own, the same "
                  "cores every run; the default), 'binding: none' (the scheduler places and "
@@ -382,16 +448,18 @@ def validate(loc: Located, *, table: TransportTable, site: SiteDefaults,
     spack_view = doc.get("spack_view", site.spack_view)
     if spack_view is not None:
         spack_view = ck.text(spack_view, ("spack_view",))
+    tools = _tools(ck, doc["tools"], ("tools",), base)
     return Campaign(
         name=name, mpi=mpi, transports=transports, placements=placements,
-        transport_placements=per_transport,
-        tools=_tools(ck, doc["tools"], ("tools",), base),
+        transport_placements=per_transport, tools=tools,
         repetitions=ck.integer(doc.get("repetitions", 1), ("repetitions",), 1, 10_000),
         seed=ck.integer(doc.get("seed", 1), ("seed",), 0, 2**31 - 1),
         launcher=launcher, slurm=_slurm(ck, doc.get("slurm"), ("slurm",), site), env=env,
         description=description, spack_view=spack_view, source=None,
         pairs=_pairs(ck, doc.get("pairs"), ("pairs",)),
-        binding=_binding(ck, doc.get("binding"), ("binding",)))
+        binding=_binding(ck, doc.get("binding"), ("binding",)),
+        adaptive=_design(ck, doc.get("design"), ("design",), tools,
+                         sum(len(per_transport[t]) for t in transports)))
 
 
 def load_campaign(path: Path, *, table: TransportTable | None = None,

@@ -1,0 +1,75 @@
+"""``pt2pt run-local`` of an adaptive campaign with the real probe and Open MPI: rounds
+planned and run one by one, every round collected into one series, the design recorded
+(issue 60 item 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.data import dataset as ds
+
+CAMPAIGN = """\
+name: adaptive-local
+mpi: openmpi
+transports: [tcp]
+placement: intra-node
+seed: 4
+launcher: mpirun
+tools:
+  - tool: probe
+    ops: [pingpong]
+    sizes: loguniform:1:64K
+    warmup: 5
+design:
+  adaptive: {median: 0.001, breaks: null, budget: 600, rounds: 4, round_samples: 200,
+             repetitions: 2}
+"""
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probe_bin: Path) -> None:
+    monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
+    monkeypatch.setenv("PT2PT_PROBE", str(probe_bin))
+    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")
+    monkeypatch.setenv("UCX_TLS", "tcp")
+
+
+def _pt2pt(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kit", *map(str, args)], capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_adaptive_rounds_until_the_budget_every_round_kept(tmp_path: Path) -> None:
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(CAMPAIGN)
+    out = tmp_path / "out"
+    proc = _pt2pt("run-local", campaign, "-o", out)
+    # a ±0.1 % median in every decade from 600 samples: the budget stops it (exit 3)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "the sample budget (600) was spent" in proc.stdout
+    record = json.loads((out / "design.json").read_text())
+    assert (out / "dataset" / "design.json").read_text() == (out / "design.json").read_text()
+    assert record["stopped"] == "budget" and not record["reached"]
+    assert [r["round"] for r in record["rounds"]] == [0, 1, 2]
+    assert record["settings"]["target"]["median"] == 0.001
+    data = ds.select_series(out / "dataset", {"campaign": "adaptive-local"})
+    assert len(data.size) == record["total_samples"] == 600
+    for r in record["rounds"]:
+        plan = (out / f"round-{r['round']:02d}.yaml").read_text()
+        assert "list:" + ",".join(map(str, r["sizes"])) in plan
+        assert (out / f"round-{r['round']:02d}" / "manifest.json").is_file()
+        assert r["samples"] == 2 * len(r["sizes"]) == 200
+        measured = set(data.size.astype(int).tolist())
+        assert set(r["sizes"]) <= measured
+    # a second run into the same folder is refused in words, nothing lost
+    again = _pt2pt("run-local", campaign, "-o", out)
+    assert again.returncode != 0 and "Traceback" not in again.stderr
+    assert "already holds an adaptive campaign" in " ".join(again.stderr.split())
+    assert len(ds.select_series(out / "dataset", {"campaign": "adaptive-local"}).size) == 600
