@@ -325,6 +325,8 @@ def fit_samples(samples: SeriesSamples, opts: FitOptions = FitOptions()) -> Mode
         raise ModelError(f"fitting failed: {exc}", where=where_data,
                          hint="move or delete breakpoints so each regime holds enough "
                          "distinct sizes, or fit without fixed breakpoints") from exc
+    model, dropped = _physical_or_without_sizes(model, params, size[::step], time[::step],
+                                                where_data)
     reported = None
     if samples.aggregate and samples.dataset is not None:
         reported = reported_noise(samples.dataset, samples.keys, model.breakpoints_)
@@ -334,7 +336,39 @@ def fit_samples(samples: SeriesSamples, opts: FitOptions = FitOptions()) -> Mode
         fitted.run_quality = samples.quality.to_dict()
     if samples.subsample is not None:
         fitted.provenance["subsample"] = {**samples.subsample, "fitted": len(size)}
+    if dropped:
+        fitted.provenance["per_size_dropped"] = dropped
     return fitted
+
+
+def _physical_or_without_sizes(model: Any, params: dict[str, Any], size: Any, time: Any,
+                               where: str) -> tuple[Any, str]:
+    """The fitted model if every reader accepts it (kit.model.schema.check_physical, the
+    gate of every model read), else the same fit without its per-size layer and why.
+
+    A fit must never write a file its own reader refuses (a busy run's per-size tails once
+    did); the layer is the only part fitted from single sizes' few samples, so it goes
+    first. A model refused even then is an error naming the data, never a file."""
+    from kit.model import RegimeModel
+    from kit.model.schema import check_physical
+
+    try:
+        check_physical(model, where)
+        return model, ""
+    except ModelError as err:
+        if not params.get("per_size", True):
+            raise ModelError(f"the fitted model is not physical: {err.message}", where=where,
+                             hint="look at the series' samples (pt2pt tui); a run with "
+                             "times out of any message's range is damaged") from None
+        why = err.message
+    plain = RegimeModel(**{**params, "per_size": False}).fit(size, time)
+    try:
+        check_physical(plain, where)
+    except ModelError as err:
+        raise ModelError(f"the fitted model is not physical: {err.message}", where=where,
+                         hint="look at the series' samples (pt2pt tui); a run with times "
+                         "out of any message's range is damaged") from None
+    return plain, f"per-size layer left out: with it, {why}"
 
 
 def validate_fit(fitted: ModelFile, samples: SeriesSamples,

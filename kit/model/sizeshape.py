@@ -60,6 +60,9 @@ SHAPE_LEVELS = np.arange(1, 32) / 32.0
 #: Candidate pseudo-sample counts α of the base (∞: the base alone).
 ALPHA_GRID = np.array([0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0,
                        1024.0, 4096.0, math.inf])
+#: How far (ln time) a size's stored quantiles may lie beyond both its own samples'
+#: quantiles and the population's at the same level: a factor 2.
+BEYOND_SEEN = math.log(2.0)
 #: Fewest samples of a size for a shape of its own (two samples' median is their mean).
 MIN_OWN = 3
 #: Fewest sizes of a regime (each with >= 2 MIN_OWN samples) to cross-validate α.
@@ -283,10 +286,17 @@ def estimate_shape(sizes_all: NDArray, counts: NDArray, si_lt: NDArray, regime_o
                                    tau[mine], sigma[mine], spread)
         # what the size's own samples weigh in its prior: its location, and its spread
         prior_weight[mine] = np.maximum(located, _spread_weight(spread_info, n[mine]))
+        # a size's spread scales the typical size's tail (prior_base): a size whose own
+        # quartiles span two bands (a busy run's 10 ms hiccups beside its 5 us body) would
+        # scale that tail by ~e^7, to p97 of 10^9 s; no level of it goes beyond both what
+        # the size's samples and the population say by more than BEYOND_SEEN
+        lo = np.minimum(pop[mine], own[mine]) - BEYOND_SEEN
+        hi = np.maximum(pop[mine], own[mine]) + BEYOND_SEEN
+        base = np.clip(base, lo, hi)
         a_k, scale = choose_pooling(mine, n, local, lt, pop, one, tau, sigma, spread_info,
                                     rng)
         alpha[mine] = a_k
-        final[mine] = pooled(own[mine], base, n[mine], a_k, levels, scale)
+        final[mine] = np.clip(pooled(own[mine], base, n[mine], a_k, levels, scale), lo, hi)
         info[k]["spread"] = spread_info
         info[k]["alpha"] = [None if math.isinf(a) else float(a) for a in a_k]
         info[k]["tail_scale"] = list(scale)
