@@ -202,10 +202,10 @@ def test_diff_calls_no_change_on_a_disturbed_side_unless_told_to() -> None:
     assert plain.changed and not plain.withheld
 
 
-def _probe_job(folder: Path, conditions: dict[str, object], order: str) -> Path:
+def _probe_job(folder: Path, conditions: dict[str, object], order: str, seed: int = 5) -> Path:
     """A probe run (blocked or shuffled) in a job folder whose job.json records conditions."""
     folder.mkdir(parents=True)
-    rng = np.random.default_rng(5)
+    rng = np.random.default_rng(seed)
     sizes = np.repeat(2 ** np.arange(0, 23), 40)
     rows = [f"{i},pingpong,{s},1,{2 * 20e-6 * (1 + s / 1.2e8) * rng.lognormal(0, .05):.9e},,0"
             for i, s in enumerate(sizes)]
@@ -268,3 +268,25 @@ def test_crosscheck_only_in_the_same_conditions(tmp_path: Path, fixtures_dir: Pa
         assert "order shuffled" in why and "order blocked" in why
     else:
         assert "probe: 1 of 1 run(s) disturbed (load 7.6" in why
+
+
+def test_the_tui_shows_the_runs_conditions_and_its_diff_withholds(tmp_path: Path) -> None:
+    """The explorer's series table carries each series' conditions (its `runs` column), and
+    its diff of two marked series calls no change when one ran on a disturbed node."""
+    from tui import loading
+    from tui.diffing import diff_series
+
+    data = tmp_path / "ds"
+    quiet = _probe_job(tmp_path / "quiet", record(2.0), "shuffled")
+    busy = _probe_job(tmp_path / "busy", record(6.5), "shuffled", seed=6)
+    assert ingest([quiet], data, campaign="quiet", transport="tcp").ok
+    assert ingest([busy], data, campaign="busy", transport="tcp").ok
+    rows = {r.key.get("campaign"): r for r in loading.series_rows(data)}
+    assert rows["quiet"].conditions == "quiet"
+    assert rows["busy"].conditions == "disturbed" and "load 6.5" in rows["busy"].conditions_why
+    keys = [r.key for r in rows.values()]
+    a = loading.load_samples(data, rows["quiet"].key, keys)
+    b = loading.load_samples(data, rows["busy"].key, keys)
+    result = diff_series(a, b, data)
+    assert result.withheld and result.verdict.startswith("no verdict")
+    assert not diff_series(a, b).withheld  # without the dataset nothing is known

@@ -55,7 +55,7 @@ def test_one_over_k_is_recovered() -> None:
             parts.append(pl.DataFrame({"pairs": [k] * n, "size": [size] * n,
                                        "time": one_way(k, size, rng, n)}))
     group = ct.analyse(pl.concat(parts), {"op": "pingpong"})
-    assert (group.small_size, group.large_size) == (SMALL, LARGE)
+    assert (group.small_size, group.large_size) == ((SMALL, SMALL + 1), (LARGE, LARGE + 1))
     assert [r.k for r in group.rows] == [1, 2, 4, 8]
     for row in group.rows:
         assert row.bandwidth_ratio is not None
@@ -71,11 +71,34 @@ def test_groups_need_common_sizes_and_k1() -> None:
     frame = pl.DataFrame({"pairs": [1, 1, 2, 2], "size": [8, 16, 32, 64],
                           "time": [1e-6, 2e-6, 3e-6, 4e-6]})
     assert "no message size" in ct.analyse(frame).notes[0]
-    frame = pl.DataFrame({"pairs": [2] * 8 + [4] * 8, "size": [8] * 16,
-                          "time": [1e-6] * 8 + [2e-6] * 8})
+    frame = pl.DataFrame({"pairs": [2] * 12 + [4] * 12, "size": [8] * 24,
+                          "time": [1e-6] * 12 + [2e-6] * 12})
     group = ct.analyse(frame)
     assert group.rows and group.rows[0].bandwidth_ratio is None
     assert any("no k = 1" in note for note in group.notes)
+
+
+def test_log_uniform_plans_are_compared_in_windows_every_k_measured_densely() -> None:
+    """Two log-uniform plans (other seeds per k) share no size but 0..3 B: the figures are
+    read in quarter-octave windows each k measured densely, not "@3 B"."""
+    parts = []
+    for k, seed in ((1, 1), (2, 2), (4, 3)):
+        rng = np.random.default_rng(seed)
+        sizes = np.floor(np.exp(rng.uniform(0, np.log(4 << 20), 3000))).astype(np.int64)
+        parts.append(pl.DataFrame({"pairs": [k] * sizes.size, "size": sizes,
+                                   "time": [float(one_way(k, int(s), rng, 1)[0])
+                                            for s in sizes]}))
+    group = ct.analyse(pl.concat(parts))
+    assert group.small_size is not None and group.large_size is not None
+    lo, hi = group.large_size
+    assert lo >= 1 << 20 and hi / lo <= 2 ** 0.25 + 1e-6, group.large_size
+    assert "[" in ct.headers(group)[3] and "@3 B" not in " ".join(ct.headers(group))
+    ratios = {r.k: r.bandwidth_ratio for r in group.rows}
+    assert abs(ratios[2] - 0.5) < 0.1 and abs(ratios[4] - 0.25) < 0.05, ratios
+    # too sparse: no window with enough samples of every k, and it says so
+    sparse = pl.concat(p.head(12) for p in parts)
+    found = ct.analyse(sparse)
+    assert not found.rows and "cannot be compared like for like" in found.notes[0]
 
 
 def _dataset(root: Path, ks: tuple[int, ...], seed: int = 0) -> Path:
@@ -110,7 +133,7 @@ def test_cli_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main(["contention", str(dataset), "--series", "pairs=1"]) == 1  # one k: no group
     assert "no contention runs" in " ".join(capsys.readouterr().err.split())
     assert main(["contention", str(dataset), "--json", "-"]) == 0
-    assert json.loads(capsys.readouterr().out)["groups"][0]["large_size"] == LARGE
+    assert json.loads(capsys.readouterr().out)["groups"][0]["large_sizes"] == [LARGE, LARGE + 1]
 
 
 def test_a_dataset_without_contention_says_so(tmp_path: Path,

@@ -213,3 +213,28 @@ def test_crosscheck_is_withheld_without_the_same_conditions(tmp_path: Path,
     assert "x1.3-1.5" in why
     # nothing to set beside: no probe model for the tool's transport
     assert crosscheck(dataset, [other]).table is None
+
+
+def test_no_unflagged_violation_in_the_demos_output(
+        demo_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """The demo's data through the physical sanity layer (kit/figures/sanity.py): its summary,
+    report and SimGrid exports, and LogGP / diff on its dataset, show no figure physics
+    forbids unflagged (tests/sanity_scan.py); the exports have no factor <= 0."""
+    from tests.sanity_scan import violations
+
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    texts = [("demo", proc.stdout + proc.stderr),
+             ("report", (out / "report" / "index.html").read_text(encoding="utf-8"))]
+    texts += [(str(p), p.read_text()) for p in (out / "simgrid").glob("*/smpi-config.txt")]
+    dataset = out / "dataset"
+    for args in (["loggp", dataset, "--series", "transport=tcp"],
+                 ["loggp", dataset, "--series", "transport=shm"],
+                 ["diff", f"{dataset}#transport=tcp,op=pingpong", "--halves",
+                  "--bootstrap", "40"]):
+        done = subprocess.run([sys.executable, "-m", "kit", *map(str, args)], env=mpi_env(),
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode in (0, 3, 4) and "Traceback" not in done.stderr, done.stderr
+        texts.append((" ".join(map(str, args[:1])), done.stdout + done.stderr))
+    found = [v for where, text in texts for v in violations(text, where)]
+    assert not found, "\n".join(found[:20])

@@ -139,6 +139,7 @@ def _tui(cmd: str, work: Path) -> None:
     assert rows > 0 and fitted == rows, (rows, fitted)
 
 
+@pytest.mark.timeout(3600)  # a demo, a Slurm campaign, fits, a report: ~15 min at load 18
 def test_every_tutorial_command_runs_in_order(tmp_path: Path, slurm_cluster: Cluster,
                                               probe_bin: Path) -> None:
     work = _workdir(tmp_path)

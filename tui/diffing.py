@@ -7,9 +7,10 @@ which are highlighted), so it can be tested without a terminal.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from kit.analyses.diff import DiffResult, Side, diff, human_size
-from tui.loading import Samples
+from tui.loading import Samples, run_conditions
 
 
 @dataclass(frozen=True)
@@ -24,11 +25,16 @@ class DiffRow:
     slower: bool
 
 
-def diff_series(a: Samples, b: Samples, *, seed: int = 0) -> DiffResult:
+def diff_series(a: Samples, b: Samples, dataset: str | Path | None = None, *,
+                seed: int = 0) -> DiffResult:
     """B against A (see ``pt2pt diff``), on the samples the explorer already holds (the rows
-    ``pt2pt fit`` fits, so the comparison is ``pt2pt diff``'s on the same series)."""
-    return diff(Side.of(a.key.label, a.fit_rows()), Side.of(b.key.label, b.fit_rows()),
-                seed=seed)
+    ``pt2pt fit`` fits, so the comparison is ``pt2pt diff``'s on the same series); with
+    ``dataset``, the runs' recorded conditions too (no verdict on a disturbed side)."""
+    def side(s: Samples) -> Side:
+        found = run_conditions(dataset, s.key) if dataset is not None else []
+        return Side.of(s.key.label, s.fit_rows(), conditions=found)
+
+    return diff(side(a), side(b), seed=seed)
 
 
 def _pct(x: float) -> str:

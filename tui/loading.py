@@ -15,7 +15,7 @@ import polars as pl
 from kit.core.errors import UserError
 from kit.data.schema import SERIES_KEYS
 from kit.figures.series import SeriesFigures
-from kit.measure.conditions import RUN_KEYS, conditions_by_series
+from kit.measure.conditions import RUN_KEYS, Conditions, conditions_by_series
 from tui.serieskey import SeriesKey
 
 if TYPE_CHECKING:
@@ -133,6 +133,18 @@ def _mpi_by_series(runs: pl.DataFrame | None) -> dict[tuple[str, str, str], str]
         if version and k not in out:
             out[k] = version[0][:40]
     return out
+
+
+def run_conditions(dataset: str | Path, key: SeriesKey) -> list[Conditions]:
+    """The recorded conditions (kit.measure.conditions) of the runs of one series."""
+    runs = _runs(Path(dataset))
+    if runs is None:
+        return []
+    for name in RUN_KEYS:
+        value = key.get(name)
+        if value:
+            runs = runs.filter(pl.col(name).cast(pl.String) == value)
+    return [Conditions.from_row(row) for row in runs.iter_rows(named=True)]
 
 
 def _conditions(found: tuple[str, str] | None) -> dict[str, str]:

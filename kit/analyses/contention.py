@@ -5,10 +5,11 @@ network": the ideal link split fairly gives each pair 1/k of the bandwidth, so t
 the per-pair bandwidth to k = 1 (``x k=1``) is printed beside 1/k, and the aggregate (k times
 the per-pair figure) says whether the k pairs together fill more than one pair could.
 
-Series that differ only in ``pairs`` form a group; each k is compared at the same message
-sizes: the smallest size every k measured (latency: median one-way time) and the largest
-(per-pair effective bandwidth, kit.figures.bandwidth's definition: size / median one-way time). A
-size where every k has enough samples for an interval is preferred.
+Series that differ only in ``pairs`` form a group; each k is compared in the same size windows
+(a quarter octave each): the smallest window every k measured densely (latency: median one-way
+time) and the largest (per-pair effective bandwidth, kit.figures.bandwidth's definition: size /
+one-way time per sample, its median). Without a window every k measured densely the group says
+it cannot compare them.
 
 Intervals: distribution-free, for the median (order statistics). The number of samples below
 the true median is Binomial(n, 1/2), so [x_(r), x_(n+1-r)] covers it with probability
@@ -103,8 +104,10 @@ class Group:
     """Series that differ only in k, compared at common sizes."""
 
     keys: dict[str, str]
-    small_size: int | None = None
-    large_size: int | None = None
+    #: the size windows [lo, hi) bytes compared: latency in the smallest, bandwidth in the
+    #: largest every k measured densely
+    small_size: tuple[int, int] | None = None
+    large_size: tuple[int, int] | None = None
     rows: list[KRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -115,8 +118,10 @@ class Group:
         return " / ".join(v for k, v in self.keys.items() if v and v != UNKNOWN)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"series": self.keys, "small_size": self.small_size,
-                "large_size": self.large_size, "level": LEVEL,
+        return {"series": self.keys,
+                "small_sizes": list(self.small_size) if self.small_size else None,
+                "large_sizes": list(self.large_size) if self.large_size else None,
+                "level": LEVEL,
                 "rows": [r.to_dict() for r in self.rows], "notes": self.notes}
 
 
@@ -132,20 +137,50 @@ def groups_of(table: pl.DataFrame) -> list[dict[str, str]]:
     return [{k: str(row[k]) for k in keys} for row in found.iter_rows(named=True)]
 
 
-def _common_size(by_k: Mapping[int, pl.DataFrame], *, largest: bool, need: int) -> int | None:
-    """The smallest (or largest positive) size every k measured; one where every k has
-    ``need`` samples is preferred (an interval needs them)."""
+#: Size windows per octave: log-uniform plans rarely repeat a size, so the values of k are
+#: compared on the samples of a window that every k measured densely, not at one exact size
+#: (the largest size two log-uniform plans shared was 3 B: "per-pair bandwidth @3 B").
+WINDOWS_PER_OCTAVE = 4
+#: Samples every k needs in a window for it to count as densely measured.
+DENSE = 10
+
+
+def window_of(size: float) -> int:
+    """The quarter-octave window of ``size`` (-1 for size 0)."""
+    return -1 if size < 1 else math.floor(WINDOWS_PER_OCTAVE * math.log2(size) + 1e-9)
+
+
+def window_bounds(w: int) -> tuple[int, int]:
+    """[lo, hi) bytes of window ``w`` (integer bounds: sizes are whole bytes)."""
+    if w < 0:
+        return 0, 1
+    return (math.ceil(2 ** (w / WINDOWS_PER_OCTAVE)),
+            math.ceil(2 ** ((w + 1) / WINDOWS_PER_OCTAVE)))
+
+
+def _common_window(by_k: Mapping[int, pl.DataFrame], *, largest: bool,
+                   need: int) -> tuple[int, int] | None:
+    """The smallest (or largest nonzero) size window where every k has ``need`` samples."""
     counts: dict[int, int] | None = None
     for frame in by_k.values():
-        here = dict(frame.group_by("size").len().iter_rows())
-        counts = here if counts is None else {s: min(c, here[s]) for s, c in counts.items()
-                                              if s in here}
-    sizes = [s for s in (counts or {}) if not largest or s > 0]
-    if not sizes:
+        windows = [window_of(float(v)) for v in frame["size"].to_list()]
+        here: dict[int, int] = {}
+        for w in windows:
+            here[w] = here.get(w, 0) + 1
+        counts = here if counts is None else {w: min(c, here[w]) for w, c in counts.items()
+                                              if w in here}
+    dense = [w for w, c in (counts or {}).items() if c >= need and (not largest or w >= 0)]
+    if not dense:
         return None
-    assert counts is not None
-    enough = [s for s in sizes if counts[s] >= need] or sizes
-    return max(enough) if largest else min(enough)
+    return window_bounds(max(dense) if largest else min(dense))
+
+
+def _seen(by_k: Mapping[int, pl.DataFrame], window: tuple[int, int]) -> tuple[int, int]:
+    """The sizes measured in ``window``: [smallest, largest + 1) over every k (one exact size,
+    as a grid or list plan gives, reads as that size)."""
+    sizes = pl.concat([f["size"] for f in by_k.values()])
+    inside = sizes.filter(sizes.is_between(window[0], window[1], closed="left"))
+    return int(inside.min()), int(inside.max()) + 1  # type: ignore[arg-type]
 
 
 def analyse(frame: pl.DataFrame, keys: Mapping[str, str] | None = None,
@@ -157,20 +192,27 @@ def analyse(frame: pl.DataFrame, keys: Mapping[str, str] | None = None,
     if len(by_k) < 2:
         group.notes.append("fewer than two values of k: nothing to compare")
         return group
-    need = min_samples(level)
-    small = _common_size(by_k, largest=False, need=need)
-    large = _common_size(by_k, largest=True, need=need)
+    need = max(min_samples(level), DENSE)
+    small = _common_window(by_k, largest=False, need=need)
+    large = _common_window(by_k, largest=True, need=need)
     if small is None or large is None:
-        group.notes.append("no message size was measured at every k: measure each k with "
-                           "the same size plan (same seed or an explicit list)")
+        group.notes.append(f"no message size window (a quarter octave) holds {need} samples "
+                           "of every k, so the values of k cannot be compared like for like: "
+                           "measure each k with more samples or the same size plan (an "
+                           "explicit list or a grid)")
         return group
+    small, large = _seen(by_k, small), _seen(by_k, large)
     group.small_size, group.large_size = small, large
+    if large == small:
+        group.notes.append("one size window only is measured densely at every k: latency "
+                           "and bandwidth are read in the same window")
     for k in sorted(by_k):
-        t_small = by_k[k].filter(pl.col("size") == small)["time"].to_numpy()
-        t_large = by_k[k].filter(pl.col("size") == large)["time"].to_numpy()
-        latency = median_interval(t_small, level)
-        # size / time is decreasing in time: the bandwidth's order statistics are the times'
-        bandwidth = median_interval(large / t_large, level)
+        part = by_k[k]
+        in_small = part.filter(pl.col("size").is_between(small[0], small[1], closed="left"))
+        in_large = part.filter(pl.col("size").is_between(large[0], large[1], closed="left"))
+        latency = median_interval(in_small["time"].to_numpy(), level)
+        # per sample: its size over its time (the window's sizes differ by up to 19 %)
+        bandwidth = median_interval((in_large["size"] / in_large["time"]).to_numpy(), level)
         group.rows.append(KRow(k, latency, bandwidth, ideal=1.0 / k))
     base = next((r for r in group.rows if r.k == 1), None)
     if base is None:
@@ -224,6 +266,14 @@ def fmt_size(size: int) -> str:
     return f"{size} B"
 
 
+def fmt_window(window: tuple[int, int] | None) -> str:
+    """``[724 B, 861 B)``: the sizes a figure was read in."""
+    if window is None:
+        return "–"
+    lo, hi = window
+    return f"{fmt_size(lo)}" if hi - lo <= 1 else f"[{fmt_size(lo)}, {fmt_size(hi)})"
+
+
 def fmt_ratio(value: float | None) -> str:
     return "–" if value is None or not math.isfinite(value) else f"{value:.3f}"
 
@@ -231,8 +281,8 @@ def fmt_ratio(value: float | None) -> str:
 def headers(group: Group) -> list[str]:
     """Column headers that say what each figure is (statistic, size, interval)."""
     pct = f"{LEVEL:.0%}"
-    small = fmt_size(group.small_size or 0)
-    large = fmt_size(group.large_size or 0)
+    small = fmt_window(group.small_size)
+    large = fmt_window(group.large_size)
     return ["k", f"median one-way time @{small} [{pct} CI]", "time x k=1",
             f"per-pair eff. bw @{large} (median) [{pct} CI]", "bw x k=1", "ideal 1/k",
             "aggregate bw (k x per-pair)"]

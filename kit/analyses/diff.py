@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 
 from kit.core.atomicwrite import replacing
 from kit.core.errors import UserError
+from kit.figures import sanity
 from kit.figures.series import LEGEND
 from kit.model.outliers import group_medians
 from kit.model.runs import string_codes
@@ -259,6 +260,7 @@ class BandChange:
     ci_hi: float
     significant: bool
     kind: str = "regime"  # or "break window"
+    why: str = ""  # why the change is not estimated (its interval is no estimate)
 
 
 @dataclass
@@ -275,6 +277,9 @@ class ParamChange:
     ci_hi: float
     significant: bool
     relative: bool = True
+    #: why the change is not estimated (kit.figures.sanity: a value or interval physics
+    #: forbids); the row is then shown without numbers
+    why: str = ""
 
 
 @dataclass
@@ -447,17 +452,22 @@ def _per_size_medians(size: Array, time: Array) -> tuple[Array, Array, Array]:
     return uniq, group_medians(time, inv, counts), counts.astype(np.float64)
 
 
-def _param_values(family: str, params: dict[str, float]) -> dict[str, tuple[float, bool]]:
-    """The parameters a reader compares: (value, relative?)."""
+def _param_values(family: str, params: dict[str, float], lo: float = 1.0
+                  ) -> dict[str, tuple[float, bool]]:
+    """The parameters a reader compares: (value, relative?). A power law a·s^b is compared
+    by its time at the regime's smallest size ``lo`` (a itself is the time of a 1-byte
+    message, far outside a regime that starts at 64 KiB) and its exponent."""
     if family == "constant":
         return {"latency_s": (params["a"], True)}
     if family == "linear":
         bw = 1.0 / params["b"] if params["b"] > 0 else math.inf
         return {"latency_s": (params["a"], True), "bandwidth_Bps": (bw, True)}
-    return {"time_at_lo_s": (params["a"], True), "exponent": (params["b"], False)}
+    return {"time_at_lo_s": (params["a"] * max(lo, 1.0) ** params["b"], True),
+            "exponent": (params["b"], False)}
 
 
-def _fit_params(family: str, s: Array, m: Array, w: Array) -> dict[str, tuple[float, bool]]:
+def _fit_params(family: str, s: Array, m: Array, w: Array, lo: float = 1.0
+                ) -> dict[str, tuple[float, bool]]:
     """Closed-form weighted fit of ``family`` to per-size medians (cheap enough to bootstrap).
 
     Relative-error least squares as in the engine's starting values: constant is the
@@ -472,7 +482,7 @@ def _fit_params(family: str, s: Array, m: Array, w: Array) -> dict[str, tuple[fl
         if np.ptp(s) <= 0:
             raise ValueError("one size")
         b, la = np.polyfit(np.log(s), np.log(m), 1, w=np.sqrt(w))
-        return _param_values(family, {"a": float(np.exp(la)), "b": float(b)})
+        return _param_values(family, {"a": float(np.exp(la)), "b": float(b)}, lo)
     sw = np.sqrt(w / w.mean())
     design = np.stack([1.0 / m, s / m], axis=1) * sw[:, None]
     coef, *_ = np.linalg.lstsq(design, sw, rcond=None)
@@ -547,8 +557,10 @@ def diff(a: Side, b: Side, *, alpha: float = 0.05, min_effect: float = 0.02,
     for lo, hi, name, na, nb, e, s, kind in pending:
         lo_ci, hi_ci = e - z * s, e + z * s
         sig = (lo_ci > 0 or hi_ci < 0) and abs(math.expm1(e)) >= min_effect
-        bands.append(BandChange(lo, hi, name, na, nb, math.expm1(e), math.expm1(lo_ci),
-                                math.expm1(hi_ci), bool(sig), kind))
+        change, c_lo, c_hi = math.expm1(e), math.expm1(lo_ci), math.expm1(hi_ci)
+        why = sanity.ratio_interval_problem(change, c_lo, c_hi) or ""
+        bands.append(BandChange(lo, hi, name, na, nb, change, c_lo, c_hi,
+                                bool(sig) and not why, kind, why))
     pchanges = []
     for k, plo, phi, fam, pname, va, vb, sd, rel in param_rows:
         e = (math.log(vb / va) if rel else vb - va) if va > 0 or not rel else math.nan
@@ -557,8 +569,9 @@ def diff(a: Side, b: Side, *, alpha: float = 0.05, min_effect: float = 0.02,
         sig = math.isfinite(e) and (lo_ci > 0 or hi_ci < 0) and size >= min_effect
         if rel:
             e, lo_ci, hi_ci = math.expm1(e), math.expm1(lo_ci), math.expm1(hi_ci)
+        why = _param_problem(pname, va, vb, e, lo_ci, hi_ci, rel)
         pchanges.append(ParamChange(k, plo, phi, fam, pname, va, vb, e, lo_ci, hi_ci,
-                                    bool(sig), rel))
+                                    bool(sig) and not why, rel, why))
 
     _confirm_breaks(breaks, bands)
     verdict, changed = _verdict(bands, pchanges, breaks, min_effect, reason)
@@ -602,6 +615,21 @@ def _conditions(a: Side, b: Side, notes: list[str]) -> dict[str, Any]:
     return out
 
 
+def _param_problem(name: str, va: float, vb: float, change: float, lo: float, hi: float,
+                   relative: bool) -> str:
+    """Why a parameter's change is not estimated (kit.figures.sanity), or ""."""
+    check = {"latency_s": sanity.time_problem, "time_at_lo_s": sanity.time_problem,
+             "bandwidth_Bps": sanity.bandwidth_problem}.get(name)
+    for side, v in (("A", va), ("B", vb)):
+        problem = check(v, f"{side}'s {name}") if check is not None else None
+        if problem:
+            return problem + (" (a flat regime: no per-byte cost to measure)"
+                              if name == "bandwidth_Bps" else "")
+    if relative:
+        return sanity.ratio_interval_problem(change, lo, hi) or ""
+    return "" if all(math.isfinite(x) for x in (change, lo, hi)) else "interval not finite"
+
+
 def _param_changes(model_a: Any, a: Side, b: Side, *, n_boot: int, rng: np.random.Generator,
                    lo_all: float, hi_all: float
                    ) -> list[tuple[int, float, float, str, str, float, float, float, bool]]:
@@ -619,8 +647,8 @@ def _param_changes(model_a: Any, a: Side, b: Side, *, n_boot: int, rng: np.rando
         if min(len(t[0]) for t in tables) < MIN_PARAM_SIZES:
             continue
         try:
-            va = _fit_params(reg.family, *tables[0])
-            vb = _fit_params(reg.family, *tables[1])
+            va = _fit_params(reg.family, *tables[0], lo)
+            vb = _fit_params(reg.family, *tables[1], lo)
         except (ValueError, np.linalg.LinAlgError):
             continue
         reps: dict[str, list[float]] = {p: [] for p in va}
@@ -629,7 +657,7 @@ def _param_changes(model_a: Any, a: Side, b: Side, *, n_boot: int, rng: np.rando
             for s, med, w in tables:
                 idx = rng.integers(0, len(s), len(s))
                 try:
-                    vals.append(_fit_params(reg.family, s[idx], med[idx], w[idx]))
+                    vals.append(_fit_params(reg.family, s[idx], med[idx], w[idx], lo))
                 except (ValueError, np.linalg.LinAlgError):
                     vals = []
                     break
@@ -859,22 +887,25 @@ def summary_lines(result: DiffResult) -> list[str]:
             band += " *"
         flag = ("changed" if not result.withheld else "differs (no verdict)") \
             if c.significant else ""
-        out.append(f"{band:<24} {c.stat:<5} {c.n_a:>7} {c.n_b:>7} "
-                   f"{ratio_text(c.change, c.ci_lo, c.ci_hi):>30}  {flag}")
+        change = (f"not estimated ({c.why})" if c.why
+                  else f"{ratio_text(c.change, c.ci_lo, c.ci_hi):>30}")
+        out.append(f"{band:<24} {c.stat:<5} {c.n_a:>7} {c.n_b:>7} {change}  {flag}")
     if any(c.kind != "regime" for c in result.bands):
         out.append("* between the two positions of a break that moved")
     if result.params:
         out += ["", "per regime of A, its curve refitted to A's and B's per-size medians:",
-                f"{'regime':<24} {'parameter':<14} {'A':>11} {'B':>11} {'change':>9} "
-                f"{'interval':>19}"]
+                f"{'regime':<24} {'parameter':<14} {'A':>11} {'B':>11} "
+                f"{'change [95 % interval]':>30}"]
         for p in result.params:
             band = f"{p.regime} {human_size(p.size_lo)}–{human_size(p.size_hi)}"
-            unit = "%" if p.relative else " "
-            scale = 100.0 if p.relative else 1.0
+            if p.why:
+                out.append(f"{band:<24} {p.param:<14} not estimated ({p.why})")
+                continue
             flag = "changed" if p.significant else ""
+            change = (ratio_text(p.change, p.ci_lo, p.ci_hi) if p.relative else
+                      f"{p.change:+.3g} [{p.ci_lo:+.3g}, {p.ci_hi:+.3g}]")
             out.append(f"{band:<24} {p.param:<14} {p.a:>11.4g} {p.b:>11.4g} "
-                       f"{scale * p.change:>+8.2f}{unit} [{scale * p.ci_lo:>+7.2f}, "
-                       f"{scale * p.ci_hi:>+7.2f}]  {flag}")
+                       f"{change:>30}  {flag}")
     moved = [b for b in result.breaks if b.kind != "same"]
     if moved:
         out += ["", "breakpoints (A's fit vs B's fit):"]

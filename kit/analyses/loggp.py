@@ -15,8 +15,9 @@ Per size range (the pingpong series' regimes, or one range), each op's time is f
 * ``o_r`` = a(recv), ``O_r`` = b(recv);
 * ``g`` = a(stream or gap), ``G`` = b(stream or gap);
 * ``T1`` = a(pingpong): the small-message one-way time (what Netgauge prints as L);
-* ``L`` = T1 - o_s - o_r (the wire part; measured overheads can overlap the transfer,
-  so a negative L is reported as such, not clipped).
+* ``L`` = T1 - o_s - o_r (the wire part). Measured overheads can overlap the transfer (a
+  blocking send that waits for the receiver); a negative difference is no latency, so it is
+  not estimated, with the difference and why (kit.figures.sanity), never printed as an L.
 
 Intervals: every op's rows are resampled (Poisson bootstrap) and everything refitted.
 A parameter whose series is missing is not estimated, with the reason.
@@ -47,7 +48,8 @@ PARAMS = ("L", "T1", "o_s", "o_r", "g", "G", "O_s", "O_r")
 #: What each parameter is and where it comes from (the report and docs show these).
 DEFINITIONS = {
     "L": "latency: the wire part of a small message's one-way time, T1 - o_s - o_r "
-         "(negative when the measured overheads overlap the transfer; reported, not clipped)",
+         "(not estimated where the measured overheads exceed it: a negative difference is "
+         "no latency, kit.figures.sanity)",
     "T1": "one-way time of a message: intercept of pingpong's half round trip (Netgauge "
           "prints this as its L)",
     "o_s": "send overhead: intercept of MPI_Send's duration with the receive already posted",
@@ -170,6 +172,42 @@ def _why(param: str, ops: dict[str, Any]) -> str:
     return f"needs {need} samples in this range"
 
 
+#: Parameters in seconds and in seconds per byte (kit.figures.sanity checks each kind).
+_PER_BYTE = ("G", "O_s", "O_r")
+
+
+def _physical(p: str, iv: dict[str, Any], entry: dict[str, Any], lo: float, hi: float,
+              missing: list[str]) -> dict[str, Any]:
+    """``iv`` as physics allows it (kit.figures.sanity): a negative time or per-byte cost is
+    refused with the reason (the raw difference kept as ``rejected``); an interval reaching
+    below zero around a non-negative value is cut at zero, and says so."""
+    from kit.figures import sanity
+
+    v = iv.get("value")
+    if v is None:
+        return iv
+    check = sanity.per_byte_problem if p in _PER_BYTE else sanity.time_problem
+    problem = check(v, p)
+    if problem is not None:
+        why = f"not physical: {problem}"
+        if p == "L":
+            parts = {q: entry[q].get("value") for q in ("T1", "o_s", "o_r")}
+            why += (f" (L = T1 - o_s - o_r = {_us(parts['T1'])} - {_us(parts['o_s'])} - "
+                    f"{_us(parts['o_r'])}: the send and recv calls last longer than half the "
+                    "round trip here, e.g. a blocking send that waits for the receiver; "
+                    "the wire time cannot be separated from them in this range)")
+        missing.append(f"{p} in [{lo:g}, {hi:g}) B: {why}")
+        return {"value": None, "lo": None, "hi": None, "why": why, "rejected": v}
+    if iv.get("lo") is not None and iv["lo"] < 0:
+        return {**iv, "lo": 0.0, "note": f"interval cut at 0 (the resamples reached "
+                f"{iv['lo']:.3g}, below what a {'cost' if p in _PER_BYTE else 'time'} can be)"}
+    return iv
+
+
+def _us(v: Any) -> str:
+    return "?" if v is None else f"{v * 1e6:.4g} us"
+
+
 def loggp(dataset: str | Path, series: dict[str, str] | None = None, *,
           breakpoints: list[float] | None = None, n_boot: int = N_BOOT, level: float = 0.95,
           random_state: int = 0) -> dict[str, Any]:
@@ -229,6 +267,8 @@ def loggp_from_ops(ops: dict[str, tuple[NDArray, NDArray]], series: dict[str, st
             else:
                 q_lo, q_hi = np.quantile(arr, [alpha, 1 - alpha])
                 entry[p] = {"value": v, "lo": float(min(q_lo, v)), "hi": float(max(q_hi, v))}
+        for p in PARAMS:
+            entry[p] = _physical(p, entry[p], entry, lo, hi, missing)
         regimes.append(entry)
     first = regimes[0]
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+from kit.figures.text import format_size
+
 FIGURES = ("latency", "bandwidth", "noise")
 #: The direction in which a deviation is bad: +1 larger is worse, -1 smaller is worse.
 WORSE = {"latency": 1, "bandwidth": -1, "noise": 1}
@@ -56,11 +58,7 @@ def quoted_size(b: float | None) -> str:
     """The size a figure is quoted at: ``64 B``, ``4 MiB``."""
     if b is None or not math.isfinite(b):
         return "–"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= scale * 0.9995:
-            q = b / scale
-            return f"{q:.0f} {unit}" if q >= 99.95 else f"{q:.3g} {unit}"
-    return f"{b:.0f} B"
+    return format_size(b)  # kit.figures.text's, the one way a size is written
 
 
 def value_of(figure: str, typical: float, deviation: float) -> float:

@@ -567,7 +567,8 @@ def format_interval(iv: dict[str, Any] | None, fmt: Callable[[float], str] = "{:
     text = fmt(float(iv["value"]))
     if iv.get("lo") is None or iv.get("hi") is None:
         return f"{text} (no interval: {iv.get('why', 'not estimable')})"
-    return f"{text} [{fmt(float(iv['lo']))}, {fmt(float(iv['hi']))}]"
+    note = f" ({iv['note']})" if iv.get("note") else ""
+    return f"{text} [{fmt(float(iv['lo']))}, {fmt(float(iv['hi']))}]{note}"
 
 
 def summary_lines(intervals: dict[str, Any]) -> list[str]:

@@ -150,7 +150,7 @@ class CompareScreen(HelpMixin, Screen[None]):
 
         a, b = (s.samples for s in self.states)
         try:
-            result = await in_background(diff_series, a, b)
+            result = await in_background(diff_series, a, b, self.session.dataset)
         except UserError as err:
             self.query_one("#compare-body").loading = False
             notify_error(self, err)
@@ -165,8 +165,9 @@ class CompareScreen(HelpMixin, Screen[None]):
         self.query_one("#compare-body").loading = False
         self.showing_diff = True
         legend = Text()
-        legend.append("B against A: ", "bold").append(result.verdict,
-                                                       "bold red" if result.changed else "green")
+        legend.append("B against A: ", "bold").append(
+            result.verdict, "bold yellow" if result.withheld else
+            "bold red" if result.changed else "green")
         legend.append(f"\n95 % family-wise intervals over {result.settings['tests']} tests; "
                       "* = between two positions of a moved break", "dim")
         self.query_one("#legend", Static).update(legend)

@@ -60,6 +60,7 @@ from numpy.typing import ArrayLike, NDArray
 from kit.core.atomicwrite import make_dirs, write_text
 from kit.core.errors import ModelError
 from kit.core.lsq import nnls2
+from kit.figures import sanity
 from kit.outputs.export.persize import (
     OVERHEADS_EXCEED,
     OverheadsExceed,
@@ -169,16 +170,24 @@ def _grid(lo: float, hi: float, last: bool) -> NDArray[np.float64]:
     return g if last else g[:-1]
 
 
+#: Smallest share of a piece's shortest time its line's intercept (the latency it exports)
+#: may have: a line through the origin writes latency factor 0, a link without latency
+#: (kit.figures.sanity refuses it). A convex stretch of the curve, whose best line wants a
+#: negative intercept, gets this floor and is split until the line follows it.
+MIN_LATENCY_SHARE = 0.01
+
+
 def fit_line(size: NDArray[np.float64], time: NDArray[np.float64],
-             min_b: float = 0.0) -> tuple[float, float]:
-    """``a, b >= 0`` minimising the relative error of ``a + b*s`` to ``time`` (``b >= min_b``).
+             min_b: float = 0.0, min_a: float = 0.0) -> tuple[float, float]:
+    """``a, b >= 0`` minimising the relative error of ``a + b*s`` to ``time`` (``b >= min_b``,
+    ``a >= min_a``).
 
     One size alone fixes no slope: it gets the flattest allowed one (the time is start-up
     cost, as for the small messages such lone sizes are), not whichever vertex NNLS picks.
     """
     if size.size and float(np.ptp(size)) == 0.0:
         t, s = float(np.median(time)), float(size[0])
-        b = min(min_b, t / s) if s > 0 else 0.0
+        b = min(min_b, (t - min_a) / s) if s > 0 else 0.0
         return t - b * s, b
     w = 1.0 / time
     design = np.column_stack([w, size * w])
@@ -187,8 +196,10 @@ def fit_line(size: NDArray[np.float64], time: NDArray[np.float64],
     design[:, 1] /= scale
     if min_b > 0:  # shift b by its lower bound: fit (a, b - min_b) >= 0
         target = target - min_b * size * w
+    if min_a > 0:  # likewise a: fit (a - min_a, b) >= 0
+        target = target - min_a * w
     (a, b_scaled), _ = nnls2(design, target)
-    return float(a), float(b_scaled / scale + min_b)
+    return float(a + min_a), float(b_scaled / scale + min_b)
 
 
 def _split(model: Any, k: int, lo: float, hi: float, last: bool, tol: float,
@@ -203,9 +214,10 @@ def _split(model: Any, k: int, lo: float, hi: float, last: bool, tol: float,
     if not np.all(np.isfinite(curve)) or np.any(curve <= 0):
         raise ModelError(f"regime {k + 1} [{lo:.0f}, {hi:.0f}) B has a non-positive curve, "
                          "cannot export", hint="refit the series; check for bad samples")
+    min_a = MIN_LATENCY_SHARE * float(curve.min())
     a, b = fit_line(grid, curve)
-    if b < min_b:
-        a, b = fit_line(grid, curve, min_b=min_b)
+    if b < min_b or a < min_a:
+        a, b = fit_line(grid, curve, min_b=min_b, min_a=min_a)
     err = float(np.max(np.abs(a + b * grid - curve) / curve))
     # The split point is a whole size with sizes on both sides of it, so that a jump (e.g.
     # the median of two bands switching, downwards too) is split down to the byte.
@@ -573,6 +585,32 @@ class SimgridExport:
         return [write_text(out_dir / name, text) for name, text in files.items()]
 
 
+def _refuse_unphysical(model: Any, lat_entries: Sequence[FactorEntry],
+                       bw_entries: Sequence[FactorEntry], latency: float,
+                       bandwidth: float) -> None:
+    """Refuse factors physics forbids (kit.figures.sanity): a factor <= 0 (SimGrid would make
+    the latency or the bandwidth vanish), or one that makes the nominal latency / bandwidth
+    unphysical. Named by the sizes and the model regime they come from."""
+    bounds = [e.bound for e in lat_entries]
+    for i, (lat, bw) in enumerate(zip(lat_entries, bw_entries, strict=True)):
+        upto = bounds[i + 1] if i + 1 < len(bounds) else math.inf
+        problem = (sanity.factor_problem(lat.values[0], "the latency factor", latency)
+                   or sanity.factor_problem(bw.values[0], "the bandwidth factor", bandwidth,
+                                            kind="bandwidth"))
+        if problem is None:
+            continue
+        size = max(float(lat.bound), 1.0)
+        k = int(np.asarray(model.regime_index(np.array([size])))[0]) \
+            if hasattr(model, "regime_index") else 0
+        raise ModelError(
+            f"{_describe_regime(model, k)}: at sizes [{lat.bound}, {upto}) B {problem} "
+            f"(nominal latency {latency:.4g} s, bandwidth {bandwidth:.4g} B/s): the curve "
+            "there cannot be written as SimGrid factors",
+            where="ping-pong model", hint="refit the series (fewer regimes with "
+            "--max-regimes, or fixed --breakpoints), measure it on a quiet node, or give the "
+            "real --latency/--bandwidth")
+
+
 def _ratio_table(model: Any, size: float, rng: np.random.Generator) -> list[float]:
     """Quantiles of ``time / curve`` at ``size`` from the model's own predictive draws."""
     draws = np.asarray(model.sample(np.array([size]), 4000, random_state=rng),
@@ -727,6 +765,21 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
             raise ModelError("no regime has a per-byte cost, so no bandwidth can be derived",
                              where="option --bandwidth", hint="give --bandwidth B/s")
         bandwidth = 1.0 / slopes[-1]
+        if sanity.bandwidth_problem(bandwidth):
+            # A flat top (no per-byte cost left at the largest sizes, a busy run's fit):
+            # the route's rate is then what the largest message achieved (kit.figures'
+            # effective bandwidth), which a transfer really did.
+            top = max(float(pieces[-1].size_max if math.isfinite(pieces[-1].size_max)
+                            else pieces[-1].size_min), 1.0)
+            bandwidth = top / float(np.asarray(target.curve(np.array([top])))[0])
+        problem = sanity.bandwidth_problem(bandwidth, "the nominal bandwidth (the largest "
+                                           "message's rate)")
+        if problem:
+            raise ModelError(f"{problem}: the curve is flat up to its largest size, so it "
+                             "holds no bandwidth to derive (is it a ping-pong of growing "
+                             "messages?)", where="ping-pong model",
+                             hint="give the route's bandwidth with --bandwidth B/s, or export "
+                             "a series measured up to sizes where the per-byte cost shows")
     if not (latency > 0 and bandwidth > 0 and math.isfinite(latency) and math.isfinite(bandwidth)):
         raise ModelError(f"nominal latency {latency} s / bandwidth {bandwidth} B/s must be > 0",
                          where="options --latency/--bandwidth", hint="give positive numbers")
@@ -787,6 +840,7 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
                           for a, b in zip(lat_entries, bw_entries, strict=True)], points)
     lat_entries = [FactorEntry(bound, (v[0],)) for bound, v in merged]
     bw_entries = [FactorEntry(bound, (v[1],)) for bound, v in merged]
+    _refuse_unphysical(model, lat_entries, bw_entries, latency, bandwidth)
     rows += [f"= {p.transfer} {_num(p.latency_factor)} {_num(p.bandwidth_factor)} "
              f"{len(p.ratios)} " + " ".join(_num(v) for v in p.ratios) for p in points]
     lat_key, bw_key = factor_keys(ver)

@@ -156,7 +156,9 @@ def series_section(out_dir: Path, model: Any, samples: pl.DataFrame | None, *,
     if figures is None:
         figures = SeriesFigures.of({}, validation)
     section.summary = summarise(model, figures, title=title, slug=slug,
-                                n_samples=model.n_samples_)
+                                n_samples=model.n_samples_,
+                                samples=(size, time) if size is not None and time is not None
+                                else None)
     baselines = {}
     if size is not None and time is not None and size.size >= 2:
         baselines["robust Hockney (per-size medians)"] = RobustHockneyModel().fit(size, time)

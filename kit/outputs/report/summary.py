@@ -15,11 +15,11 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kit.figures import bandwidth, latency
+from kit.figures import bandwidth, latency, sanity
 from kit.figures.baseline import LABELS as BASELINE_LABELS
 from kit.figures.score import LEGEND as SCORE_LEGEND
 from kit.figures.series import SeriesFigures
@@ -101,6 +101,8 @@ class SeriesSummary:
     verdict: str = ""
     #: run quality's verdict on the runs (kit.fit.runquality): quiet | disturbed | ...
     conditions: str = "–"
+    #: regimes whose median falls with size, flagged (kit.figures.sanity); "" when none
+    shape: str = ""
     values: dict[str, float] = field(default_factory=dict)
 
 
@@ -115,10 +117,69 @@ def slugify(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "series"
 
 
+def _centre(model: Any, size: Any) -> Any:
+    """The regimes' central curves (fitted to per-size medians), without the per-size
+    shifts of stored sizes: the shape a regime claims, not one size's own noise."""
+    curve = getattr(model, "curve", None)
+    return curve(size) if curve is not None else model.predict(size)
+
+
+def _median_near(size: Any, time: Any, lo: float, hi: float) -> float | None:
+    inside = (size >= lo) & (size < hi)
+    return float(np.median(time[inside])) if int(inside.sum()) >= 5 else None
+
+
+def _step_note(model: Any, at: float, samples: tuple[Any, Any] | None) -> str:
+    """"" when the model's median does not fall at the switch ``at``; else the drop, as the
+    samples confirm it (a faster protocol above the switch) or flagged (kit.figures.sanity):
+    a curve that steps down where the samples do not is a fit's artefact, not a network."""
+    before, after = (float(v) for v in np.asarray(
+        _centre(model, np.array([max(at - 1.0, 1.0), at])), dtype=float))
+    drops = sanity.steps_down([at - 1.0, at], [before, after])
+    if not drops:
+        return ""
+    drop = drops[0][1]
+    seen = None
+    if samples is not None:
+        size, time = (np.asarray(a, dtype=float) for a in samples)
+        below, above = _median_near(size, time, at / 1.25, at), _median_near(size, time, at,
+                                                                              at * 1.25)
+        if below is not None and above is not None:
+            seen = 1 - above / below
+    what = f"the median drops {drop:.0%} here"
+    if seen is not None and seen >= drop / 2:
+        return f" ({what}, as the samples do ({seen:.0%}): a faster protocol above it)"
+    why = (f"the samples around it drop {max(seen, 0.0):.0%}" if seen is not None
+           else "no samples to confirm it")
+    return " " + sanity.flag("", f"{what} but {why}: a fitted curve's step, not the "
+                             "network's").strip()
+
+
+def _falls_within(model: Any, regimes: Any) -> str:
+    """Regimes whose central curve falls with size (kit.figures.sanity.steps_down), flagged;
+    "" when none."""
+    flagged = []
+    for k, r in enumerate(regimes):
+        lo = max(float(r.size_min), 1.0)
+        hi = float(r.size_max) if math.isfinite(float(r.size_max)) else lo * 1e3
+        hi = max(hi - 1.0, lo) if k < len(regimes) - 1 else hi
+        grid = np.geomspace(lo, max(hi, lo * (1 + 1e-9)), 24)
+        med = np.asarray(_centre(model, grid), dtype=float)
+        found = sanity.steps_down(grid.tolist(), med.tolist())
+        if found:
+            size, drop = max(found, key=lambda f: f[1])
+            flagged.append(sanity.flag(f"regime {k + 1}", f"its median falls {drop:.0%} "
+                                       f"with size near {format_size(size)}: larger messages "
+                                       "faster within one regime"))
+    return "; ".join(flagged)
+
+
 def summarise(model: RegimeModel, figures: SeriesFigures, *, title: str, slug: str,
-              n_samples: int | None = None) -> SeriesSummary:
+              n_samples: int | None = None,
+              samples: tuple[Any, Any] | None = None) -> SeriesSummary:
     """The summary row of one fitted series: ``figures`` (kit.figures) for latency,
-    bandwidth, score, best baseline and verdict; the model for the switches and the noise."""
+    bandwidth, score, best baseline and verdict; the model for the switches and the noise;
+    ``samples`` (size, time) confirm or flag a median that steps down at a switch."""
     row = SeriesSummary(title=title, slug=slug)
     regimes = model.regimes_
     lo = max(float(regimes[0].size_min), 1.0)
@@ -135,8 +196,9 @@ def summarise(model: RegimeModel, figures: SeriesFigures, *, title: str, slug: s
         ov = r_prev.overlap
         if ov is not None:
             text += f" (overlap {format_size(float(ov.size_lo))}–{format_size(float(ov.size_hi))})"
-        switches.append(text)
+        switches.append(text + _step_note(model, float(r.size_min), samples))
     row.switches = ", ".join(switches) if switches else "none (one regime)"
+    row.shape = _falls_within(model, regimes)
     small = max(float(SMALL), lo)
     large = min(float(LARGE), hi) if math.isfinite(hi) and hi > small else float(LARGE)
     _, p50, p95 = _quantiles(model, small)
