@@ -69,3 +69,29 @@ def test_a_model_refused_even_without_its_layer_is_an_error(
     monkeypatch.setattr(schema, "check_physical", refuse)
     with pytest.raises(ModelError, match="not physical"):
         fit_samples(_busy_series(0), FitOptions(intervals=False, validate=False))
+
+
+def test_the_fit_command_says_the_layer_was_left_out(
+        refdata_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kit.cli import main
+    from kit.data.ingest import ingest
+    from kit.model import schema
+
+    ds = tmp_path / "dataset"
+    ingest([refdata_dir / "platform-calibration/graphene_eth_example/graphene_eth_PingPong.csv"],
+           ds, campaign="graphene", transport="tcp")
+    real = schema.check_physical
+
+    def refuse_layers(model: object, where: str) -> None:
+        ps = getattr(model, "per_size_", None)
+        if ps is not None and ps.estimated:
+            raise ModelError("predicts 1e9 s at 43 B", where=where)
+        real(model, where)
+
+    monkeypatch.setattr(schema, "check_physical", refuse_layers)
+    out = tmp_path / "m.json"
+    assert main(["fit", str(ds), "-o", str(out), "--no-intervals", "--no-validate"]) == 0
+    assert "per-size layer left out: with it, predicts 1e9 s at 43 B" in capsys.readouterr().err
+    monkeypatch.setattr(schema, "check_physical", real)
+    assert read_model(out).model.per_size_ is None

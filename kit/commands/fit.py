@@ -123,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
     if fitted.aggregate:
         print(f"{args.output}: fitted to aggregates ({prov.get('statistic')} per size), not "
               f"to single messages: noise {prov.get('noise') or 'unknown'}", file=sys.stderr)
+    if prov.get("per_size_dropped"):
+        print(f"{args.output}: {prov['per_size_dropped']}", file=sys.stderr)
     per_size = getattr(model, "per_size_", None)
     if per_size is not None:  # the per-size variance components, in words
         for line in per_size.describe():
