@@ -35,7 +35,7 @@ from kit.core.paths import SPACK_VIEW_ENV
 from kit.data.collect import collect
 from kit.data.dataset import runs, scan, series_table
 from kit.data.schema import SERIES_KEYS
-from kit.fit.fitall import FitOptions, fit_series
+from kit.fit.fitting import FitOptions, fit_series
 from kit.measure.campaign.plan import plan_campaign
 from kit.measure.campaign.runlocal import run_local
 from kit.measure.machine import wait_for_idle
@@ -339,12 +339,12 @@ def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
     reasons = [] if not load.busy else [f"before measuring: {load.describe()}"]
     table = []
     for transport in ("shm", "tcp"):
-        (chosen,) = [{k: str(row[k]) for k in SERIES_KEYS}
+        (chosen,) = [{k: str(row[k]) for k in SERIES_KEYS if row[k] not in (None, "")}
                      for row in series_table(dataset).iter_rows(named=True)
                      if (str(row["tool"]), str(row["transport"])) == ("probe", transport)]
-        fitted, quality = fit_series(dataset, chosen, FitOptions(intervals=False,
-                                                                 validate=False))
-        reasons += [f"{transport}: {line}" for line in quality.lines()]
+        fit = fit_series(dataset, chosen, FitOptions(intervals=False, validate=False))
+        fitted, quality = fit.fitted, fit.quality
+        reasons += [f"{transport}: {line}" for line in (quality.lines() if quality else [])]
         rounds = [r for (t, r) in probe if t == transport]
         predicted = fitted.model.predict_quantiles(np.array(CROSS_SIZES, float), [0.5])
         for size, model_p50 in zip(CROSS_SIZES, np.ravel(predicted), strict=True):
