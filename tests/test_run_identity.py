@@ -186,9 +186,16 @@ def test_collect_calls_a_local_job_running(tmp_path: Path,
     job = manifest["jobs"][0]
     job_dir = out / job["dir"]
     _write(job_dir, 100, ended=False, host="node-far-away")
-    (job_dir / COUNTERS).write_text(json.dumps({"host": HOST, "pid": os.getpid(),
-                                                "pid_start": start_time(os.getpid())}))
-    report = collect(out, tmp_path / "ds")
+    # a process of our own as the job script: not this one, which is pid 1 in a container
+    # (pid 1 is never taken for a writer)
+    script = subprocess.Popen(["sleep", "300"])
+    try:
+        (job_dir / COUNTERS).write_text(json.dumps({"host": HOST, "pid": script.pid,
+                                                    "pid_start": start_time(script.pid)}))
+        report = collect(out, tmp_path / "ds")
+    finally:
+        script.kill()
+        script.wait()
     assert [j.outcome for j in report.jobs] == ["running"]
     assert "still running on this host" in report.jobs[0].detail
     # the script has gone (another pid): the samples so far, as an incomplete run
