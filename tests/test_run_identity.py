@@ -172,19 +172,23 @@ def test_cli_says_so_and_commits_nothing(held_lock: Writer, tmp_path: Path) -> N
     assert "still being written" in res.stderr and "0 run(s)" in res.stdout
 
 
-def test_collect_calls_a_local_job_running(tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """A job whose script is alive on this host (run-local) is "running": not ingested, not
-    "ended without writing job.json"."""
+def _one_job_campaign(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A planned one-job probe campaign (never run): its folder and the job's folder."""
     monkeypatch.setenv("PT2PT_PROBE", "/bin/true")
     monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
     campaign = tmp_path / "c.yaml"
     campaign.write_text("name: live\nmpi: openmpi\ntransports: [shm]\nlauncher: mpirun\n"
                         "tools:\n  - tool: probe\n    samples: 10\n")
     out = tmp_path / "plan"
-    manifest = json.loads(plan_campaign(campaign, out).read_text())
-    job = manifest["jobs"][0]
-    job_dir = out / job["dir"]
+    job = json.loads(plan_campaign(campaign, out).read_text())["jobs"][0]
+    return out, out / job["dir"]
+
+
+def test_collect_calls_a_local_job_running(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job whose script is alive on this host (run-local) is "running": not ingested, not
+    "ended without writing job.json"."""
+    out, job_dir = _one_job_campaign(tmp_path, monkeypatch)
     _write(job_dir, 100, ended=False, host="node-far-away")
     # a process of our own as the job script: not this one, which is pid 1 in a container
     # (pid 1 is never taken for a writer)
@@ -212,14 +216,7 @@ def test_collect_says_running_when_an_ended_jobs_writer_may_still_write(
     """job.json says 'timeout' (Slurm signalled the script) but the probe on another node
     wrote a moment ago: nothing is taken and the job is 'running', not a 'partial' that
     ingested nothing (seen in CI: '1 partial' printed, an empty runs table)."""
-    monkeypatch.setenv("PT2PT_PROBE", "/bin/true")
-    monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
-    campaign = tmp_path / "c.yaml"
-    campaign.write_text("name: late\nmpi: openmpi\ntransports: [shm]\nlauncher: mpirun\n"
-                        "tools:\n  - tool: probe\n    samples: 10\n")
-    out = tmp_path / "plan"
-    job = json.loads(plan_campaign(campaign, out).read_text())["jobs"][0]
-    job_dir = out / job["dir"]
+    out, job_dir = _one_job_campaign(tmp_path, monkeypatch)
     _write(job_dir, 50, ended=False, host="node-far-away", pid=12345)
     (job_dir / "job.json").write_text(json.dumps({"state": "timeout", "exit_status": 143}))
     report = collect(out, tmp_path / "ds")

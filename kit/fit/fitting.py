@@ -357,18 +357,20 @@ def _physical_or_without_sizes(model: Any, params: dict[str, Any], size: Any, ti
         return model, ""
     except ModelError as err:
         if not params.get("per_size", True):
-            raise ModelError(f"the fitted model is not physical: {err.message}", where=where,
-                             hint="look at the series' samples (pt2pt tui); a run with "
-                             "times out of any message's range is damaged") from None
+            raise _not_physical(err, where) from None
         why = err.message
     plain = RegimeModel(**{**params, "per_size": False}).fit(size, time)
     try:
         check_physical(plain, where)
     except ModelError as err:
-        raise ModelError(f"the fitted model is not physical: {err.message}", where=where,
-                         hint="look at the series' samples (pt2pt tui); a run with times "
-                         "out of any message's range is damaged") from None
+        raise _not_physical(err, where) from None
     return plain, f"per-size layer left out: with it, {why}"
+
+
+def _not_physical(err: ModelError, where: str) -> ModelError:
+    return ModelError(f"the fitted model is not physical: {err.message}", where=where,
+                      hint="look at the series' samples (pt2pt tui); a run with times out "
+                      "of any message's range is damaged")
 
 
 def validate_fit(fitted: ModelFile, samples: SeriesSamples,
