@@ -28,7 +28,7 @@ from kit.measure import localcluster
 from kit.measure.localcluster import Cluster
 
 #: State dirs the fixtures own (layout slots checked distinct in tests/test_localcluster.py).
-PYTEST_STATE_DIRS = {n: Path(f"/tmp/pt2pt-pytest-{n}n") for n in (1, 2, 3, 4)}
+PYTEST_STATE_DIRS = {n: Path(f"/tmp/pt2pt-pytest-{n}n") for n in (1, 2, 3, 4, 5)}
 
 
 def _skip_unless_can_start() -> None:
@@ -73,8 +73,8 @@ def slurm_cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="session")
 def slurm_cluster_factory() -> Iterator[Callable[..., Cluster]]:
-    """``make(nodes=2, shape=None, accounting=False, switches=0, cpus=0)``: a multi-node
-    cluster, one per node count, downed at the end.
+    """``make(nodes=2, shape=None, accounting=False, switches=0, cpus=0, links=(),
+    node_shapes=())``: a multi-node cluster, one per node count, downed at the end.
 
     Every test asks for the cluster it needs, as it needs it (so a test never restores what
     it changed for the next one). Asking again with another ``shape`` reshapes the same
@@ -86,19 +86,22 @@ def slurm_cluster_factory() -> Iterator[Callable[..., Cluster]]:
     applied: dict[Path, tuple[object, ...]] = {}
 
     def make(nodes: int = 2, shape: tuple[str, str] | None = None,
-             accounting: bool = False, switches: int = 0, cpus: int = 0) -> Cluster:
+             accounting: bool = False, switches: int = 0, cpus: int = 0,
+             links: tuple[localcluster.LinkShape, ...] = (),
+             node_shapes: tuple[localcluster.NodeShape, ...] = ()) -> Cluster:
         _skip_unless_can_start()
         if accounting and not all(Path("/usr/sbin", b).exists()
                                   for b in ("slurmdbd", "mariadbd")):
             pytest.skip("slurmdbd/mariadb-server not installed: the accounting cluster needs "
                         "them (apt-get install mariadb-server slurmdbd)")
         state = PYTEST_STATE_DIRS.get(nodes, Path(f"/tmp/pt2pt-pytest-{nodes}n"))
-        wanted = (shape, accounting, switches, cpus)
+        wanted = (shape, accounting, switches, cpus, links, node_shapes)
         if applied.get(state) == wanted and localcluster.is_up(state):
             return localcluster.load(state)
         applied.pop(state, None)  # a failed up leaves the cluster in no known configuration
         cluster = localcluster.up(nodes=nodes, state_dir=state, shape=shape,
-                                  accounting=accounting, switches=switches, cpus=cpus)
+                                  accounting=accounting, switches=switches, cpus=cpus,
+                                  links=links, node_shapes=node_shapes)
         applied[state] = wanted
         if state not in started:
             started.append(state)
