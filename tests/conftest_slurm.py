@@ -163,3 +163,17 @@ def campaign_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probe_bin: Pat
     """No site defaults from this machine, and the probe built in this checkout."""
     monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
     monkeypatch.setenv("PT2PT_PROBE", str(probe_bin))
+
+
+@pytest.fixture
+def tcp_campaign_env(campaign_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """campaign_env, and tcp as the caller's transport selection: a job must set its own,
+    whatever the caller's environment leaks into it."""
+    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")
+    monkeypatch.setenv("UCX_TLS", "tcp")
+
+
+def pt2pt_here(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``python -m kit ARGS`` in this process's environment (no Slurm client settings)."""
+    return subprocess.run([sys.executable, "-m", "kit", *map(str, args)], capture_output=True,
+                          text=True, timeout=600)
