@@ -281,3 +281,24 @@ def test_the_driver_forces_an_open_mpi_algorithm_for_real() -> None:
     bad = subprocess.run([*run, "-a", "99"], capture_output=True, text=True, timeout=120,
                          env=mpi_env(), check=False)
     assert bad.returncode != 0 and "collective_time_s" not in bad.stdout
+
+
+@needs_simgrid
+def test_the_shared_malloc_mode_does_not_change_the_simulated_times(platform: Path,
+                                                                    tmp_path: Path) -> None:
+    # local is the default because it is cheaper at scale (module doc); what it measures
+    # must be what SimGrid's global mode measures, to the last digit
+    def times(mode: str) -> dict[tuple[str, str, int, int], list[float]]:
+        sweep = collsweep.Sweep(platform, {"alltoall": ["basic_linear", "bruck", "pair",
+                                                        "ring", "ompi"]}, [8], [1024, 65536],
+                                reps=2, noise=False, shared_malloc=mode)
+        points = collsweep.run_sweep(sweep, tmp_path / mode)
+        assert {p.status for p in points} == {"ok"}
+        return {p.key: p.times for p in points}
+
+    local, global_ = times("local"), times("global")
+    assert len(local) == 10 and local == global_
+    assert json.loads((tmp_path / "local" / "sweep.json").read_text())["shared_malloc"] == "local"
+    with pytest.raises(collsweep.UserError, match="shared-malloc"):
+        collsweep.run_sweep(collsweep.Sweep(platform, {"alltoall": ["pair"]}, [2], [4],
+                                            shared_malloc="huge"), tmp_path / "bad")

@@ -82,6 +82,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--memory-limit", type=real(0.01, 4096.0, "GiB"), default=8.0,
                    metavar="GIB", help="peak anonymous resident memory per point (default 8 GiB)")
     s.add_argument("--ranks-per-host", type=integer(1, 4096, "ranks per host"), metavar="K")
+    s.add_argument("--shared-malloc", choices=("local", "global"), default="local",
+                   help="SimGrid's shared buffers: local (default: one copy per buffer in "
+                   "/dev/shm, at most 2 x numproc x size) or global (one 64 MiB block, but "
+                   "page tables and kernel time grow as numproc^2 x size); the simulated "
+                   "times are the same")
     s.set_defaults(func=run_sweep)
     a = sub.add_parser("analyze", help="best algorithm per configuration, shares within X %%",
                        description="Read OUT (even a sweep stopped early) and print the "
@@ -108,7 +113,7 @@ def run_sweep(args: argparse.Namespace) -> int:
                   numprocs=args.np, sizes=args.sizes, reps=args.reps, seed=args.seed,
                   noise=not args.deterministic, time_limit=args.time_limit,
                   memory_limit=int(args.memory_limit * 2**30),
-                  ranks_per_host=args.ranks_per_host)
+                  ranks_per_host=args.ranks_per_host, shared_malloc=args.shared_malloc)
 
     def show(p: Any, i: int, n: int) -> None:
         t = f"{sorted(p.times)[len(p.times) // 2]:.6g} s" if p.times else p.reason[:100]
