@@ -264,6 +264,45 @@ def test_stored_sizes_keep_their_floor_and_tail_on_10gbe(refdata_dir: Path):
     assert np.median(np.abs(np.log(q[:, 1] / data[:, 1]))) < 0.1
 
 
+def test_repeated_evaluations_at_stored_sizes_give_what_a_fresh_model_gives(tmp_path: Path):
+    """The stored sizes' base quantiles are kept for the next call (a validation's
+    quantiles then draws at the same sizes): every answer is the one a model that never
+    kept anything gives, bit for bit: again, for as many other sizes, for views with another
+    per-size layer (unmeasured, population), and after a caller changed what it got. The
+    sizes' noises differ in width, so their maps are not plain shifts (the kept quantiles
+    matter)."""
+    rng = np.random.default_rng(2)
+    grid = np.unique(np.round(np.geomspace(1, 1e6, 50)))
+    width = np.repeat(np.where(np.arange(len(grid)) % 3 == 0, 0.05, 0.35), 80)
+    s = np.repeat(grid, 80)
+    t = (20e-6 + s / 1e9) * np.exp(np.repeat(rng.normal(0, 0.05, len(grid)), 80)
+                                   + width * rng.standard_normal(len(s)))
+    model = RegimeModel().fit(s, t)
+    stored = grid[model.per_size_.lookup(grid) >= 0]
+    assert len(stored) > 20 and model.per_size_.has_shape()
+
+    def fresh():
+        return load_model(save_model(model, tmp_path / "m.json"))
+
+    q, half = [0.05, 0.5, 0.95], len(stored) // 2
+    warm = fresh()
+    first = warm.predict_quantiles(stored, q)
+    first[:] = 0.0  # the caller's array, not the kept one
+    at = 30e-6 + 0 * stored
+    seq = [(warm.predict_quantiles(stored, q), fresh().predict_quantiles(stored, q)),
+           (warm.sample(stored, 4, random_state=1), fresh().sample(stored, 4, random_state=1)),
+           (warm.predict_quantiles(stored[:half], q), fresh().predict_quantiles(stored[:half], q)),
+           (warm.predict_quantiles(stored[half:2 * half], q),  # as many other sizes
+            fresh().predict_quantiles(stored[half:2 * half], q)),
+           (warm.unmeasured().predict_quantiles(stored, q),
+            fresh().unmeasured().predict_quantiles(stored, q)),
+           (warm.population().cdf(stored, at), fresh().population().cdf(stored, at)),
+           (warm.cdf(stored, at), fresh().cdf(stored, at))]
+    for i, (got, want) in enumerate(seq):
+        assert np.array_equal(got, want), i
+    assert not np.array_equal(seq[0][0], seq[4][0])  # the views differ: nothing was mixed
+
+
 def test_fit_summary_says_the_variance_component_in_words(shrink_fit):
     model, _, _ = shrink_fit
     lines = model.per_size_.describe()
