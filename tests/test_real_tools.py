@@ -356,6 +356,9 @@ def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
         fitted, quality = fit.fitted, fit.quality
         reasons += [f"{transport}: {line}" for line in (quality.lines() if quality else [])]
         rounds = [r for (t, r) in probe if t == transport]
+        fitted_on = fit.samples.frame.group_by("size").agg(pl.col("time").median())
+        fitted_p50 = dict(zip(fitted_on["size"].to_list(), fitted_on["time"].to_list(),
+                              strict=True))
         predicted = fitted.model.predict_quantiles(np.array(CROSS_SIZES, float), [0.5])
         for size, model_p50 in zip(CROSS_SIZES, np.ravel(predicted), strict=True):
             ratios = [probe[(transport, r)][size] / osu_p50[(transport, r)][size]
@@ -364,12 +367,19 @@ def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
             table.append((transport, size, statistics.median(ratios), ratios, measured,
                           model_p50))
             assert all(math.isfinite(x) and x > 0 for x in ratios)
-            # The fitted model describes what was measured (a loose bound: this is the
-            # probe's data through the kit's fit, not a test of the fit's accuracy).
-            assert 0.8 < model_p50 / measured < 1.25, (transport, size, model_p50, measured)
-            # a probe timing another thing than osu_latency, whatever the load
-            assert abs(statistics.median(ratios) - 1) <= GROSS_TOLERANCE, (transport, size,
-                                                                            ratios)
+            # The fitted model describes the samples it was fitted on (a loose bound: this
+            # is the probe's data through the kit's fit, not a test of the fit's accuracy).
+            # Those are the runs run quality kept, pooled: on a busy CI machine the
+            # median over rounds may be a round the fit left out (shm 1 MiB: 127 us
+            # fitted, 90 us over rounds).
+            assert 0.8 < model_p50 / fitted_p50[size] < 1.25, (
+                transport, size, model_p50, fitted_p50[size], measured)
+            # A probe timing another thing than osu_latency, whatever the load: each tool's
+            # fastest round (a busy machine slows some rounds of either tool by 1.5x: shm
+            # 1 MiB per-round ratios 0.72, 0.67, 1.45 at load 3-4).
+            best = (min(probe[(transport, r)][size] for r in rounds)
+                    / min(osu_p50[(transport, r)][size] for r in rounds))
+            assert abs(best - 1) <= GROSS_TOLERANCE, (transport, size, best, ratios)
     text = "\n".join(f"{t:4} {s:>8} B  probe/OSU P50 {m:.3f} (rounds "
                      f"{', '.join(f'{x:.3f}' for x in rs)})  probe P50 {p * 1e6:.3f} us  "
                      f"model P50 {f * 1e6:.3f} us" for t, s, m, rs, p, f in table)
