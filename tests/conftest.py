@@ -171,6 +171,7 @@ from tests.conftest_slurm import (  # noqa: E402, F401
     slurm_cluster,
     slurm_cluster_2n,
     slurm_cluster_factory,
+    tcp_campaign_env,
 )
 
 # The kit's Spack environment, concretized and installed once per session.

@@ -28,7 +28,7 @@ from kit.measure import localcluster
 from kit.measure.localcluster import Cluster
 
 #: State dirs the fixtures own (layout slots checked distinct in tests/test_localcluster.py).
-PYTEST_STATE_DIRS = {n: Path(f"/tmp/pt2pt-pytest-{n}n") for n in (1, 2, 3, 4)}
+PYTEST_STATE_DIRS = {n: Path(f"/tmp/pt2pt-pytest-{n}n") for n in (1, 2, 3, 4, 5)}
 
 
 def _skip_unless_can_start() -> None:
@@ -73,8 +73,8 @@ def slurm_cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="session")
 def slurm_cluster_factory() -> Iterator[Callable[..., Cluster]]:
-    """``make(nodes=2, shape=None, accounting=False, switches=0, cpus=0)``: a multi-node
-    cluster, one per node count, downed at the end.
+    """``make(nodes=2, shape=None, accounting=False, switches=0, cpus=0, links=(),
+    node_shapes=())``: a multi-node cluster, one per node count, downed at the end.
 
     Every test asks for the cluster it needs, as it needs it (so a test never restores what
     it changed for the next one). Asking again with another ``shape`` reshapes the same
@@ -86,19 +86,22 @@ def slurm_cluster_factory() -> Iterator[Callable[..., Cluster]]:
     applied: dict[Path, tuple[object, ...]] = {}
 
     def make(nodes: int = 2, shape: tuple[str, str] | None = None,
-             accounting: bool = False, switches: int = 0, cpus: int = 0) -> Cluster:
+             accounting: bool = False, switches: int = 0, cpus: int = 0,
+             links: tuple[localcluster.LinkShape, ...] = (),
+             node_shapes: tuple[localcluster.NodeShape, ...] = ()) -> Cluster:
         _skip_unless_can_start()
         if accounting and not all(Path("/usr/sbin", b).exists()
                                   for b in ("slurmdbd", "mariadbd")):
             pytest.skip("slurmdbd/mariadb-server not installed: the accounting cluster needs "
                         "them (apt-get install mariadb-server slurmdbd)")
         state = PYTEST_STATE_DIRS.get(nodes, Path(f"/tmp/pt2pt-pytest-{nodes}n"))
-        wanted = (shape, accounting, switches, cpus)
+        wanted = (shape, accounting, switches, cpus, links, node_shapes)
         if applied.get(state) == wanted and localcluster.is_up(state):
             return localcluster.load(state)
         applied.pop(state, None)  # a failed up leaves the cluster in no known configuration
         cluster = localcluster.up(nodes=nodes, state_dir=state, shape=shape,
-                                  accounting=accounting, switches=switches, cpus=cpus)
+                                  accounting=accounting, switches=switches, cpus=cpus,
+                                  links=links, node_shapes=node_shapes)
         applied[state] = wanted
         if state not in started:
             started.append(state)
@@ -160,3 +163,17 @@ def campaign_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probe_bin: Pat
     """No site defaults from this machine, and the probe built in this checkout."""
     monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
     monkeypatch.setenv("PT2PT_PROBE", str(probe_bin))
+
+
+@pytest.fixture
+def tcp_campaign_env(campaign_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """campaign_env, and tcp as the caller's transport selection: a job must set its own,
+    whatever the caller's environment leaks into it."""
+    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")
+    monkeypatch.setenv("UCX_TLS", "tcp")
+
+
+def pt2pt_here(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``python -m kit ARGS`` in this process's environment (no Slurm client settings)."""
+    return subprocess.run([sys.executable, "-m", "kit", *map(str, args)], capture_output=True,
+                          text=True, timeout=600)

@@ -5,13 +5,12 @@ planned and run one by one, every round collected into one series, the design re
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kit.data import dataset as ds
+from tests.conftest_slurm import pt2pt_here
 
 CAMPAIGN = """\
 name: adaptive-local
@@ -30,27 +29,14 @@ design:
              repetitions: 2}
 """
 
-pytestmark = pytest.mark.mpi
-
-
-@pytest.fixture(autouse=True)
-def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probe_bin: Path) -> None:
-    monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
-    monkeypatch.setenv("PT2PT_PROBE", str(probe_bin))
-    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")
-    monkeypatch.setenv("UCX_TLS", "tcp")
-
-
-def _pt2pt(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kit", *map(str, args)], capture_output=True,
-                          text=True, timeout=600)
+pytestmark = [pytest.mark.mpi, pytest.mark.usefixtures("tcp_campaign_env")]
 
 
 def test_adaptive_rounds_until_the_budget_every_round_kept(tmp_path: Path) -> None:
     campaign = tmp_path / "c.yaml"
     campaign.write_text(CAMPAIGN)
     out = tmp_path / "out"
-    proc = _pt2pt("run-local", campaign, "-o", out)
+    proc = pt2pt_here("run-local", campaign, "-o", out)
     # a ±0.1 % median in every decade from 600 samples: the budget stops it (exit 3)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "the sample budget (600) was spent" in proc.stdout
@@ -69,7 +55,7 @@ def test_adaptive_rounds_until_the_budget_every_round_kept(tmp_path: Path) -> No
         measured = set(data.size.astype(int).tolist())
         assert set(r["sizes"]) <= measured
     # a second run into the same folder is refused in words, nothing lost
-    again = _pt2pt("run-local", campaign, "-o", out)
+    again = pt2pt_here("run-local", campaign, "-o", out)
     assert again.returncode != 0 and "Traceback" not in again.stderr
     assert "already holds an adaptive campaign" in " ".join(again.stderr.split())
     assert len(ds.select_series(out / "dataset", {"campaign": "adaptive-local"}).size) == 600

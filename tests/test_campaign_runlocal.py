@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kit.data.dataset import runs, series_table
+from tests.conftest_slurm import pt2pt_here
 
 CAMPAIGN = """\
 name: local-test
@@ -33,28 +33,14 @@ tools:
     warmup: 5
 """
 
-pytestmark = pytest.mark.mpi
-
-
-@pytest.fixture(autouse=True)
-def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probe_bin: Path) -> None:
-    monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
-    monkeypatch.setenv("PT2PT_PROBE", str(probe_bin))
-    # Selection variables in the caller's environment must not leak into the jobs.
-    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")
-    monkeypatch.setenv("UCX_TLS", "tcp")
-
-
-def _pt2pt(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kit", *map(str, args)], capture_output=True,
-                          text=True, timeout=600)
+pytestmark = [pytest.mark.mpi, pytest.mark.usefixtures("tcp_campaign_env")]
 
 
 def test_run_local_runs_every_job_and_collects(tmp_path: Path) -> None:
     campaign = tmp_path / "c.yaml"
     campaign.write_text(CAMPAIGN)
     out, dataset = tmp_path / "campaign", tmp_path / "dataset"
-    proc = _pt2pt("run-local", campaign, "-o", out, "--dataset", dataset)
+    proc = pt2pt_here("run-local", campaign, "-o", out, "--dataset", dataset)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     records = {j["transport"]: json.loads((out / j["dir"] / "job.json").read_text())
@@ -86,11 +72,11 @@ def test_second_run_resumes_and_collect_is_idempotent(tmp_path: Path) -> None:
     campaign = tmp_path / "c.yaml"
     campaign.write_text(CAMPAIGN.replace("[shm, tcp, ib]", "[shm]"))
     out, dataset = tmp_path / "campaign", tmp_path / "dataset"
-    assert _pt2pt("run-local", campaign, "-o", out, "--dataset", dataset).returncode == 0
+    assert pt2pt_here("run-local", campaign, "-o", out, "--dataset", dataset).returncode == 0
     job_json = next(out.glob("jobs/*/job.json"))
     before = job_json.read_bytes()
     rows = len(runs(dataset))
-    again = _pt2pt("run-local", out, "--dataset", dataset)
+    again = pt2pt_here("run-local", out, "--dataset", dataset)
     assert again.returncode == 0
     assert "already done" in again.stderr
     assert job_json.read_bytes() == before
@@ -108,7 +94,7 @@ def test_record_survives_term_sent_to_every_process_of_the_job(tmp_path: Path) -
     campaign = tmp_path / "c.yaml"
     campaign.write_text(CAMPAIGN.replace("[shm, tcp, ib]", "[shm]"))
     out = tmp_path / "campaign"
-    assert _pt2pt("plan", campaign, "-o", out).returncode == 0
+    assert pt2pt_here("plan", campaign, "-o", out).returncode == 0
     script = next(out.glob("jobs/*/job.sbatch"))
     meta = script.parent / "probe.meta.json"
     proc = subprocess.Popen(["bash", str(script)], env={**os.environ, "PT2PT_RUN_LOCAL": "1"},
@@ -152,7 +138,7 @@ def _run_as_nobody(tmp_path: Path, shared: Path) -> None:
     campaign = tmp_path / "c.yaml"
     campaign.write_text(CAMPAIGN.replace("[shm, tcp, ib]", "[shm]"))
     out = shared / "campaign"
-    assert _pt2pt("plan", campaign, "-o", out).returncode == 0
+    assert pt2pt_here("plan", campaign, "-o", out).returncode == 0
     subprocess.run(["chown", "-R", "nobody", str(out)], check=True)
     script = next(out.glob("jobs/*/job.sbatch"))
     proc = subprocess.run(["runuser", "-u", "nobody", "--", "env", "-i", "PATH=/usr/bin:/bin",

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from kit.analyses.slowlinks import Thresholds, benjamini_hochberg, find
@@ -193,3 +194,45 @@ def test_cli_errors_name_the_option_or_the_data(population, tmp_path: Path,  # t
     assert "argument --threshold: 'ten' is not a fraction" in capsys.readouterr().err
     assert main(["cluster", str(dataset), "--series", "placement=intra-node"]) == 2
     assert "inter-node series only" in " ".join(capsys.readouterr().err.split())
+
+
+def _app_run(folder: Path, pair: tuple[str, str], wall: float) -> Path:
+    """An application job's folder (app.txt + job.json, as the kit's job templates leave
+    them) on a node pair: np 2, one rank per node."""
+    folder.mkdir(parents=True)
+    (folder / "app.txt").write_text(f"halo: np 2 cells 2048 width 256 bytes 2048 iterations 3 "
+                                    f"compute_us 10 mode sendrecv\nwall_time_s {wall:.6e}\n")
+    plan = {"tool": "app", "benchmark": "halo", "command": ["halo", "-n", "2048"],
+            "outputs": ["app.txt"], "nodes": 2, "ntasks_per_node": 1,
+            "placement": "inter-node", "host_pair": list(pair),
+            "transport_env": {"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_pml": "ob1"}}
+    (folder / "job.json").write_text(json.dumps({
+        "state": "completed", "start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:00:01Z",
+        "host": pair[0], "exit_status": 0, "plan": plan}))
+    return folder / "app.txt"
+
+
+def test_application_runs_on_node_pairs_are_left_out(population, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """An app campaign on node pairs (one wall time per run) is no cluster: the probe's
+    series is the only candidate, and asking for the app series says where apps go."""
+    rows, _ = draw(SynthCluster(n_nodes=4, samples=200), population, seed=4)
+    probe = write_probe_runs(rows, tmp_path / "raw")
+    apps = [_app_run(tmp_path / "apps" / f"{a}{b}-{r}", (a, b), 1e-3 * (1 + r) + 1e-5 * k)
+            for k, (a, b) in enumerate(rows.pairs) for r in range(2)]  # distinct: not dupes
+    dataset = tmp_path / "ds"
+    assert ingest(probe, dataset, campaign="syn", transport="tcp").ok
+    assert ingest(apps, dataset, campaign="syn", transport="tcp").ok
+    from kit.data.dataset import scan
+    from kit.data.pairrows import clusters
+
+    app = scan(dataset).filter(pl.col("op") == "app").collect()
+    assert app.height == 2 * len(rows.pairs)  # the app runs are there, on the pairs
+    assert set(app["placement"].cast(pl.String)) == {"inter-node"}
+    assert app["host_pair"].cast(pl.String).n_unique() == len(rows.pairs)
+    assert clusters(dataset)["op"].to_list() == ["pingpong"]
+    assert main(["cluster", str(dataset)]) == 0
+    assert "4 nodes, 6 pairs" in capsys.readouterr().out
+    assert main(["cluster", str(dataset), "--series", "op=app"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "op app" in err and "predict-app" in err

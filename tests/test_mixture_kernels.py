@@ -205,6 +205,56 @@ def test_log_density_kernel_refuses_what_it_cannot_read() -> None:
         kern.gmm_logpdf(lr, np.zeros(2), np.ones(2), np.zeros(2), out.tobytes())
 
 
+def test_normal_cdf_kernels_are_the_light_python_functions_bit_for_bit() -> None:
+    """kit.model.special's light ndtr and log_ndtr run in C where the kernels are built:
+    the same libm calls as its Python versions (the fallback), the same values exactly."""
+    from kit.model import special
+
+    kern = _kernels()
+    rng = np.random.default_rng(5)
+    x = np.concatenate([np.linspace(-45.0, 40.0, 20001), rng.normal(0, 8, 20000),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-300, -1e-300]])
+    for name, one in (("ndtr", special._ndtr1), ("log_ndtr", special._log_ndtr1)):
+        out = np.empty_like(x)
+        getattr(kern, name)(x, out)
+        want = np.array([one(v) for v in x.tolist()])
+        assert np.array_equal(out, want, equal_nan=True), name
+        light = getattr(special.LIGHT, name)
+        assert np.array_equal(light(x.reshape(4, -1)[:, ::3]), want.reshape(4, -1)[:, ::3],
+                              equal_nan=True)
+        assert np.ndim(light(0.5)) == 0 and light(0.5) == one(0.5)
+    with pytest.raises(ValueError, match="out"):
+        kern.ndtr(x, np.empty(3))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_mixture_cdf_and_density_without_scipy_match_the_numpy_formulas(
+        k: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model read without SciPy takes Noise.cdf_and_log_density through the kernel: the
+    numpy formulas' values (with the same ndtr) to rounding, edges and shapes included."""
+    from kit.model import special
+
+    rng = np.random.default_rng(20 + k)
+    w, mu, sd = rng.dirichlet(np.ones(k)), rng.normal(size=k), rng.uniform(0.01, 1.0, k)
+    gmm = noise.Noise("gmm", {"weights": list(w), "means": list(mu), "sds": list(sd)})
+    r = np.concatenate([np.exp(rng.normal(size=999)), [0.0, np.inf, np.nan, 1e-300, 1e300]])
+    monkeypatch.setattr(special, "functions", lambda: special.LIGHT)
+    got_cdf, got_dens = gmm.cdf_and_log_density(r)
+    with np.errstate(all="ignore"):
+        z = (np.log(r)[:, None] - mu) / sd
+        want_cdf = np.sum(w * special.LIGHT.ndtr(z), axis=-1)
+        want_dens = np.sum((w / sd) * np.exp(-0.5 * (z * z)), axis=-1) / np.sqrt(2 * np.pi)
+    assert np.allclose(got_cdf, want_cdf, rtol=1e-14, atol=1e-300, equal_nan=True)
+    assert np.allclose(got_dens, want_dens, rtol=1e-13, atol=1e-300, equal_nan=True)
+    assert np.array_equal(np.isnan(got_cdf), np.isnan(r))
+    c, d = gmm.cdf_and_log_density(np.array(1.3))
+    assert np.ndim(c) == 0 and np.ndim(d) == 0
+    assert gmm.cdf_and_log_density(np.ones((3, 2)))[0].shape == (3, 2)
+    with pytest.raises(ValueError, match="sd"):
+        _kernels().gmm_cdf_density(np.zeros(4), mu, np.ones(k + 1), w, np.empty(4),
+                                   np.empty(4))
+
+
 def _bands_data(seed: int, shuffled: bool) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = np.log(np.repeat(np.exp(rng.uniform(0, 9, 90)).round(), 40))

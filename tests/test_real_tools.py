@@ -250,10 +250,10 @@ CROSS_TOLERANCE = 0.05
 #: the warm-up in the samples): asserted whatever the machine's state. Between the two,
 #: the difference is reported (CrossCheckOutside) and BENCHMARKS.md carries the figures.
 GROSS_TOLERANCE = 0.25
-#: Many short rounds rather than a few long ones: what spreads probe/OSU is the run (one
-#: run's P50 against the next one's, ±10-20 % on this VM), not the samples within a run
-#: (the P50 of 200 samples moves by < 1 %). 10 rounds give the median of the paired ratios
-#: a 98 % distribution-free interval [2nd, 9th of 10] (kit.figures.estimate).
+#: Many short rounds rather than a few long ones: what spreads probe/OSU is the run, not
+#: the samples within it (8 B-64 KiB at load 7-11: the P50s of a run's two halves differ by
+#: a median 0.3-2 %, the P50s of 10 runs by 12-23 % max/min). 10 rounds give the median of
+#: the paired ratios a 98 % distribution-free interval, 2nd-9th of 10 (kit.figures.estimate).
 CROSS_ROUNDS, CROSS_SAMPLES, CROSS_WARMUP = 10, 200, 20
 #: Longest wait for the load average to fall below a two-rank run's limit before measuring.
 QUIET_WAIT_S = 90.0
@@ -419,6 +419,9 @@ def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
         fitted, quality = fit.fitted, fit.quality
         reasons += [f"{transport}: {line}" for line in (quality.lines() if quality else [])]
         rounds = [r for (t, r) in probe if t == transport]
+        fitted_on = fit.samples.frame.group_by("size").agg(pl.col("time").median())
+        fitted_p50 = dict(zip(fitted_on["size"].to_list(), fitted_on["time"].to_list(),
+                              strict=True))
         predicted = fitted.model.predict_quantiles(np.array(CROSS_SIZES, float), [0.5])
         for size, model_p50 in zip(CROSS_SIZES, np.ravel(predicted), strict=True):
             ratios = [probe[(transport, r)][size] / osu_p50[(transport, r)][size]
@@ -429,14 +432,20 @@ def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
             measured = statistics.median(probe[(transport, r)][size] for r in rounds)
             table.append((transport, size, ratio, _verdict(ratio), ratios, measured,
                           model_p50))
-            # The fitted model describes what was measured (a loose bound: this is the
-            # probe's data through the kit's fit, not a test of the fit's accuracy). Held
-            # on a quiet machine; on a busy one 1 MiB over shm can turn slow (94 us against
-            # 64 quiet, at load 11) while the fit continues the 64-512 KiB line (54 us): no
-            # regime can start at the grid's last size.
-            model_misses.append((transport, size, model_p50, measured))
-            # a probe timing another thing than osu_latency, whatever the load
-            assert abs(ratio.value - 1) <= GROSS_TOLERANCE, (transport, size, ratios)
+            # The fitted model describes the samples it was fitted on (a loose bound: this
+            # is the probe's data through the kit's fit, not a test of the fit's accuracy).
+            # Those are the runs run quality kept, pooled: on a busy CI machine the
+            # median over rounds may be a round the fit left out (shm 1 MiB: 127 us
+            # fitted, 90 us over rounds). Held on a quiet machine; on a busy one 1 MiB
+            # over shm can turn slow (94 us pooled against 64 quiet, at load 11) while the
+            # fit continues the 64-512 KiB line (54 us): no regime starts at the last size.
+            model_misses.append((transport, size, model_p50, fitted_p50[size]))
+            # A probe timing another thing than osu_latency, whatever the load: each tool's
+            # fastest round (a busy machine slows some rounds of either tool by 1.5x: shm
+            # 1 MiB per-round ratios 0.72, 0.67, 1.45 at load 3-4).
+            best = (min(probe[(transport, r)][size] for r in rounds)
+                    / min(osu_p50[(transport, r)][size] for r in rounds))
+            assert abs(best - 1) <= GROSS_TOLERANCE, (transport, size, best, ratios)
     text = "\n".join(
         f"{t:4} {s:>8} B  probe/OSU P50 {q.value:.3f} [{q.lo:.3f}, {q.hi:.3f}] {v:9} "
         f"(rounds {' '.join(f'{x:.3f}' for x in rs)})  probe P50 {p * 1e6:.3f} us  "
@@ -446,7 +455,7 @@ def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
     model_misses = [m for m in model_misses if not 0.8 < m[2] / m[3] < 1.25]
     if reasons:
         text += "".join(f"\n{t} {s} B: model P50 {f * 1e6:.3f} us against the measured "
-                        f"{p * 1e6:.3f} us (not held: busy)" for t, s, f, p in model_misses)
+                        f"fitted {p * 1e6:.3f} us (not held: busy)" for t, s, f, p in model_misses)
         warnings.warn(CrossCheckWithheld(
             "probe vs OSU within ±5 % not asserted, the machine was not quiet: "
             + "; ".join(reasons[:4]) + "\n" + text), stacklevel=1)

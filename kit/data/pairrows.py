@@ -3,7 +3,9 @@
 A multi-pair campaign (``pairs: {all-pairs: CAP}``, ``{random: K}``) leaves one series per
 host pair (the host pair is a series key). The cluster model (:mod:`kit.fit.clustermodel`)
 reads them together: every series that shares campaign, tool, transport, op and statistic,
-placed inter-node with one pair at a time (contention runs are a different experiment). A
+placed inter-node with one pair at a time (contention runs are a different experiment), and
+not an application's (op ``app``: one wall time per run of a whole program, compared with
+its simulation by ``pt2pt predict-app``, not a message time of a link). A
 pair is a *link* between two nodes whatever the rank order, so ``n3:n1`` and ``n1:n3`` are
 the same pair.
 
@@ -29,6 +31,8 @@ from kit.data.schema import SERIES_KEYS, UNKNOWN
 #: Series keys that must be equal within one cluster (host_pair varies; placement and pairs
 #: are fixed to inter-node and 1).
 CLUSTER_KEYS: tuple[str, ...] = ("campaign", "tool", "transport", "op", "stat")
+#: The op (and tool) of application runs, which no cluster includes.
+APP_OP = "app"
 #: Fewest distinct node pairs a cluster model is fitted on.
 MIN_PAIRS = 3
 
@@ -142,6 +146,7 @@ def clusters(dataset: str | Path, selector: Mapping[str, str] | None = None) -> 
     """Candidate clusters: CLUSTER_KEYS with the number of distinct host pairs and rows."""
     lf = series_rows(scan(dataset), {**(selector or {}), "placement": "inter-node",
                                      "pairs": "1"}, aggregates=False)
+    lf = lf.filter(pl.col("op").cast(pl.String) != APP_OP)
     return (lf.group_by([pl.col(k).cast(pl.String) for k in CLUSTER_KEYS])
             .agg(n_pairs=pl.col("host_pair").n_unique(), n=pl.len())
             .sort(CLUSTER_KEYS).collect(engine="streaming"))
@@ -159,6 +164,11 @@ def read_pairs(dataset: str | Path, selector: Mapping[str, str] | None = None, *
     if bad:
         raise UserError(f"unknown series key {bad[0]!r}", where=where,
                         hint=f"use {', '.join(CLUSTER_KEYS)}")
+    if APP_OP in (selector.get("op"), selector.get("tool")):
+        raise UserError("an application's runs (op app) are not node pairs' message times: "
+                        "the cluster model leaves them out", where=where,
+                        hint="compare them with their simulation: pt2pt predict-app DATASET "
+                        "--platform DIR; pick the probe's series here")
     for key, fixed in (("placement", "inter-node"), ("pairs", "1"), ("stat", RAW)):
         if selector.get(key, fixed) != fixed:
             raise UserError(f"{key}={selector[key]}: the cluster model reads {key}={fixed} "

@@ -28,10 +28,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from kit.model.estimator import RegimeModel
 
 #: Sizes per decade at which the model median's interval is evaluated.
 DECADE_POINTS = 4
@@ -117,7 +120,8 @@ def _rel(iv: dict[str, Any]) -> float:
     return float((hi - lo) / 2.0 / value)
 
 
-def precision(model: Any, size: Array, time: Array, design: Design, round_: int) -> Precision:
+def precision(model: RegimeModel, size: Array, time: Array, design: Design,
+              round_: int) -> Precision:
     """The model's median and break intervals (the kit's bootstrap), per decade and break."""
     from kit.model.uncertainty import bootstrap_intervals
 

@@ -341,7 +341,7 @@ def fit_samples(samples: SeriesSamples, opts: FitOptions = FitOptions()) -> Mode
     return fitted
 
 
-def _physical_or_without_sizes(model: Any, params: dict[str, Any], size: Any, time: Any,
+def _physical_or_without_sizes(model: RegimeModel, params: dict[str, Any], size: Any, time: Any,
                                where: str) -> tuple[Any, str]:
     """The fitted model if every reader accepts it (kit.model.schema.check_physical, the
     gate of every model read), else the same fit without its per-size layer and why.

@@ -564,6 +564,97 @@ static double ndtr(double a) {
     return x > 0 ? 1.0 - y : y;
 }
 
+/* ln ndtr(a): kit.model.special's light log_ndtr, step for step (log1p of the upper tail
+ * above 0, the log of ndtr down to -30, the asymptotic series below). */
+#define LOG_NDTR_TERMS 8
+static double log_ndtr(double a) {
+    if (isnan(a))
+        return NAN;
+    if (a > 0.0)
+        return log1p(-ndtr(-a));
+    if (a > -30.0)
+        return log(ndtr(a));
+    const double inv = 1.0 / (a * a);
+    double term = 1.0, total = 1.0;
+    for (int k = 1; k <= LOG_NDTR_TERMS; k++) {
+        term *= -(2 * k - 1) * inv;
+        total += term;
+    }
+    return -0.5 * a * a - log(-a) - HALF_LOG_2PI + log(total);
+}
+
+/* ndtr(x, out) / log_ndtr(x, out): element by element over n doubles. Why: a model read
+ * without SciPy (pt2pt predict, sample, export) evaluates millions of normal CDFs for the
+ * per-size quantile maps; one Python call per element cost ~0.4 us each. */
+static PyObject *elementwise(PyObject *args, double (*fn)(double)) {
+    Held held = {.n = 0};
+    PyObject *ox, *oout;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OO", &ox, &oout))
+        return NULL;
+    const double *x = hold(&held, ox, -1, 0, 0, "x", &n);
+    double *out = x == NULL ? NULL : hold(&held, oout, n, 1, 0, "out", NULL);
+    if (out == NULL) {
+        release(&held);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        out[i] = fn(x[i]);
+    Py_END_ALLOW_THREADS
+    release(&held);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ndtr_each(PyObject *self, PyObject *args) {
+    (void)self;
+    return elementwise(args, ndtr);
+}
+
+static PyObject *log_ndtr_each(PyObject *self, PyObject *args) {
+    (void)self;
+    return elementwise(args, log_ndtr);
+}
+
+/* gmm_cdf_density(lr, mu, sd, w, cdf, dens): at each lr[i] = ln r, the mixture's CDF
+ * sum w[j] ndtr(z) and its density in ln r, sum (w[j] / sd[j]) exp(-z^2 / 2) / sqrt(2 pi),
+ * z = (lr[i] - mu[j]) / sd[j]: Noise.cdf_and_log_density's formulas in one pass, for a
+ * model read without SciPy (the per-size quantile maps' Newton steps ask for millions). */
+static PyObject *gmm_cdf_density(PyObject *self, PyObject *args) {
+    (void)self;
+    Held held = {.n = 0};
+    MixtureArgs a;
+    if (PyTuple_GET_SIZE(args) != 6) {
+        PyErr_SetString(PyExc_TypeError, "gmm_cdf_density takes 6 arguments");
+        return NULL;
+    }
+    PyObject *first = PyTuple_GetSlice(args, 0, 5);  /* lr, mu, sd, w, cdf */
+    int ok = first != NULL && hold_mixture_args(&held, first, "lr", "w", &a);
+    Py_XDECREF(first);
+    double *dens = ok ? hold(&held, PyTuple_GET_ITEM(args, 5), a.n, 1, 0, "dens", NULL) : NULL;
+    if (dens == NULL) {
+        release(&held);
+        return NULL;
+    }
+    const double *x = a.x, *mu = a.mu, *sd = a.sd, *w = a.per;
+    double *cdf = a.out;
+    const Py_ssize_t n = a.n, k = a.k;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double c = 0.0, d = 0.0;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            const double z = (x[i] - mu[j]) / sd[j];
+            c += w[j] * ndtr(z);
+            d += (w[j] / sd[j]) * exp(-0.5 * (z * z));
+        }
+        cdf[i] = c;
+        dens[i] = d * (1.0 / SQRT_2PI);
+    }
+    Py_END_ALLOW_THREADS
+    release(&held);
+    Py_RETURN_NONE;
+}
+
 /* gmm_ppf(q, mu, sd, w, out): ln-space quantiles of the mixture sum w[j] N(mu[j], sd[j]) at
  * the levels q, exponentiated: Noise._ppf's bisection (16 halvings of the range of the
  * components +-12 sd) then 4 Newton steps kept inside the bracket, the same steps as its
@@ -835,6 +926,10 @@ static PyMethodDef methods[] = {
      "gmm_em_step(x, th, k, out) -> log-likelihood at th; out gets EM's update."},
     {"gmm_logpdf", gmm_logpdf, METH_VARARGS,
      "gmm_logpdf(lr, mu, sd, c, out): the mixture's log-density of r at lr = ln r."},
+    {"ndtr", ndtr_each, METH_VARARGS, "ndtr(x, out): the standard normal CDF of each x."},
+    {"log_ndtr", log_ndtr_each, METH_VARARGS, "log_ndtr(x, out): its log, each x."},
+    {"gmm_cdf_density", gmm_cdf_density, METH_VARARGS,
+     "gmm_cdf_density(lr, mu, sd, w, cdf, dens): the mixture's CDF and ln-r density."},
     {"gmm_ppf", gmm_ppf, METH_VARARGS,
      "gmm_ppf(q, mu, sd, w, out): the mixture's quantiles (of r, with ln r mixed) at q."},
     {"band_size_terms", band_size_terms, METH_VARARGS,

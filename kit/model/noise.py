@@ -318,6 +318,9 @@ class Noise:
         r = np.asarray(r, dtype=float)
         if self.family == "gmm":
             w, mu, sd = self._gmm()
+            if (special.functions() is special.LIGHT and _kernels is not None
+                    and 1 <= len(mu) <= _KERNEL_MAX_COMPONENTS):
+                return self._light_cdf_density(r, w, mu, sd)
             z = (np.log(r)[..., None] - mu) / sd
             cdf = np.sum(w * special.functions().ndtr(z), axis=-1)
             with np.errstate(under="ignore"):
@@ -326,6 +329,21 @@ class Noise:
         cdf, logpdf = self._scipy(r, "cdf", "logpdf")
         with np.errstate(over="ignore", under="ignore"):
             return cdf, np.exp(logpdf) * r
+
+    @staticmethod
+    def _light_cdf_density(r: NDArray, w: NDArray, mu: NDArray, sd: NDArray
+                           ) -> tuple[NDArray, NDArray]:
+        """:meth:`cdf_and_log_density` of a mixture without SciPy, in the compiled kernel:
+        the same formulas (and the light ndtr), to rounding; a fit (SciPy's ndtr) never
+        comes here, so its numbers do not depend on it."""
+        assert _kernels is not None
+        with np.errstate(divide="ignore"):
+            lr = np.asarray(np.log(r), dtype=np.float64, order="C")
+        cdf, dens = np.empty(lr.shape), np.empty(lr.shape)
+        _kernels.gmm_cdf_density(lr.reshape(-1), np.ascontiguousarray(mu),
+                                 np.ascontiguousarray(sd), np.ascontiguousarray(w),
+                                 cdf.reshape(-1), dens.reshape(-1))
+        return (cdf, dens) if cdf.ndim else (cdf[()], dens[()])
 
     def ppf(self, q: NDArray) -> NDArray:
         """Quantiles at levels ``q``. The per-size layer asks each noise for the same few

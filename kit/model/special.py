@@ -7,10 +7,13 @@ that work; ``scipy.stats`` (whose distributions the noises were) 0.6-0.9 s. So
 :func:`functions` returns ``scipy.special`` itself whenever it is loaded (every fit loads it:
 :func:`use_scipy`), and otherwise :data:`LIGHT`: the same functions from Python's ``math``
 and ``statistics`` modules (erf, erfc, the normal quantile of AS 241), element by element.
-They agree with SciPy's to a few units in the last place (tests/test_special.py holds them
-to it); past :data:`LIGHT_MAX_ELEMENTS` elements evaluated in a process, and for the
-incomplete gamma function (gamma noise), they load SciPy after all, where its import is
-the cheaper part.
+They agree with SciPy's to a few units in the last place (tests/test_noise_formulas.py
+holds them to it). The normal CDF and its log, which a per-size model's quantile maps
+evaluate millions of times, run element by element in C (kit/model/_mixture_kernels.c, the
+same libm calls as :func:`_ndtr1`, the same values bit for bit); the other functions, and
+these where the kernels are not built, hand over to SciPy past :data:`LIGHT_MAX_ELEMENTS`
+elements evaluated in a process, as does the incomplete gamma function (gamma noise): there
+its import is the cheaper part.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-#: Elements the light functions evaluate in a process before they hand over to
-#: scipy.special (loading it once): ~0.3-0.5 µs an element in Python against ~0.15-0.3 s for
-#: the import. A predict at a few sizes stays well below; an export (SimGrid's factor
-#: tables: millions of CDF values) crosses it in its first tenth of a second.
+from kit.model.kernels import KERNELS as _kernels  # ndtr, log_ndtr element by element
+
+#: Elements the light functions evaluated in Python evaluate in a process before they hand
+#: over to scipy.special (loading it once): ~0.3-0.5 µs an element in Python against
+#: ~0.15-0.3 s for the import (the compiled ndtr and log_ndtr never hand over: ~20 ns).
 LIGHT_MAX_ELEMENTS = 200_000
 _light_used = [0]
 
@@ -70,8 +74,18 @@ def _ndtr1(a: float) -> float:
     return 1.0 - y if x > 0 else y
 
 
+def _compiled(name: str, x: NDArray) -> Any:
+    """``name`` (ndtr or log_ndtr) of each element of ``x`` by the compiled kernel."""
+    arr = np.asarray(x, dtype=np.float64, order="C")  # (ascontiguousarray: 0-d to 1-d)
+    out = np.empty(arr.shape)
+    getattr(_kernels, name)(arr.reshape(-1), out.reshape(-1))
+    return out if out.ndim else out[()]
+
+
 def _light_ndtr(x: ArrayLike) -> Any:
     arr = np.asarray(x, dtype=np.float64)
+    if _kernels is not None:
+        return _compiled("ndtr", arr)
     if _large(arr):
         return use_scipy().ndtr(arr)
     out = _elementwise(_ndtr1, arr)
@@ -101,6 +115,8 @@ def _log_ndtr1(a: float) -> float:
 
 def _light_log_ndtr(x: ArrayLike) -> Any:
     arr = np.asarray(x, dtype=np.float64)
+    if _kernels is not None:
+        return _compiled("log_ndtr", arr)
     if _large(arr):
         return use_scipy().log_ndtr(arr)
     out = _elementwise(_log_ndtr1, arr)

@@ -49,7 +49,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -62,6 +62,9 @@ from kit.model.resampled_bins import Counts, RegimeBins, running_sum, weighted_q
 from kit.model.runs import dense_codes, run_starts
 from kit.model.segmentation import refine_boundary
 from kit.model.special import use_scipy
+
+if TYPE_CHECKING:
+    from kit.model.estimator import RegimeModel
 
 #: Resamples by default (percentile 2.5/97.5 intervals are stable from about 100 on).
 N_BOOT = 120
@@ -159,7 +162,7 @@ class _Data:
     start: list[dict[str, float] | None]
 
     @classmethod
-    def build(cls, model: Any, s: NDArray, t: NDArray) -> _Data:
+    def build(cls, model: RegimeModel, s: NDArray, t: NDArray) -> _Data:
         lt, ls = np.log(t), np.log(np.maximum(s, 1.0))
         bps0 = [float(b) for b in model.breakpoints_]
         at = np.r_[0, np.searchsorted(s, bps0, side="left"), len(s)]
@@ -366,7 +369,8 @@ def _linear_quantity(key: str, family: str) -> bool:
     return ".share" in key or (family == "power" and key.endswith(".b"))
 
 
-def _band_assignment(model: Any, s: NDArray, t: NDArray) -> list[tuple[int, NDArray] | None]:
+def _band_assignment(model: RegimeModel, s: NDArray, t: NDArray
+                     ) -> list[tuple[int, NDArray] | None]:
     """Per mixture regime: (its first sample, 1 where band 1 explains a sample best, else 0),
     on the full data."""
     out: list[tuple[int, NDArray] | None] = []
@@ -392,7 +396,7 @@ def _size_time_order(s: NDArray, t: NDArray) -> NDArray:
     return np.lexsort((t, s))
 
 
-def bootstrap_intervals(model: Any, size: ArrayLike, time: ArrayLike, *,
+def bootstrap_intervals(model: RegimeModel, size: ArrayLike, time: ArrayLike, *,
                         groups: ArrayLike | None = None, seq: ArrayLike | None = None,
                         n_boot: int = N_BOOT, level: float = 0.95,
                         random_state: int | None = 0,
@@ -412,7 +416,7 @@ def bootstrap_intervals(model: Any, size: ArrayLike, time: ArrayLike, *,
                           None if at is None else np.asarray(at, dtype=np.float64).ravel())
 
 
-def _intervals(model: Any, size: ArrayLike, time: ArrayLike, groups: ArrayLike | None,
+def _intervals(model: RegimeModel, size: ArrayLike, time: ArrayLike, groups: ArrayLike | None,
                seq: ArrayLike | None, n_boot: int, level: float,
                random_state: int | None, at: NDArray | None = None) -> dict[str, Any]:
     s0 = np.asarray(size, dtype=np.float64).ravel()
@@ -496,7 +500,7 @@ def _intervals(model: Any, size: ArrayLike, time: ArrayLike, groups: ArrayLike |
     return out
 
 
-def _reported(model: Any, s: NDArray, t: NDArray, at: NDArray | None = None
+def _reported(model: RegimeModel, s: NDArray, t: NDArray, at: NDArray | None = None
               ) -> dict[str, float]:
     """The values the model itself reports, where they exist (else the cheap estimate)."""
     out: dict[str, float] = {}
@@ -531,8 +535,9 @@ def _describe(key: str, families: list[str]) -> str:
     return f"regime {int(k) + 1} ({families[int(k)]}) {rest}"
 
 
-def _structure(flat: dict[str, dict[str, Any]], model: Any, families: list[str], scheme: str,
-               n_units: int, n_boot: int, level: float, missing: list[str]) -> dict[str, Any]:
+def _structure(flat: dict[str, dict[str, Any]], model: RegimeModel, families: list[str],
+               scheme: str, n_units: int, n_boot: int, level: float,
+               missing: list[str]) -> dict[str, Any]:
     """The JSON-ready intervals; nothing in it depends on the machine or its load (a model
     file is the same bytes whichever surface fitted it: no wall-clock time here)."""
     regimes = []

@@ -31,12 +31,15 @@ import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kit.core.errors import UserError
 from kit.outputs.export.simgrid import HOSTS, SimgridExport, export_simgrid
+
+if TYPE_CHECKING:
+    from kit.model.estimator import RegimeModel
 
 SMPI_SRC = Path(__file__).parent / "export" / "smpi"
 #: Fixed check sizes; the middle of each regime and the measured sizes next to each break
@@ -203,7 +206,7 @@ def run_pingpong(export: SimgridExport, sizes: list[int], reps: int, *, noise: b
     return {"size": rows[:, 0], "rtt_half": rows[:, 1], "fwd": rows[:, 2], "back": rows[:, 3]}
 
 
-def check_sizes(model: Any) -> list[tuple[int, str]]:
+def check_sizes(model: RegimeModel) -> list[tuple[int, str]]:
     """1 B ... 4 MiB, the (geometric) middle of every regime, and the measured sizes
     (with adjustments of their own) closest to each break on either side."""
     out = dict((s, label) for s, label in CHECK_SIZES)
@@ -220,13 +223,14 @@ def check_sizes(model: Any) -> list[tuple[int, str]]:
     return sorted(out.items())
 
 
-def _size_range(model: Any) -> tuple[float, float]:
+def _size_range(model: RegimeModel) -> tuple[float, float]:
     return float(model.regimes_[0].size_min), float(model.regimes_[-1].size_max)
 
 
-def simulate_model(model: Any, *, noise: bool = False, reps: int | None = None, seed: int = 1,
-                   version: str | None = None, send_model: Any = None,
-                   recv_model: Any = None, export_dir: Path | None = None) -> Report:
+def simulate_model(model: RegimeModel, *, noise: bool = False, reps: int | None = None,
+                   seed: int = 1,
+                   version: str | None = None, send_model: RegimeModel | None = None,
+                   recv_model: RegimeModel | None = None, export_dir: Path | None = None) -> Report:
     """Simulate the check sizes and compare with the model (median; p05/p95 with noise)."""
     reps = reps or (2500 if noise else 3)
     export = export_simgrid(model, version=version, center="median", send_model=send_model,
@@ -317,7 +321,7 @@ class AgainstRow:
         return d
 
 
-def simulate_against(model: Any, dataset: Path, *, series: dict[str, str] | None = None,
+def simulate_against(model: RegimeModel, dataset: Path, *, series: dict[str, str] | None = None,
                      seed: int = 1, test_fraction: float = 0.3, version: str | None = None,
                      max_messages: int = 4000) -> tuple[list[AgainstRow], dict[str, Any]]:
     """Refit the model's settings on a training split, simulate the held-out plan, compare.

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -28,6 +28,9 @@ from kit.core.progress import track
 from kit.data.figures import series_figures
 from kit.figures.series import SeriesFigures
 from kit.outputs.report.summary import TERMS, slugify, summarise
+
+if TYPE_CHECKING:
+    from kit.model.estimator import RegimeModel
 
 TEMPLATE_DIR = PACKAGE_DIR / "templates" / "report"
 
@@ -68,7 +71,7 @@ def _size(v: float) -> str:
     return "∞" if not math.isfinite(v) else f"{v:,.0f}"
 
 
-def regime_rows(model: Any, validation: Mapping[str, Any] | None = None
+def regime_rows(model: RegimeModel, validation: Mapping[str, Any] | None = None
                 ) -> list[dict[str, str]]:
     per_regime = (validation or {}).get("regimes") or []
     rows = []
@@ -128,7 +131,7 @@ def _validation_part(section: Section, validation: Mapping[str, Any]) -> None:
                      "held-out samples")
 
 
-def series_section(out_dir: Path, model: Any, samples: pl.DataFrame | None, *,
+def series_section(out_dir: Path, model: RegimeModel, samples: pl.DataFrame | None, *,
                    title: str, provenance: Mapping[str, Any] | None = None,
                    validation: Mapping[str, Any] | None = None,
                    intervals: Mapping[str, Any] | None = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -22,6 +22,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from kit.model.estimator import RegimeModel
 
 #: Cap on plotted points: beyond this the scatter is a random subsample (stated in the title).
 MAX_POINTS = 40_000
@@ -44,7 +47,7 @@ def _subsample(x: NDArray, y: NDArray, rng: np.random.Generator) -> tuple[NDArra
     return x[keep], y[keep], f" ({MAX_POINTS:,} of {x.size:,} samples shown)"
 
 
-def _size_span(model: Any, size: NDArray | None) -> tuple[float, float]:
+def _size_span(model: RegimeModel, size: NDArray | None) -> tuple[float, float]:
     regimes = model.regimes_
     lo = max(float(regimes[0].size_min), 1.0)
     hi = max(float(regimes[-1].size_max), lo * 10)
@@ -54,7 +57,7 @@ def _size_span(model: Any, size: NDArray | None) -> tuple[float, float]:
     return lo, hi
 
 
-def scatter_plot(path: Path, model: Any, size: NDArray | None, time: NDArray | None,
+def scatter_plot(path: Path, model: RegimeModel, size: NDArray | None, time: NDArray | None,
                  title: str, baselines: Mapping[str, Any] | None = None,
                  random_state: int = 0) -> Path:
     """Log-log scatter, regime spans, central curves, median and p05..p95 band, overlaps."""
@@ -112,7 +115,7 @@ def _finish_grid(fig: Any, unused: list[Any], title: str, path: Path) -> Path:
     return _save(fig, path)
 
 
-def residual_plot(path: Path, model: Any, size: NDArray, time: NDArray, title: str,
+def residual_plot(path: Path, model: RegimeModel, size: NDArray, time: NDArray, title: str,
                   random_state: int = 0) -> Path:
     """Per regime: histogram of ``time / curve`` on a log axis with the fitted density and draws.
 
@@ -158,7 +161,7 @@ def residual_plot(path: Path, model: Any, size: NDArray, time: NDArray, title: s
     return _finish_grid(fig, axes[len(regimes):], title, path)
 
 
-def tail_plot(path: Path, model: Any, size: NDArray, time: NDArray, title: str) -> Path:
+def tail_plot(path: Path, model: RegimeModel, size: NDArray, time: NDArray, title: str) -> Path:
     """Per regime: the share of samples above each ratio, empirical beside fitted (log-log).
 
     This is where a noise family that matches the body but misses p95/p99 shows: the

@@ -117,7 +117,7 @@ def slugify(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "series"
 
 
-def _centre(model: Any, size: Any) -> Any:
+def _centre(model: RegimeModel, size: Any) -> Any:
     """The regimes' central curves (fitted to per-size medians), without the per-size
     shifts of stored sizes: the shape a regime claims, not one size's own noise."""
     curve = getattr(model, "curve", None)
@@ -129,7 +129,7 @@ def _median_near(size: Any, time: Any, lo: float, hi: float) -> float | None:
     return float(np.median(time[inside])) if int(inside.sum()) >= 5 else None
 
 
-def _step_note(model: Any, at: float, samples: tuple[Any, Any] | None) -> str:
+def _step_note(model: RegimeModel, at: float, samples: tuple[Any, Any] | None) -> str:
     """"" when the model's median does not fall at the switch ``at``; else the drop, as the
     samples confirm it (a faster protocol above the switch) or flagged (kit.figures.sanity):
     a curve that steps down where the samples do not is a fit's artefact, not a network."""
@@ -155,7 +155,7 @@ def _step_note(model: Any, at: float, samples: tuple[Any, Any] | None) -> str:
                              "network's").strip()
 
 
-def _falls_within(model: Any, regimes: Any) -> str:
+def _falls_within(model: RegimeModel, regimes: Any) -> str:
     """Regimes whose central curve falls with size (kit.figures.sanity.steps_down), flagged;
     "" when none."""
     flagged = []
