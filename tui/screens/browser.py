@@ -100,6 +100,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
         Binding("ctrl+k", "cluster", "Cluster", show=False),  # in the help (?): footer full
         Binding("ctrl+o", "open_dataset", "Open dataset"),
         Binding("ctrl+a", "apps", "Apps"),
+        Binding("ctrl+l", "collectives", "Collectives", show=False),  # in the help (?)
         Binding("escape", "clear_filter", "Clear filter"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "app.quit", "Quit", group=QUIT_GROUP),  # last: beside the app's ctrl+q
@@ -112,6 +113,8 @@ class BrowserScreen(HelpMixin, Screen[None]):
         "ctrl+k": "the cluster view of the highlighted series' campaign (a campaign over at "
                   "least 3 node pairs): node against node, slow links and nodes marked, Enter "
                   "opens a pair",
+        "ctrl+l": "the collectives view of the sweep given with --collectives DIR: best "
+                  "algorithm per (numproc, size), shares within X % of the best with intervals",
         "latency": latency.DEFINITION,
         "eff. bw": bandwidth.DEFINITION,
         "model": "the score (held-out CRPS / floor) of the series' model when it was "
@@ -352,6 +355,21 @@ class BrowserScreen(HelpMixin, Screen[None]):
             notify_error(self, err)
             return
         self.app.push_screen(AppsScreen(view))
+
+    def action_collectives(self) -> None:
+        from tui import collview
+        from tui.screens.collectives import CollectivesScreen
+
+        if self.session.collectives is None:
+            self.notify("No collectives sweep: run pt2pt collectives sweep OUT ..., then "
+                        "pt2pt tui --collectives OUT.", severity="warning")
+            return
+        try:
+            view = collview.load(self.session.collectives)
+        except UserError as err:
+            notify_error(self, err)
+            return
+        self.app.push_screen(CollectivesScreen(view))
 
     def action_mark(self) -> None:
         key = self._highlighted()
