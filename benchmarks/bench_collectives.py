@@ -4,17 +4,19 @@ Builds a flat platform of N hosts x 1 core from the tests' synthetic inter-node 
 (``three_linear_regimes(PER_BYTE)``: above 64 KiB 9 x PER_BYTE s/B; the default 9e-10 makes it
 8.1e-9 s/B, 123 MB/s, a 1 Gbit/s-class link), then runs ``pt2pt collectives sweep`` as a user
 does, one point per numproc, and prints what the sweep recorded per point: host wall time,
-CPU seconds of the smpirun (children included) and peak anonymous resident memory (see
-kit/outputs/collsweep.py), plus the slope of log CPU-s against log numproc between the two
-largest counts (the law of cost: an alltoall is numproc^2 messages).
+CPU seconds of the smpirun (children included) and peak memory (resident anonymous + shared +
+page tables, see kit/outputs/collsweep.py), plus the slope of log CPU-s against log numproc
+between consecutive counts (the law of cost: an alltoall is numproc^2 messages).
+``--shared-malloc global`` measures SimGrid's other shared-buffer mode (the ratio of the two).
 
     .venv/bin/python benchmarks/bench_collectives.py [--np 128,256,512,1024] [--size 1M]
-        [--algorithm pair] [--per-byte 9e-10]
+        [--algorithm pair] [--per-byte 9e-10] [--shared-malloc local|global]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import subprocess
@@ -32,6 +34,7 @@ def main() -> None:
     ap.add_argument("--algorithm", default="pair")
     ap.add_argument("--memory-limit", default="16", help="GiB")
     ap.add_argument("--per-byte", type=float, default=9e-10)
+    ap.add_argument("--shared-malloc", default="local", choices=("local", "global"))
     a = ap.parse_args()
     import polars as pl
 
@@ -47,16 +50,18 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "kit", "collectives", "sweep", str(out),
                         "--platform", str(folder), "--np", a.np, "--sizes", a.size,
                         "--algorithms", a.algorithm, "--reps", "1", "--time-limit", "1800",
-                        "--memory-limit", a.memory_limit], check=True)
+                        "--memory-limit", a.memory_limit, "--shared-malloc", a.shared_malloc],
+                       check=True)
         rows = pl.read_parquet(out / "collectives.parquet").sort("numproc")
     print(f"load average at start {load:.1f}, at end {os.getloadavg()[0]:.1f}")
     for r in rows.iter_rows(named=True):
-        print(f"np={r['numproc']} {a.algorithm} {a.size}: {r['status']}, simulated "
+        print(f"np={r['numproc']} {a.algorithm} {a.size} {a.shared_malloc}: {r['status']}, "
+              f"simulated "
               f"{r['time'] or math.nan:.4g} s, {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} CPU-s, "
               f"peak memory {r['peak_memory_bytes'] / 2**30:.2f} GiB")
     ok = rows.filter(pl.col("status") == "ok")
-    if ok.height >= 2:
-        (n0, c0), (n1, c1) = ok.select("numproc", "cpu_s").rows()[-2:]
+    pairs = ok.select("numproc", "cpu_s").rows()
+    for (n0, c0), (n1, c1) in itertools.pairwise(pairs):
         print(f"CPU-s ~ numproc^{math.log(c1 / c0) / math.log(n1 / n0):.2f} between np {n0} "
               f"and {n1}")
 

@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "OUT/points.jsonl); 'analyze' prints per configuration the best algorithm and every "
         "algorithm's ratio to it, and per algorithm the share of configurations within X %% "
         "of the best with 95 %% bootstrap intervals. Needs SimGrid.")
-    sub = p.add_subparsers(dest="action", required=True, metavar="sweep|analyze")
+    sub = p.add_subparsers(dest="action", required=True, metavar="sweep|analyze|validate")
     s = sub.add_parser("sweep", help="run the points not yet in OUT",
                        description="Run every point not yet in OUT. A point that exceeds "
                        "--time-limit or --memory-limit, or that SimGrid stops, is recorded "
@@ -82,6 +82,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--memory-limit", type=real(0.01, 4096.0, "GiB"), default=8.0,
                    metavar="GIB", help="peak anonymous resident memory per point (default 8 GiB)")
     s.add_argument("--ranks-per-host", type=integer(1, 4096, "ranks per host"), metavar="K")
+    s.add_argument("--shared-malloc", choices=("local", "global"), default="local",
+                   help="SimGrid's shared buffers: local (default: one copy per buffer in "
+                   "/dev/shm, at most 2 x numproc x size) or global (one 64 MiB block, but "
+                   "page tables and kernel time grow as numproc^2 x size); the simulated "
+                   "times are the same")
     s.set_defaults(func=run_sweep)
     a = sub.add_parser("analyze", help="best algorithm per configuration, shares within X %%",
                        description="Read OUT (even a sweep stopped early) and print the "
@@ -99,6 +104,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="also write DIR/index.html with the study's plots (time / size against "
                    "numproc per algorithm; shares within X %% with intervals)")
     a.set_defaults(func=run_analyze)
+    v = sub.add_parser("validate", help="real (Open MPI, forced algorithms) against simulated "
+                       "at np 2-4 on this host",
+                       description="Run collbench for real with Open MPI's tuned algorithm "
+                       "forced (linear, pairwise, modified_bruck: the ones with an SMPI twin) "
+                       "and its SMPI twin (basic_linear, pair, bruck) on PLATFORM with every "
+                       "rank on one host, and compare the rankings only where the real "
+                       "difference exceeds the noise (95 %% bootstrap interval of the ratio of "
+                       "medians excludes 1). Writes OUT/validation.json; see "
+                       "kit/analyses/collagree.py for the definitions.")
+    v.add_argument("out", type=Path, metavar="OUT")
+    v.add_argument("--platform", type=Path, required=True, metavar="DIR",
+                   help="platform folder with an intra-node model and enough cores "
+                   "(pt2pt export MODEL --simgrid --hosts 1 --cores 4 --intra MODEL)")
+    v.add_argument("--collective", default="alltoall", choices=("alltoall",))
+    v.add_argument("--algorithms", type=_list(str, "Open MPI algorithm names"),
+                   default=["linear", "pairwise", "modified_bruck"], metavar="A,B,...")
+    v.add_argument("--np", type=_list(integer(2, 64, "ranks"), "rank counts"),
+                   default=[2, 3, 4], metavar="N,...")
+    v.add_argument("--sizes", type=_list(_size, "sizes (bytes; K, M suffixes)"),
+                   default=[1024, 65536, 1 << 20], metavar="S,...")
+    v.add_argument("--runs", type=integer(1, 100, "runs"), default=3,
+                   help="real mpiruns per point, interleaved (default 3)")
+    v.add_argument("--reps", type=integer(2, 10000, "repetitions"), default=10,
+                   help="timed repetitions per run (default 10)")
+    v.add_argument("--transport", default="shm", choices=("shm", "tcp"))
+    v.add_argument("--seed", type=argtypes.seed, default=1)
+    v.set_defaults(func=run_validate)
 
 
 def run_sweep(args: argparse.Namespace) -> int:
@@ -108,7 +140,7 @@ def run_sweep(args: argparse.Namespace) -> int:
                   numprocs=args.np, sizes=args.sizes, reps=args.reps, seed=args.seed,
                   noise=not args.deterministic, time_limit=args.time_limit,
                   memory_limit=int(args.memory_limit * 2**30),
-                  ranks_per_host=args.ranks_per_host)
+                  ranks_per_host=args.ranks_per_host, shared_malloc=args.shared_malloc)
 
     def show(p: Any, i: int, n: int) -> None:
         t = f"{sorted(p.times)[len(p.times) // 2]:.6g} s" if p.times else p.reason[:100]
@@ -169,4 +201,33 @@ def run_analyze(args: argparse.Namespace) -> int:
         print(line)
     if args.report is not None:
         print(f"wrote {page}")
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from kit.outputs.collvalidate import validate
+
+    doc = validate(args.out, platform=args.platform, collective=args.collective,
+                   algorithms=args.algorithms, numprocs=args.np, sizes=args.sizes,
+                   runs=args.runs, reps=args.reps, transport=args.transport, seed=args.seed,
+                   on_step=lambda text: print(text, flush=True))
+    print(f"ratio = median(a) / median(b) over repetitions [95 % bootstrap interval]; real: "
+          f"{args.runs} x {args.reps} repetitions over {args.transport}, simulated: the SMPI "
+          "twins with noise")
+    for p in doc["pairs"]:
+        print(f"{p['collective']} np={p['numproc']} size={p['size']} {p['a']}/{p['b']}: real "
+              f"{p['real_ratio']:.3f} [{p['real_lo']:.3f}, {p['real_hi']:.3f}], simulated "
+              f"{p['sim_ratio']:.3f} [{p['sim_lo']:.3f}, {p['sim_hi']:.3f}]: {p['verdict']}")
+    for q in doc["simulated_not_ok"]:
+        print(f"simulated {q['algorithm']} np={q['numproc']} size={q['size']} {q['status']}, "
+              f"not compared: {q['reason'][:200]}")
+    a = doc["agreement"]
+    print(f"agreement where the real difference exceeds the noise: {a['agrees']} of "
+          f"{a['decided']} pairs ({a['share']:.2f}, exact 95 % interval [{a['lo']:.2f}, "
+          f"{a['hi']:.2f}]); {a['disagrees']} disagree, {a['simulated_ties']} simulated ties, "
+          f"{a['undecided']} pairs within the real noise not compared")
+    print(f"load average {doc['load_before']:.1f} before, {doc['load_after']:.1f} after on "
+          f"{doc['cpus']} CPU(s)" + (" (busy: the real times measure the scheduler too)"
+                                     if doc["busy"] else ""))
+    print(f"wrote {args.out / 'validation.json'}")
     return 0

@@ -11,14 +11,25 @@ plugin's noise.
 
 Each point records the simulated time of every repetition (the slowest rank's, see
 collbench), the host's wall time and CPU seconds of the whole smpirun, and its peak memory:
-the anonymous resident memory (``RssAnon`` + ``RssShmem`` of /proc/PID/status) summed over
-the run's processes, sampled while it runs. Why not max RSS: with ``SMPI_SHARED_MALLOC``
-buffers every rank maps the same file pages again and RSS counts each mapping (187 GB for
-512 ranks at 1 MiB that used 0.1 GB); why not PSS: /proc/PID/smaps_rollup walks those
-mappings, 8.5 s (0.7 s of kernel CPU, under the run's memory-map lock) per read at 512 ranks.
-The figure leaves out the pages of the shared-malloc file (one block, 64 MiB at most,
-:data:`SCALE_CFG`) and of the binaries; a sample misses a peak shorter than its period
+the anonymous and shared resident memory plus the page tables (``RssAnon`` + ``RssShmem`` +
+``VmPTE`` of /proc/PID/status) summed over the run's processes, sampled while it runs. Why not
+max RSS: with ``SMPI_SHARED_MALLOC`` buffers every rank maps the same pages again and RSS
+counts each mapping (187 GB for 512 ranks at 1 MiB that used 0.1 GB); why not PSS:
+/proc/PID/smaps_rollup walks those mappings, 8.5 s (0.7 s of kernel CPU, under the run's
+memory-map lock) per read at 512 ranks. Why the page tables: they are what the ranks' mappings
+cost (0.66 GB at 512 ranks x 1 MiB in SimGrid's ``global`` shared-malloc mode). The figure
+leaves out the binaries; a sample misses a peak shorter than its period
 (:data:`SAMPLE_PERIOD_S`).
+
+Shared buffers (:data:`SHARED_MALLOC`): ``local`` by default, not SimGrid's ``global``. Both
+skip copying payloads between ranks; ``global`` maps one 64 MiB file block over and over and
+maps it with MAP_POPULATE, so every rank's page tables are filled for its whole send and
+receive buffers (numproc x size each): numproc^2 x size of kernel work and page tables
+(at 512 ranks x 1 MiB: 12 s of kernel CPU, 0.66 GB). ``local`` maps one shared file per
+allocation site, unpopulated; only the pages a rank touches (its own block, copied locally by
+every alltoall algorithm) become memory, once: 2 x numproc x size at most (2 GiB at 1,024 x
+1 MiB), in /dev/shm (a /dev/shm too small for it stops the run with SIGBUS, recorded as
+``memory``). The simulated times are the same in both modes (tested).
 
 A point that exceeds the time limit or the memory limit is killed and recorded as
 ``timeout`` / ``memory``; one SimGrid stops for lack of memory (a failed mapping, an
@@ -58,11 +69,18 @@ STATUSES = ("ok", "timeout", "memory", "failed")
 JOURNAL = "points.jsonl"
 DATASET = "collectives.parquet"
 SAMPLE_PERIOD_S = 0.2
-#: What lets 1,024 ranks fit on one host (../shared/notes/simgrid-scale.md): shared-malloc
-#: blocks large enough that the mappings stay under vm.max_map_count, small stacks, no
+#: What lets 1,024 ranks fit on one host (../shared/notes/simgrid-scale.md): small stacks, no
 #: privatization (collbench has no globals to privatize), computation not simulated.
-SCALE_CFG = ("--cfg=smpi/shared-malloc-blocksize:67108864", "--cfg=contexts/stack-size:256",
-             "--cfg=smpi/privatization:no", "--cfg=smpi/simulate-computation:no")
+SCALE_CFG = ("--cfg=contexts/stack-size:256", "--cfg=smpi/privatization:no",
+             "--cfg=smpi/simulate-computation:no")
+#: SimGrid's shared-malloc modes as the sweep sets them (see the module doc for the choice):
+#: ``global`` needs blocks large enough that the mappings stay under vm.max_map_count.
+SHARED_MALLOC = {"local": ("--cfg=smpi/shared-malloc:local",),
+                 "global": ("--cfg=smpi/shared-malloc:global",
+                            "--cfg=smpi/shared-malloc-blocksize:67108864")}
+#: Exit statuses of a run killed for memory: SIGKILL (the kernel's OOM killer, ours), SIGBUS
+#: (a shared-malloc page that /dev/shm has no room for), as signals or as a shell reports them.
+_MEMORY_EXITS = (-9, 137, -7, 135)
 _MEMORY = re.compile(r"Could not map|bad_alloc|out of memory|Cannot allocate memory|"
                      r"mmap|MAP_FAILED", re.IGNORECASE)
 _VALID = re.compile(r"has no algorithm '[^']*'! Valid algorithms: ([^.]+)\.")
@@ -94,6 +112,7 @@ class Sweep:
     time_limit: float = 600.0
     memory_limit: int = 8 << 30
     ranks_per_host: int | None = None
+    shared_malloc: str = "local"
 
     def points(self) -> list[tuple[str, str, int, int]]:
         return [(c, a, n, s) for c, algs in self.algorithms.items() for a in algs
@@ -167,7 +186,8 @@ def check_algorithms(algorithms: dict[str, list[str]]) -> None:
 
 
 def _session_memory(sid: int) -> int:
-    """Anonymous resident bytes (RssAnon + RssShmem) of the processes of session ``sid``."""
+    """Resident anonymous and shared bytes plus page tables (RssAnon + RssShmem + VmPTE) of
+    the processes of session ``sid``."""
     total = 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -177,7 +197,7 @@ def _session_memory(sid: int) -> int:
             if int(stat.rsplit(")", 1)[1].split()[3]) != sid:
                 continue
             for line in Path(entry.path, "status").read_text().splitlines():
-                if line.startswith(("RssAnon:", "RssShmem:")):
+                if line.startswith(("RssAnon:", "RssShmem:", "VmPTE:")):
                     total += int(line.split()[1]) * 1024
         except (OSError, ValueError, IndexError):
             continue
@@ -221,7 +241,8 @@ def run_point(sweep: Sweep, collective: str, algorithm: str, numproc: int, size:
     cfg = (platform / "smpi-config.txt").read_text().split()
     cmd = ["smpirun", "-wrapper", "env " + " ".join(env), "-platform",
            str(platform / "platform.xml"), "-hostfile", str(work / "hostfile"), "-np",
-           str(numproc), *cfg, *SCALE_CFG, f"--cfg=smpi/{collective}:{algorithm}",
+           str(numproc), *cfg, *SCALE_CFG, *SHARED_MALLOC[sweep.shared_malloc],
+           f"--cfg=smpi/{collective}:{algorithm}",
            "--log=root.thres:critical", str(binary), "-c", collective, "-s", str(size),
            "-r", str(sweep.reps), "-w", "1"]
     point = Point(collective, algorithm, numproc, size, "failed", seed=sweep.seed)
@@ -255,8 +276,11 @@ def run_point(sweep: Sweep, collective: str, algorithm: str, numproc: int, size:
             point.status, point.times = "ok", times
         else:
             reason = _reason(stderr, stdout)
+            if proc.returncode in (-7, 135):
+                reason = ("SIGBUS: no room for the shared buffers in /dev/shm (df /dev/shm; "
+                          "--shared-malloc global needs none) | " + reason)
             point.status = "memory" if _MEMORY.search(stderr) or proc.returncode in (
-                -9, 137) else "failed"
+                _MEMORY_EXITS) else "failed"
             point.reason = f"exit {proc.returncode}: {reason}"
     return point
 
@@ -326,6 +350,9 @@ def run_sweep(sweep: Sweep, out_dir: Path,
               on_point: Callable[[Point, int, int], None] | None = None) -> list[Point]:
     """Run every point of ``sweep`` not yet in ``out_dir``'s journal; returns all points."""
     doc = load_platform(sweep.platform)
+    if sweep.shared_malloc not in SHARED_MALLOC:
+        raise UserError(f"unknown shared-malloc mode {sweep.shared_malloc!r}",
+                        where="option --shared-malloc", hint=" or ".join(SHARED_MALLOC))
     check_algorithms(sweep.algorithms)
     for n in sweep.numprocs:  # every numproc fits before anything runs
         _hostfile(doc, n, sweep.ranks_per_host)
