@@ -20,7 +20,12 @@ empirical distribution (for W1). Reported per run:
   and load average.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_engine_v2.py [--runs graphene,taurus]
-        [--json out.json] [--decades]
+        [--json out.json] [--decades] [--tails]
+
+``--tails`` splits each decade's W1 (model and floor) into the levels below 1/32, between
+and above 31/32, and prints the share of held-out samples below the model's and the
+floor's p01 and above their p99 (nominal 1 %): where the model misses its floor, and
+whether its tails are wrong or only longer than a small held-out sample's.
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ def w1_rel(qa: np.ndarray, qb: np.ndarray, med: float) -> float:
 
 
 def score(model: Any, s_tr: np.ndarray, t_tr: np.ndarray, s_te: np.ndarray,
-          t_te: np.ndarray) -> dict[str, float]:
+          t_te: np.ndarray) -> dict[str, Any]:
     sizes, held = groups(s_te, t_te)
     _, own_all = groups(s_tr, t_tr)
     own_map = dict(zip(np.unique(s_tr), own_all, strict=True))
@@ -95,10 +100,22 @@ def score(model: Any, s_tr: np.ndarray, t_tr: np.ndarray, s_te: np.ndarray,
     qm = model.predict_quantiles(sizes, U)
     band = model.predict_quantiles(sizes, [0.05, 0.95])
     w1_m, w1_f, cov, width, data_w, data_pw = [], [], [], [], [], []
+    q01 = model.predict_quantiles(sizes, [0.01, 0.99])
+    parts = {"lo": U < 1 / 32, "body": (U >= 1 / 32) & (U <= 31 / 32), "hi": U > 31 / 32}
+    part_m = np.zeros((len(held), 3))
+    part_f = np.zeros((len(held), 3))
+    beyond = np.zeros((len(held), 4))  # model below p01, above p99; floor the same
     for i, h in enumerate(held):
         qh = np.quantile(h, U)
         w1_m.append(w1_rel(qm[i], qh, med_te[i]))
         w1_f.append(w1_rel(np.quantile(own[i], U), qh, med_te[i]))
+        qf = np.quantile(own[i], U)
+        for j, m in enumerate(parts.values()):
+            part_m[i, j] = np.sum(np.abs(qm[i] - qh)[m]) / len(U) / med_te[i]
+            part_f[i, j] = np.sum(np.abs(qf - qh)[m]) / len(U) / med_te[i]
+        f01, f99 = np.quantile(own[i], [0.01, 0.99])
+        beyond[i] = [np.sum(h < q01[i, 0]), np.sum(h > q01[i, 1]), np.sum(h < f01),
+                     np.sum(h > f99)]
         cov.append(np.mean((h >= band[i, 0]) & (h <= band[i, 1])))
         width.append(band[i, 1] / band[i, 0])
         both = np.r_[h, own[i]]
@@ -124,7 +141,22 @@ def score(model: Any, s_tr: np.ndarray, t_tr: np.ndarray, s_te: np.ndarray,
         "med_ratio_mid": _ratio_mid(sizes, err_m, err_f),
         "decades": _decades(sizes, held, np.array(w1_m), np.array(w1_f), np.array(cov),
                             err_m, err_f),
+        "tails": _tails(sizes, n_h, part_m, part_f, beyond),
     }
+
+
+def _tails(sizes: np.ndarray, n_h: np.ndarray, part_m: np.ndarray, part_f: np.ndarray,
+           beyond: np.ndarray) -> list[dict[str, Any]]:
+    """Per size decade: mean W1 parts (lo, body, hi) of the model and the floor, and the
+    shares of held-out samples beyond the model's and the floor's p01 and p99."""
+    dec = np.floor(np.log10(np.maximum(sizes, 1))).astype(int)
+    out = []
+    for d in np.unique(dec):
+        m = dec == d
+        out.append({"decade": int(d), "model": part_m[m].mean(axis=0).tolist(),
+                    "floor": part_f[m].mean(axis=0).tolist(),
+                    "beyond": (beyond[m].sum(axis=0) / n_h[m].sum()).tolist()})
+    return out
 
 
 def _decades(sizes: np.ndarray, held: list[np.ndarray], w1_m: np.ndarray, w1_f: np.ndarray,
@@ -208,6 +240,8 @@ def main() -> None:
     ap.add_argument("--no-unseen", action="store_true")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--verbose", action="store_true", help="print the per-size summary")
+    ap.add_argument("--tails", action="store_true",
+                    help="per decade: W1 parts by level range, shares beyond p01/p99")
     ap.add_argument("--decades", action="store_true",
                     help="print W1/floor, coverage and med/floor per size decade (issue 60)")
     args = ap.parse_args()
@@ -237,6 +271,14 @@ def main() -> None:
                 star = "*" if d["n_test"] < 30 else ""
                 print(f"    1e{d['decade']}: {d['w1_ratio']:.2f}, {d['coverage']:.3f}, "
                       f"{d['med_ratio']:.2f}, {d['n_test']}{star}")
+        if args.tails:
+            print("    decade: W1 x1000 of the median, model/floor, below 1/32 | 1/32-31/32 "
+                  "| above 31/32; held-out beyond p01, p99 (nominal 1 %): model | floor")
+            for d in r["tails"]:
+                wm, wf, b = d["model"], d["floor"], d["beyond"]
+                print(f"    1e{d['decade']}: " + " | ".join(
+                    f"{1e3 * x:.2f}/{1e3 * y:.2f}" for x, y in zip(wm, wf, strict=True))
+                    + f"; {b[0]:.1%}, {b[1]:.1%} | {b[2]:.1%}, {b[3]:.1%}")
         if args.verbose and "per_size" in r:
             print("    " + "\n    ".join(r["per_size"]["describe"]))
     if args.json:

@@ -623,20 +623,22 @@ static PyObject *log_ndtr_each(PyObject *self, PyObject *args) {
 static PyObject *gmm_cdf_density(PyObject *self, PyObject *args) {
     (void)self;
     Held held = {.n = 0};
-    PyObject *ox, *omu, *osd, *ow, *ocdf, *odens;
-    Py_ssize_t n, k;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &ox, &omu, &osd, &ow, &ocdf, &odens))
+    MixtureArgs a;
+    if (PyTuple_GET_SIZE(args) != 6) {
+        PyErr_SetString(PyExc_TypeError, "gmm_cdf_density takes 6 arguments");
         return NULL;
-    const double *x = hold(&held, ox, -1, 0, 0, "lr", &n);
-    const double *mu = x ? hold(&held, omu, -1, 0, 0, "mu", &k) : NULL;
-    const double *sd = mu ? hold(&held, osd, k, 0, 0, "sd", NULL) : NULL;
-    const double *w = sd ? hold(&held, ow, k, 0, 0, "w", NULL) : NULL;
-    double *cdf = w ? hold(&held, ocdf, n, 1, 0, "cdf", NULL) : NULL;
-    double *dens = cdf ? hold(&held, odens, n, 1, 0, "dens", NULL) : NULL;
+    }
+    PyObject *first = PyTuple_GetSlice(args, 0, 5);  /* lr, mu, sd, w, cdf */
+    int ok = first != NULL && hold_mixture_args(&held, first, "lr", "w", &a);
+    Py_XDECREF(first);
+    double *dens = ok ? hold(&held, PyTuple_GET_ITEM(args, 5), a.n, 1, 0, "dens", NULL) : NULL;
     if (dens == NULL) {
         release(&held);
         return NULL;
     }
+    const double *x = a.x, *mu = a.mu, *sd = a.sd, *w = a.per;
+    double *cdf = a.out;
+    const Py_ssize_t n = a.n, k = a.k;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         double c = 0.0, d = 0.0;

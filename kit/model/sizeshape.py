@@ -29,6 +29,12 @@ not assumed:
   seen 9 times had a [p05, p95] band holding 97-99 % of its held-out samples); sizes seen
   fewer than :data:`MIN_OWN` times get no shape (the median of two samples is their mean:
   one stall would move it by orders);
+- the prior a size is pooled with is one size at its own location, spread and tails, each
+  shrunk towards its regime's like the location (between-size variance against the
+  sampling variance of that figure): the regime's within-size noise pools sizes whose tails
+  differ, and a tight size pooled with it had 0.3 % of its held-out samples beyond its p99
+  (reference runs). Whether a side's own tails enter is cross-validated per regime: on
+  quantised or two-band samples a tail says less than its normal-theory variance claims;
 - beyond the outermost level the base's tail continues, compressed by the ratio of the
   size's own spacing to the base's over the outermost step (at most 1): the base is the
   population of sizes, whose tail also holds the spread between sizes;
@@ -94,6 +100,16 @@ MIN_WEIGHT = 0.5
 #: Stored shifts are multiples of this (1e-4 of ln time: a tenth of SHIFT_TOL), written as
 #: integers.
 SHAPE_UNIT = 1e-4
+#: A size's tails, as the (inner, outer) indices into SHAPE_LEVELS of their spacings:
+#: lower 2/32 to p25, upper p75 to 30/32.
+TAIL_PARTS = ((1, 7), (23, 29))
+#: Sampling variance of a ln tail spacing over the size's own ln interquartile range, times
+#: n (normal theory, simulated: 6.3-7.0 for n from 15 to 400).
+TAIL_VAR = 6.5
+#: Sampling variances times n of the body and the two tails' ln ratios, and the fewest
+#: samples that measure each (a tail: one sample expected beyond 2/32).
+PART_VAR = np.array([SPREAD_VAR, TAIL_VAR, TAIL_VAR])
+PART_MIN_N = np.array([0.0, 15.0, 15.0])
 #: Least compression of the base's tail beyond a size's outermost level.
 MIN_TAIL_RATIO = 0.05
 
@@ -189,23 +205,40 @@ def carry(values: NDArray, use: NDArray) -> NDArray:
 
 
 def spread_ratio(own: NDArray, one: NDArray) -> NDArray:
-    """ln of a size's own spread between p25 and p75 over one typical size's (``one``)."""
+    """(len, 3) ln ratios of a size's own spread over one typical size's (``one``): its body
+    (p25 to p75), then its lower and upper tails (:data:`TAIL_PARTS`: the spacing from a
+    quartile out to 2/32 or 30/32) each over the size's own body, i.e. how heavy its tails
+    are for its spread."""
     lo, hi = np.searchsorted(SHAPE_LEVELS, [0.25, 0.75])
+    (a, b), (c, d) = TAIL_PARTS
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.log((own[:, hi] - own[:, lo]) / (one[:, hi] - one[:, lo]))
+        body = np.log((own[:, hi] - own[:, lo]) / (one[:, hi] - one[:, lo]))
+        low = np.log((own[:, b] - own[:, a]) / (one[:, b] - one[:, a])) - body
+        high = np.log((own[:, d] - own[:, c]) / (one[:, d] - one[:, c])) - body
+    r = np.stack([body, low, high], axis=1)
     return np.where(np.isfinite(r), r, 0.0)
 
 
-def shrink_spread(ratio: NDArray, n: NDArray) -> tuple[NDArray, dict[str, float]]:
-    """Each size's ln spread ratio shrunk towards its regime's median like the location:
-    sampling variance of a ln interquartile range 1.36/n (normal theory), between-size
-    variance by the robust method of moments, ``B = τ²/(τ² + v)``. Returns (the shrunk
-    ratios, {median, tau})."""
-    v = SPREAD_VAR / np.asarray(n, dtype=float)
-    m = float(np.median(ratio)) if len(ratio) else 0.0
-    t2 = robust_tau2(ratio - m, v) if len(ratio) >= MIN_CV_SIZES else 0.0
-    B = t2 / (t2 + v) if t2 > 0 else np.zeros(len(ratio))
-    return m + B * (ratio - m), {"median": m, "tau": math.sqrt(t2)}
+def shrink_spread(ratio: NDArray, n: NDArray) -> tuple[NDArray, dict[str, list[float]]]:
+    """Each size's ln spread ratios (:func:`spread_ratio`) shrunk towards their regime's
+    medians like the location: sampling variance :data:`SPREAD_VAR`/n of the body and
+    :data:`TAIL_VAR`/n of a tail (normal theory; a tail only where n informs its outer
+    level, elsewhere the median), between-size variance by the robust method of moments,
+    ``B = τ²/(τ² + v)``. Returns (the shrunk ratios, {median, tau} per part)."""
+    nn = np.asarray(n, dtype=float)
+    out = np.zeros_like(ratio)
+    info: dict[str, list[float]] = {"median": [], "tau": []}
+    for j, (var, least) in enumerate(zip(PART_VAR, PART_MIN_N, strict=True)):
+        ok = nn >= least
+        r, v = ratio[ok, j], var / nn[ok]
+        m = float(np.median(r)) if len(r) else 0.0
+        t2 = robust_tau2(r - m, v) if len(r) >= MIN_CV_SIZES else 0.0
+        out[:, j] = m
+        if t2 > 0:
+            out[ok, j] = m + t2 / (t2 + v) * (r - m)
+        info["median"].append(m)
+        info["tau"].append(math.sqrt(t2))
+    return out, info
 
 
 def prior_base(pop: NDArray, one: NDArray, own_median: NDArray, n: NDArray, tau: NDArray,
@@ -230,10 +263,23 @@ def prior_base(pop: NDArray, one: NDArray, own_median: NDArray, n: NDArray, tau:
     with np.errstate(invalid="ignore", divide="ignore"):
         B = np.where(t2 > 0, t2 / (t2 + v), 0.0)
     mid = one.shape[1] // 2
-    if spread is not None:  # one size of this size's own (shrunk) spread
-        one = one[:, mid:mid + 1] + np.exp(spread)[:, None] * (one - one[:, mid:mid + 1])
+    if spread is not None:  # one size of this size's own (shrunk) spread and tails
+        one = scale_shape(one, spread)
     delta = B * (own_median - one[:, mid])
     return delta[:, None] + one + (1 - B)[:, None] * (pop - one), B
+
+
+def scale_shape(one: NDArray, spread: NDArray) -> NDArray:
+    """``one``'s ln quantiles with the body scaled around the median by exp(spread[:, 0])
+    and each tail beyond its quartile by exp(spread[:, 1 or 2]) more (non-decreasing)."""
+    mid = one.shape[1] // 2
+    lo, hi = np.searchsorted(SHAPE_LEVELS, [0.25, 0.75])
+    f = np.exp(spread)
+    out = one[:, mid:mid + 1] + f[:, :1] * (one - one[:, mid:mid + 1])
+    q25, q75 = out[:, lo:lo + 1], out[:, hi:hi + 1]
+    cols = np.arange(one.shape[1])[None, :]
+    out = np.where(cols < lo, q25 - f[:, 1:2] * (q25 - out), out)
+    return np.where(cols > hi, q75 + f[:, 2:3] * (out - q75), out)
 
 
 def estimate_shape(sizes_all: NDArray, counts: NDArray, si_lt: NDArray, regime_of: NDArray,
@@ -251,7 +297,9 @@ def estimate_shape(sizes_all: NDArray, counts: NDArray, si_lt: NDArray, regime_o
     (:func:`prior_base`); ``edges``: sizes where those are not smooth (breakpoints, overlap
     windows' ends; :func:`base_on_grid`). Returns (stored sizes' indices into sizes_all,
     their ln shifts from the population (len, L) with NaN at dropped levels, per regime
-    {alpha (per level, None for ∞), tail_scale, spread, n_candidates, n_stored}).
+    {alpha (per level, None for ∞), tail_scale, spread ({median, tau} of the body's and
+    the tails' ln ratios, and tails: whether each side's own tails entered), n_candidates,
+    n_stored}).
     """
     levels = SHAPE_LEVELS
     L = len(levels)
@@ -282,10 +330,15 @@ def estimate_shape(sizes_all: NDArray, counts: NDArray, si_lt: NDArray, regime_o
         if not len(mine):
             continue
         spread, spread_info = shrink_spread(ratio[mine], n[mine])
+        a_k, scale, tails = choose_pooling(mine, n, local, lt, pop, one, tau, sigma,
+                                           spread_info, rng)
+        spread[:, 1:] *= np.asarray(tails, dtype=float)[None, :]
         base, located = prior_base(pop[mine], one[mine], own[mine, L // 2], n[mine],
                                    tau[mine], sigma[mine], spread)
         # what the size's own samples weigh in its prior: its location, and its spread
-        prior_weight[mine] = np.maximum(located, _spread_weight(spread_info, n[mine]))
+        used = np.r_[True, tails]
+        prior_weight[mine] = np.maximum(
+            located, _spread_weight(spread_info, n[mine])[:, used].max(axis=1))
         # a size's spread scales the typical size's tail (prior_base): a size whose own
         # quartiles span two bands (a busy run's 10 ms hiccups beside its 5 us body) would
         # scale that tail by ~e^7, to p97 of 10^9 s; no level of it goes beyond both what
@@ -293,11 +346,9 @@ def estimate_shape(sizes_all: NDArray, counts: NDArray, si_lt: NDArray, regime_o
         lo = np.minimum(pop[mine], own[mine]) - BEYOND_SEEN
         hi = np.maximum(pop[mine], own[mine]) + BEYOND_SEEN
         base = np.clip(base, lo, hi)
-        a_k, scale = choose_pooling(mine, n, local, lt, pop, one, tau, sigma, spread_info,
-                                    rng)
         alpha[mine] = a_k
         final[mine] = np.clip(pooled(own[mine], base, n[mine], a_k, levels, scale), lo, hi)
-        info[k]["spread"] = spread_info
+        info[k]["spread"] = spread_info | {"tails": list(tails)}
         info[k]["alpha"] = [None if math.isinf(a) else float(a) for a in a_k]
         info[k]["tail_scale"] = list(scale)
     # what differs beyond the noise: half the sampling SD of a median of n
@@ -373,18 +424,21 @@ TAIL_SCALES = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0])
 
 
 def choose_pooling(mine: NDArray, n: NDArray, local: NDArray, lt: NDArray, pop: NDArray,
-                   one: NDArray, tau: NDArray, sigma: NDArray, spread: dict[str, float],
-                   rng: np.random.Generator) -> tuple[NDArray, tuple[float, float]]:
-    """(α per level, tail scale (lower, upper)) for the candidate sizes ``mine`` of one
-    regime, by CV_FOLDS-fold cross-validation of the pinball loss (module docstring): first
-    the tail scales with each fold's own quantiles alone (α = 0: where a size's own samples
-    rule, how far beyond them its tail reaches), then α with them. α = ∞ and scale 1 where
+                   one: NDArray, tau: NDArray, sigma: NDArray, spread: dict[str, Any],
+                   rng: np.random.Generator
+                   ) -> tuple[NDArray, tuple[float, float], tuple[bool, bool]]:
+    """(α per level, tail scale (lower, upper), whether the sizes' own tails enter their
+    prior (lower, upper)) for the candidate sizes ``mine`` of one regime, by CV_FOLDS-fold
+    cross-validation of the pinball loss (module docstring): first the tail scales with each
+    fold's own quantiles alone (α = 0: where a size's own samples rule, how far beyond them
+    its tail reaches), then α with them, for a prior with and one without the sizes' own
+    tails (:func:`scale_shape`); each side takes the better. α = ∞ and scale 1 where
     fewer than MIN_CV_SIZES sizes have 2·MIN_OWN samples."""
     levels = SHAPE_LEVELS
     L = len(levels)
     cv = mine[n[mine] >= 2 * MIN_OWN]
     if len(cv) < MIN_CV_SIZES:
-        return np.full(L, math.inf), (1.0, 1.0)
+        return np.full(L, math.inf), (1.0, 1.0), (False, False)
     if len(cv) > MAX_CV_SIZES:
         cv = np.sort(rng.choice(cv, MAX_CV_SIZES, replace=False))
     is_cv = np.zeros(len(n), dtype=bool)
@@ -398,6 +452,8 @@ def choose_pooling(mine: NDArray, n: NDArray, local: NDArray, lt: NDArray, pop: 
     start = np.r_[0, np.cumsum(cnt)[:-1]]
     rank = np.empty(len(g), dtype=np.int64)
     rank[order] = np.arange(len(g)) - start[g[order]]
+    # a prior with the sizes' own tails differs only where the tails vary between sizes
+    measured = bool(np.any(np.asarray(spread["tau"][1:]) > 0))
     ln_med = predictive_quantiles(g, v, np.array([0.5]))[:, 0]
     folds = []
     for f in range(CV_FOLDS):
@@ -408,18 +464,23 @@ def choose_pooling(mine: NDArray, n: NDArray, local: NDArray, lt: NDArray, pop: 
         est = predictive_quantiles(fit_g, fit_v, levels)
         # the fold's own spread, shrunk with the regime's spread variance
         r = spread_ratio(est, one[cv])
-        base, _ = prior_base(pop[cv], one[cv], est[:, L // 2], n_fit, tau[cv], sigma[cv],
-                             spread["median"] + _spread_weight(spread, n_fit)
-                             * (r - spread["median"]))
+        m = np.asarray(spread["median"])[None, :]
+        shrunk = m + _spread_weight(spread, n_fit) * (r - m)
+        bases = []
+        for with_tails in (False, True)[:1 + measured]:
+            parts = shrunk.copy()
+            parts[:, 1:] *= with_tails
+            bases.append(prior_base(pop[cv], one[cv], est[:, L // 2], n_fit, tau[cv],
+                                    sigma[cv], parts)[0])
         # the held-out fold scores, at most MAX_CV_SAMPLES of it per size (a random subset)
         other = held & (rank // CV_FOLDS < MAX_CV_SAMPLES)
-        folds.append((n_fit, est, base, _PinballSums(
+        folds.append((n_fit, est, bases, _PinballSums(
             g[other], np.exp(v[other] - ln_med[g[other]]), len(cv))))
 
-    def losses(alpha: float, scale: tuple[float, float]) -> NDArray:
+    def losses(alpha: float, scale: tuple[float, float], tails: int = 0) -> NDArray:
         out = np.zeros((len(cv), L))
-        for n_fit, est, base, scorer in folds:
-            q = pooled(est, base, n_fit, np.full(L, alpha), levels, scale)
+        for n_fit, est, bases, scorer in folds:
+            q = pooled(est, bases[tails], n_fit, np.full(L, alpha), levels, scale)
             out += scorer.loss(np.exp(q - ln_med[:, None]), levels)
         return out
 
@@ -427,13 +488,30 @@ def choose_pooling(mine: NDArray, n: NDArray, local: NDArray, lt: NDArray, pop: 
     mid = L // 2
     scale = (_one_se(by_scale[:, :, :mid].sum(axis=2), TAIL_SCALES),
              _one_se(by_scale[:, :, mid + 1:].sum(axis=2), TAIL_SCALES))
-    loss = np.stack([losses(a, scale) for a in ALPHA_GRID])  # (α, size, level)
-    return one_se_choice(loss), scale
+    # the sizes' own tails in their prior (:func:`prior_base`) or the regime's, per side,
+    # whichever scores better at its own α (a tail measured on quantised or two-band
+    # samples can say less than its normal-theory variance claims)
+    loss = [np.stack([losses(a, scale, t) for a in ALPHA_GRID])
+            for t in (0, 1)[:1 + measured]]
+    alphas = [one_se_choice(x) for x in loss]
+    at = [x[np.searchsorted(ALPHA_GRID, a), :, np.arange(L)].sum(axis=1)
+          for x, a in zip(loss, alphas, strict=True)]  # (level,) loss at the chosen α
+    sides = (np.arange(L) < mid, np.arange(L) > mid)
+    tails = tuple(bool(spread["tau"][1 + j] > 0 and at[-1][side].sum() < at[0][side].sum())
+                  for j, side in enumerate(sides))
+    alpha = np.where(sides[0], alphas[int(tails[0])],
+                     np.where(sides[1], alphas[int(tails[1])], alphas[0]))
+    return alpha, scale, (tails[0], tails[1])
 
 
-def _spread_weight(spread: dict[str, float], n: NDArray) -> NDArray:
-    t2 = spread["tau"] ** 2
-    return t2 / (t2 + SPREAD_VAR / np.asarray(n, dtype=float)) if t2 > 0 else np.zeros(len(n))
+def _spread_weight(spread: dict[str, Any], n: NDArray) -> NDArray:
+    """(len(n), 3) weight of a size's own spread ratios against their regime's medians
+    (:func:`shrink_spread`; 0 where n does not inform a part)."""
+    nn = np.asarray(n, dtype=float)[:, None]
+    t2 = np.asarray(spread["tau"], dtype=float)[None, :] ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(t2 > 0, t2 / (t2 + PART_VAR[None, :] / nn), 0.0)
+    return np.where(nn >= PART_MIN_N[None, :], w, 0.0)
 
 
 def _one_se(loss: NDArray, grid: NDArray) -> float:
