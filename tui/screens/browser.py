@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -341,35 +341,34 @@ class BrowserScreen(HelpMixin, Screen[None]):
             return
         self.app.push_screen(SeriesScreen(self.session, key))
 
+    def _push_view(self, path: Path | None, missing: str, load: Callable[[Path], Any],
+                   screen: Callable[[Any], Screen[None]]) -> None:
+        """Open a result's view: say how to make it when none was given, its error if bad."""
+        if path is None:
+            self.notify(missing, severity="warning")
+            return
+        try:
+            view = load(path)
+        except UserError as err:
+            notify_error(self, err)
+            return
+        self.app.push_screen(screen(view))
+
     def action_apps(self) -> None:
         from tui import appsview
         from tui.screens.apps import AppsScreen
 
-        if self.session.apps is None:
-            self.notify("No applications result: run pt2pt predict-app DATASET --platform DIR "
-                        "-o FILE, then pt2pt tui DATASET --apps FILE.", severity="warning")
-            return
-        try:
-            view = appsview.load(self.session.apps)
-        except UserError as err:
-            notify_error(self, err)
-            return
-        self.app.push_screen(AppsScreen(view))
+        self._push_view(self.session.apps, "No applications result: run pt2pt predict-app "
+                        "DATASET --platform DIR -o FILE, then pt2pt tui DATASET --apps FILE.",
+                        appsview.load, AppsScreen)
 
     def action_collectives(self) -> None:
         from tui import collview
         from tui.screens.collectives import CollectivesScreen
 
-        if self.session.collectives is None:
-            self.notify("No collectives sweep: run pt2pt collectives sweep OUT ..., then "
-                        "pt2pt tui --collectives OUT.", severity="warning")
-            return
-        try:
-            view = collview.load(self.session.collectives)
-        except UserError as err:
-            notify_error(self, err)
-            return
-        self.app.push_screen(CollectivesScreen(view))
+        self._push_view(self.session.collectives, "No collectives sweep: run pt2pt collectives "
+                        "sweep OUT ..., then pt2pt tui --collectives OUT.", collview.load,
+                        CollectivesScreen)
 
     def action_mark(self) -> None:
         key = self._highlighted()
