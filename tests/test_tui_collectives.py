@@ -44,6 +44,12 @@ def test_the_view_ranks_the_sweep_with_the_analysis_figures(sweep: Path) -> None
     assert shares["pair"][4].startswith("1.00 [") and shares["ring"][6].startswith("0.00 [")
     assert shares["bruck"][4].startswith("0.00") and shares["bruck"][5].startswith("1.00")
     assert "bootstrap" in view.statistic
+    # the study's panel: time / size against numproc, ring's killed point left out
+    assert view.curves[("alltoall", 1 << 20)]["ring"] == ([2, 4], [pytest.approx(1.2e-5 * n / 1024)
+                                                                   for n in (2, 4)])
+    spec, legend = view.plot("alltoall", 1 << 20)
+    assert [a for a, _ in legend] == ["bruck", "pair", "ring"]
+    assert len(spec.layers) == 6 and spec.x_log and spec.y_log
 
 
 def test_a_folder_without_a_sweep_is_one_message(tmp_path: Path) -> None:
@@ -68,6 +74,9 @@ def test_ctrl_l_opens_the_collectives_view(sweep: Path) -> None:
             assert isinstance(app.screen, CollectivesScreen)
             assert app.screen.query_one("#coll-ranking", DataTable).row_count == 6
             assert app.screen.query_one("#coll-shares", DataTable).row_count == 3
+            from tui.widgets.plot import Plot
+
+            assert len(app.screen.query_one("#coll-plot", Plot).spec.layers) == 6
             app.save_screenshot("collectives.svg", str(sweep))
             await pilot.press("escape")
             await pilot.pause(0.1)

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from tui.collview import RANKING_HEADERS, CollectivesView
 from tui.screens.common import HelpMixin
+from tui.widgets.plot import Plot
 
 
 class CollectivesScreen(HelpMixin, Screen[None]):
@@ -28,6 +29,8 @@ class CollectivesScreen(HelpMixin, Screen[None]):
         "upper table": "one configuration (collective, numproc, size) per row: the best "
                        "algorithm (smallest median simulated time) and each algorithm's "
                        "ratio to it",
+        "plot": "the highlighted row's size: median simulated time / size against numproc, "
+                "one line per algorithm (log axes), as the 2015 study draws it",
         "lower table": "per algorithm and numproc range: the share of configurations within "
                        "X % of the best [95 % bootstrap interval]",
     }
@@ -40,8 +43,10 @@ class CollectivesScreen(HelpMixin, Screen[None]):
         yield Header()
         with Vertical(id="coll-body"):
             yield DataTable(id="coll-ranking", cursor_type="row", zebra_stripes=True)
+            yield Plot(id="coll-plot")
+            yield Static(id="coll-legend")
             yield DataTable(id="coll-shares", cursor_type="row", zebra_stripes=True)
-            yield Static(Text("\n".join([*self.view.lines, self.view.statistic])),
+            yield Static(Text("\n".join([self.view.statistic, *self.view.lines])),
                          id="coll-notes")
         yield Footer()
 
@@ -55,3 +60,14 @@ class CollectivesScreen(HelpMixin, Screen[None]):
         shares.add_columns(*self.view.share_headers)
         for row in self.view.shares:
             shares.add_row(*row)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id != "coll-ranking" or event.cursor_row >= len(self.view.ranking):
+            return
+        row = self.view.ranking[event.cursor_row]
+        spec, legend = self.view.plot(row[0], int(row[2]))
+        self.query_one("#coll-plot", Plot).spec = spec
+        text = Text(f"{row[0]} at {row[2]} B: time / size (s/B) against numproc  ")
+        for alg, colour in legend:
+            text.append(f"━ {alg}  ", style=colour)
+        self.query_one("#coll-legend", Static).update(text)
