@@ -8,7 +8,7 @@ table: rankings compared only where the real difference exceeds the noise. The l
 is printed by the command; a busy machine measures the scheduler too.
 
     .venv/bin/python benchmarks/bench_collvalidate.py [--demo DIR] [--np 2,3,4]
-        [--sizes 1K,64K,1M] [--runs 3] [--reps 10] [--transport shm]
+        [--sizes 1K,64K,1M] [--runs 3] [--reps 10] [--transport shm] [--deterministic]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--runs", default="3")
     ap.add_argument("--reps", default="10")
     ap.add_argument("--transport", default="shm", choices=("shm", "tcp"))
+    ap.add_argument("--deterministic", action="store_true")
     a = ap.parse_args()
     kit = [sys.executable, "-m", "kit"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -43,7 +44,8 @@ def main() -> None:
                        stdout=subprocess.DEVNULL)
         subprocess.run([*kit, "collectives", "validate", str(Path(tmp) / "val"), "--platform",
                         str(platform), "--np", a.np, "--sizes", a.sizes, "--runs", a.runs,
-                        "--reps", a.reps, "--transport", a.transport], check=True)
+                        "--reps", a.reps, "--transport", a.transport,
+                        *(["--deterministic"] if a.deterministic else [])], check=True)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from kit.figures.estimate import median_interval
+
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "kit" / "probe" / "pt2pt-probe"
 PROBE_BIN = PROBE
@@ -113,10 +115,14 @@ def fmt_spread(values: list[float]) -> str:
 
 
 def fmt_ratio(num: list[float], den: list[float] | None) -> str:
-    """Per-round ratios num/den as a spread, or '-' where den was not measured (no OSU)."""
+    """Median of the per-round ratios num/den with its distribution-free interval (the
+    statistic tests/test_real_tools.py holds to ±5 %), or '-' where den was not measured."""
     if not den:
         return "-"
-    return fmt_spread([a / b for a, b in zip(num, den, strict=True)])
+    ratio = median_interval([a / b for a, b in zip(num, den, strict=True)])
+    if ratio.lo is None or ratio.hi is None:
+        return f"{ratio.value:.3f} (too few rounds for an interval)"
+    return f"{ratio.value:.3f} [{ratio.lo:.3f}, {ratio.hi:.3f}]"
 
 
 def main() -> int:
@@ -184,7 +190,7 @@ def main() -> int:
               f"{args.samples} samples + {args.warmup} warm-up per size and tool; "
               f"osu_latency: {osu_path}\n")
         print("P50 one-way latency in µs, median over rounds (min-max); ratios are medians of "
-              "per-round ratios.\n")
+              "per-round ratios [their ~95 % distribution-free interval].\n")
         print("| transport | size B | OSU P50 | probe P50 (one size) | probe/OSU "
               "| probe blocked P50 | probe shuffled P50 | shuffled/blocked | shuffled/OSU |")
         print("|---|---|---|---|---|---|---|---|---|")

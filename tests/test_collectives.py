@@ -333,6 +333,11 @@ def test_rankings_are_compared_only_where_the_real_difference_exceeds_the_noise(
     assert summary.lo <= summary.share <= summary.hi
     none = agreement([found[("c", "d")]])
     assert none.decided == 0 and math.isnan(none.share) and (none.lo, none.hi) == (0.0, 1.0)
+    # a deterministic simulation (no noise): every repetition equal, the interval a point
+    flat = {(p.a, p.b): p for p in verdicts(real, _twin_rows(
+        {"a": 1.0, "b": 3.0, "c": 1.0, "d": 0.5, "e": 2.0}, 0.0, 2), seed=3)}
+    assert flat[("a", "b")].sim_lo == flat[("a", "b")].sim_hi == pytest.approx(1 / 3)
+    assert flat[("a", "b")].verdict == "agrees" and flat[("a", "c")].verdict == "simulated tie"
 
 
 @pytest.mark.mpi

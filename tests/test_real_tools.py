@@ -35,7 +35,9 @@ from kit.core.paths import SPACK_VIEW_ENV
 from kit.data.collect import collect
 from kit.data.dataset import runs, scan, series_table
 from kit.data.schema import SERIES_KEYS
+from kit.figures.estimate import Estimate, median_interval
 from kit.fit.fitting import FitOptions, fit_series
+from kit.measure.campaign.manifest import MANIFEST_NAME
 from kit.measure.campaign.plan import plan_campaign
 from kit.measure.campaign.runlocal import run_local
 from kit.measure.machine import wait_for_idle
@@ -246,17 +248,22 @@ CROSS_SIZES = (8, 1024, 65536, 1048576)
 CROSS_TOLERANCE = 0.05
 #: Beyond this the probe times something else than osu_latency (a round trip not halved,
 #: the warm-up in the samples): asserted whatever the machine's state. Between the two,
-#: the difference is reported (CrossCheckOutside) and BENCHMARKS.md carries the figures:
-#: on a quiet CI rehearsal (load ~2) tcp 1 KiB sat at 1.12 and shm 64 KiB at 0.90 in all
-#: three rounds, a difference the kit does not explain yet (issue 54).
+#: the difference is reported (CrossCheckOutside) and BENCHMARKS.md carries the figures.
 GROSS_TOLERANCE = 0.25
-CROSS_ROUNDS, CROSS_SAMPLES, CROSS_WARMUP = 3, 1000, 100
+#: Many short rounds rather than a few long ones: what spreads probe/OSU is the run, not
+#: the samples within it (8 B-64 KiB at load 7-11: the P50s of a run's two halves differ by
+#: a median 0.3-2 %, the P50s of 10 runs by 12-23 % max/min). 10 rounds give the median of
+#: the paired ratios a 98 % distribution-free interval, 2nd-9th of 10 (kit.figures.estimate).
+CROSS_ROUNDS, CROSS_SAMPLES, CROSS_WARMUP = 10, 200, 20
 #: Longest wait for the load average to fall below a two-rank run's limit before measuring.
 QUIET_WAIT_S = 90.0
 
 # Both tools: the same sizes (powers of two, 8 B .. 1 MiB), each size's repetitions back to
 # back in ascending order (OSU's sweep; the probe's --order blocked), through the same job
-# template and launch line (same binding), rounds alternating the tools in the plan's order.
+# template and launch line (same binding). osu_latency skips its first -x iterations of
+# *every* size; the probe's --warmup runs before its plan only, so the probe measures
+# CROSS_WARMUP more samples per size and the comparison leaves out the first CROSS_WARMUP of
+# each size (_p50_by_round): the same messages in the same order, timed the same way.
 CROSS_CAMPAIGN = f"""\
 name: cross-check
 mpi: openmpi
@@ -269,7 +276,7 @@ tools:
   - tool: probe
     ops: [pingpong]
     sizes: "grid:8:1M:2"
-    samples: {CROSS_SAMPLES}
+    samples: {CROSS_SAMPLES + CROSS_WARMUP}
     warmup: {CROSS_WARMUP}
     order: blocked
   - tool: osu
@@ -283,7 +290,9 @@ class CrossCheckWithheld(UserWarning):
 
 
 class CrossCheckOutside(UserWarning):
-    """The ±5 % claim was tested on a quiet machine and not met (the table is the text)."""
+    """The ±5 % claim was tested on a quiet machine and not met: for some cell the interval
+    of the median probe/OSU ratio is not inside ±5 % (outside it, or too wide to tell; the
+    table is the text)."""
 
 
 def _launch(script: Path) -> tuple[str, ...]:
@@ -292,14 +301,49 @@ def _launch(script: Path) -> tuple[str, ...]:
                  if ln.strip().startswith(("PT2PT_LAUNCH=(", "export OMPI_MCA_", "export UCX_")))
 
 
+def _pair_jobs(out: Path) -> list[str]:
+    """Run each probe job next to its OSU job of the same transport and round, the first of
+    the two alternating from round to round (ABBA). The campaign's shuffled order spreads a
+    campaign's drift over its configurations, but put a round's two jobs minutes apart (and,
+    with a fixed seed, the same tool first in every run): their ratio then measured when
+    each ran as much as what ran. Adjacent pairs see the same machine; alternating cancels
+    what the first job of a pair leaves behind. Returns the job ids in run order."""
+    path = out / MANIFEST_NAME
+    manifest = json.loads(path.read_text())
+    by_key = {(j["repetition"], j["transport"], j["tool"]): j for j in manifest["jobs"]}
+    ordered = []
+    for r in range(1, CROSS_ROUNDS + 1):
+        tools = ("probe", "osu") if r % 2 else ("osu", "probe")
+        transports = ("shm", "tcp") if r % 2 else ("tcp", "shm")
+        ordered += [by_key.pop((r, t, tool)) for t in transports for tool in tools]
+    assert not by_key, by_key
+    manifest["jobs"] = ordered
+    path.write_text(json.dumps(manifest, indent=1))
+    return [j["id"] for j in ordered]
+
+
 def _p50_by_round(dataset: Path, report: Any, jobs: dict[str, dict[str, Any]],
-                  tool: str, stat: str) -> dict[tuple[str, int], dict[int, float]]:
-    """(transport, repetition) -> size -> P50 one-way time (s) of that run."""
-    rows = (scan(dataset)
-            .filter((pl.col("tool").cast(pl.String) == tool)
-                    & (pl.col("stat").cast(pl.String) == stat) & ~pl.col("warmup")
-                    & pl.col("size").is_in(CROSS_SIZES))
-            .group_by("run_id", "size").agg(pl.col("time").median()).collect())
+                  tool: str) -> dict[tuple[str, int], dict[int, float]]:
+    """(transport, repetition) -> size -> P50 one-way time (s) of that run, as osu_latency
+    -z computes it: its P50 column for OSU; for the probe the lower median (OSU's
+    ``sorted[round(n/2) - 1]``) of each size's samples after the first CROSS_WARMUP."""
+    if tool == "osu":
+        rows = (scan(dataset)
+                .filter((pl.col("tool").cast(pl.String) == "osu")
+                        & (pl.col("stat").cast(pl.String) == "p50")
+                        & pl.col("size").is_in(CROSS_SIZES))
+                .select("run_id", "size", "time").collect())
+    else:
+        rows = (scan(dataset)
+                .filter((pl.col("tool").cast(pl.String) == "probe")
+                        & (pl.col("stat").cast(pl.String) == "raw") & ~pl.col("warmup")
+                        & pl.col("size").is_in(CROSS_SIZES))
+                .sort("seq")
+                .filter(pl.int_range(pl.len()).over("run_id", "size") >= CROSS_WARMUP)
+                .group_by("run_id", "size")
+                .agg(pl.col("time").quantile(0.5, "lower"), pl.len().alias("n"))
+                .collect())
+        assert set(rows["n"]) == {CROSS_SAMPLES}, rows
     out: dict[tuple[str, int], dict[int, float]] = {}
     for outcome in report.by_outcome("ingested"):
         job = jobs[outcome.job]
@@ -311,12 +355,27 @@ def _p50_by_round(dataset: Path, report: Any, jobs: dict[str, dict[str, Any]],
     return out
 
 
+def _verdict(ratio: Estimate) -> str:
+    """within / outside / undecided: where the interval of the median ratio lies."""
+    assert ratio.lo is not None and ratio.hi is not None
+    if ratio.lo >= 1 - CROSS_TOLERANCE and ratio.hi <= 1 + CROSS_TOLERANCE:
+        return "within"
+    if ratio.hi < 1 - CROSS_TOLERANCE or ratio.lo > 1 + CROSS_TOLERANCE:
+        return "outside"
+    return "undecided"
+
+
 @runs_spack_built_tools
 def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
         spack_view: Path, tmp_path: Path) -> None:
     """The Spack-built probe against the Spack-built osu_latency: P50 within ±5 % at 8 B,
-    1 KiB, 64 KiB and 1 MiB over shared memory and tcp, per round (probe/OSU of the same
-    round, median over rounds; BENCHMARKS.md "Probe fidelity" for the figures).
+    1 KiB, 64 KiB and 1 MiB over shared memory and tcp (BENCHMARKS.md "Probe fidelity").
+
+    The statistic: per round, probe P50 / OSU P50 of two runs made one after the other
+    (_pair_jobs); over the CROSS_ROUNDS rounds, the median of these paired ratios and its
+    distribution-free interval (kit.figures.estimate, ~95 %; 98 % for 10 rounds). A cell is
+    within ±5 % when the whole interval is; outside when none of it is; otherwise the rounds
+    spread too much to tell (reported as not met: the claim needs the interval).
 
     Held only on a quiet machine: load average below a two-rank run's limit before
     measuring (waited for up to QUIET_WAIT_S) and no disturbed window or run in the probe's
@@ -334,7 +393,10 @@ def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
         lines = {_launch(out / j["script"]) for j in jobs.values()
                  if j["transport"] == transport}
         assert len(lines) == 1, lines
-    for result in run_local(out):
+    order = _pair_jobs(out)
+    results = run_local(out)
+    assert [r.job for r in results] == order
+    for result in results:
         assert result.state == "completed", (result, (out / jobs[result.job]["dir"]
                                                       / "stderr.txt").read_text())
     report = collect(out, dataset)
@@ -342,12 +404,13 @@ def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
     assert {v for v in runs(dataset)["tool_version"].to_list() if v.startswith("OSU")} == \
         {"OSU 7.4"}
 
-    probe = _p50_by_round(dataset, report, jobs, "probe", "raw")
-    osu_p50 = _p50_by_round(dataset, report, jobs, "osu", "p50")
+    probe = _p50_by_round(dataset, report, jobs, "probe")
+    osu_p50 = _p50_by_round(dataset, report, jobs, "osu")
     assert set(probe) == set(osu_p50) == {(t, r) for t in ("shm", "tcp")
                                            for r in range(1, CROSS_ROUNDS + 1)}
     reasons = [] if not load.busy else [f"before measuring: {load.describe()}"]
     table = []
+    model_misses: list[tuple[str, int, float, float]] = []
     for transport in ("shm", "tcp"):
         (chosen,) = [{k: str(row[k]) for k in SERIES_KEYS if row[k] not in (None, "")}
                      for row in series_table(dataset).iter_rows(named=True)
@@ -362,34 +425,44 @@ def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
         predicted = fitted.model.predict_quantiles(np.array(CROSS_SIZES, float), [0.5])
         for size, model_p50 in zip(CROSS_SIZES, np.ravel(predicted), strict=True):
             ratios = [probe[(transport, r)][size] / osu_p50[(transport, r)][size]
-                      for r in rounds]
-            measured = statistics.median(probe[(transport, r)][size] for r in rounds)
-            table.append((transport, size, statistics.median(ratios), ratios, measured,
-                          model_p50))
+                      for r in sorted(rounds)]
             assert all(math.isfinite(x) and x > 0 for x in ratios)
+            ratio = median_interval(ratios)
+            assert ratio.value is not None and ratio.lo is not None
+            measured = statistics.median(probe[(transport, r)][size] for r in rounds)
+            table.append((transport, size, ratio, _verdict(ratio), ratios, measured,
+                          model_p50))
             # The fitted model describes the samples it was fitted on (a loose bound: this
             # is the probe's data through the kit's fit, not a test of the fit's accuracy).
             # Those are the runs run quality kept, pooled: on a busy CI machine the
             # median over rounds may be a round the fit left out (shm 1 MiB: 127 us
-            # fitted, 90 us over rounds).
-            assert 0.8 < model_p50 / fitted_p50[size] < 1.25, (
-                transport, size, model_p50, fitted_p50[size], measured)
+            # fitted, 90 us over rounds). Held on a quiet machine; on a busy one 1 MiB
+            # over shm can turn slow (94 us pooled against 64 quiet, at load 11) while the
+            # fit continues the 64-512 KiB line (54 us): no regime starts at the last size.
+            model_misses.append((transport, size, model_p50, fitted_p50[size]))
             # A probe timing another thing than osu_latency, whatever the load: each tool's
             # fastest round (a busy machine slows some rounds of either tool by 1.5x: shm
             # 1 MiB per-round ratios 0.72, 0.67, 1.45 at load 3-4).
             best = (min(probe[(transport, r)][size] for r in rounds)
                     / min(osu_p50[(transport, r)][size] for r in rounds))
             assert abs(best - 1) <= GROSS_TOLERANCE, (transport, size, best, ratios)
-    text = "\n".join(f"{t:4} {s:>8} B  probe/OSU P50 {m:.3f} (rounds "
-                     f"{', '.join(f'{x:.3f}' for x in rs)})  probe P50 {p * 1e6:.3f} us  "
-                     f"model P50 {f * 1e6:.3f} us" for t, s, m, rs, p, f in table)
-    print(text)
+    text = "\n".join(
+        f"{t:4} {s:>8} B  probe/OSU P50 {q.value:.3f} [{q.lo:.3f}, {q.hi:.3f}] {v:9} "
+        f"(rounds {' '.join(f'{x:.3f}' for x in rs)})  probe P50 {p * 1e6:.3f} us  "
+        f"model P50 {f * 1e6:.3f} us" for t, s, q, v, rs, p, f in table)
+    print(f"median of {CROSS_ROUNDS} paired per-round ratios [its distribution-free "
+          f"interval]; load before: {load.describe()}\n{text}")
+    model_misses = [m for m in model_misses if not 0.8 < m[2] / m[3] < 1.25]
     if reasons:
+        text += "".join(f"\n{t} {s} B: model P50 {f * 1e6:.3f} us against the measured "
+                        f"fitted {p * 1e6:.3f} us (not held: busy)" for t, s, f, p in model_misses)
         warnings.warn(CrossCheckWithheld(
             "probe vs OSU within ±5 % not asserted, the machine was not quiet: "
             + "; ".join(reasons[:4]) + "\n" + text), stacklevel=1)
         return
-    off = [(t, s, round(m, 3)) for t, s, m, *_ in table if abs(m - 1) > CROSS_TOLERANCE]
+    assert not model_misses, model_misses
+    off = [(t, s, v) for t, s, _, v, *_ in table if v != "within"]
     if off:
         warnings.warn(CrossCheckOutside(
-            f"probe/OSU P50 outside ±{CROSS_TOLERANCE:.0%} at {off}:\n{text}"), stacklevel=1)
+            f"probe/OSU P50 not shown within ±{CROSS_TOLERANCE:.0%} at {off}:\n{text}"),
+            stacklevel=1)

@@ -30,13 +30,15 @@ class ExplorerApp(App[int]):
 
     def __init__(self, dataset: str | Path | None = None,
                  model: str | Path | Sequence[str | Path] | None = None,
-                 models: Sequence[str | Path] = (), apps: str | Path | None = None) -> None:
+                 models: Sequence[str | Path] = (), apps: str | Path | None = None,
+                 collectives: str | Path | None = None) -> None:
         """``model``: one model file or several; ``models``: more files or directories of them.
 
         Both end up in one list: each model is matched to its series when the dataset opens.
         """
         super().__init__()
-        self.session = Session(apps=Path(apps) if apps else None)
+        self.session = Session(apps=Path(apps) if apps else None,
+                               collectives=Path(collectives) if collectives else None)
         self._start_dataset = Path(dataset) if dataset else None
         given = [] if model is None else [model] if isinstance(model, str | Path) else list(model)
         self._start_models = [Path(m) for m in (*given, *models)]
@@ -51,8 +53,9 @@ class ExplorerApp(App[int]):
 
 
 def run(dataset: str | Path | None, model: str | Path | Sequence[str | Path] | None = None,
-        models: Sequence[str | Path] = (), apps: str | Path | None = None) -> int:
+        models: Sequence[str | Path] = (), apps: str | Path | None = None,
+        collectives: str | Path | None = None) -> int:
     """Run the explorer in the terminal; returns the process exit code."""
-    app = ExplorerApp(dataset, model, models, apps)
+    app = ExplorerApp(dataset, model, models, apps, collectives)
     app.run()
     return int(app.return_code or 0)

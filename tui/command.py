@@ -22,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--apps", metavar="FILE",
                    help="a pt2pt predict-app result: the applications view (ctrl+a, or an "
                    "app series) shows it")
+    p.add_argument("--collectives", metavar="DIR",
+                   help="a pt2pt collectives sweep folder: the collectives view (ctrl+l) ranks "
+                   "it")
     p.set_defaults(func=_run)
 
 
@@ -39,4 +42,5 @@ def _run(args: argparse.Namespace) -> int:
                 err.where = f"{option} {raw}"
                 raise err
 
-    return run(args.dataset, model=args.model, models=args.models, apps=args.apps)
+    return run(args.dataset, model=args.model, models=args.models, apps=args.apps,
+               collectives=args.collectives)

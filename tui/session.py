@@ -143,6 +143,7 @@ class Session:
     file_models: dict[SeriesKey, ModelFile] = field(default_factory=dict)  # matched to rows
     fallback_model: ModelFile | None = None  # a model whose provenance names no series
     apps: Path | None = None  # a pt2pt predict-app result (--apps): the applications view
+    collectives: Path | None = None  # a pt2pt collectives sweep (--collectives): its view
 
     def fitted(self, key: SeriesKey) -> bool:
         state = self.series.get(key)

@@ -130,6 +130,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="timed repetitions per run (default 10)")
     v.add_argument("--transport", default="shm", choices=("shm", "tcp"))
     v.add_argument("--seed", type=argtypes.seed, default=1)
+    v.add_argument("--deterministic", action="store_true",
+                   help="simulate without noise (every message at its model's median): the "
+                   "simulated order of the medians, without an interval")
     v.set_defaults(func=run_validate)
 
 
@@ -210,10 +213,11 @@ def run_validate(args: argparse.Namespace) -> int:
     doc = validate(args.out, platform=args.platform, collective=args.collective,
                    algorithms=args.algorithms, numprocs=args.np, sizes=args.sizes,
                    runs=args.runs, reps=args.reps, transport=args.transport, seed=args.seed,
-                   on_step=lambda text: print(text, flush=True))
+                   deterministic=args.deterministic, on_step=lambda text: print(text, flush=True))
     print(f"ratio = median(a) / median(b) over repetitions [95 % bootstrap interval]; real: "
           f"{args.runs} x {args.reps} repetitions over {args.transport}, simulated: the SMPI "
-          "twins with noise")
+          "twins " + ("without noise (every message at its median)" if args.deterministic
+                      else "with noise"))
     for p in doc["pairs"]:
         print(f"{p['collective']} np={p['numproc']} size={p['size']} {p['a']}/{p['b']}: real "
               f"{p['real_ratio']:.3f} [{p['real_lo']:.3f}, {p['real_hi']:.3f}], simulated "

@@ -7,7 +7,8 @@ driver with the algorithm forced (``reps`` repetitions each; rounds interleave e
 algorithm, numproc and size so that a drift of the machine falls on all), and the simulated
 twin on the platform folder (``pt2pt export --hosts H --cores C --intra MODEL``: every rank
 on one host, so the intra-node model carries the messages, like the real shm/tcp run on
-this host) with the same number of repetitions, noise on
+this host) with the same number of repetitions, noise on (``deterministic``: without noise,
+every message at its model's median: the simulated order of the medians, no interval)
 (``kit.outputs.collsweep``, its own resumable sweep in ``OUT/simulated``). The comparison is
 ``kit.analyses.collagree`` (rankings compared only where the real difference exceeds the
 noise; a configuration where a simulated twin did not complete, e.g. SMPI's pair at a
@@ -36,15 +37,17 @@ FORMAT = "pt2pt-collectives-validation"
 
 def validate(out: Path, *, platform: Path, collective: str, algorithms: list[str],
              numprocs: list[int], sizes: list[int], runs: int = 3, reps: int = 10,
-             transport: str = "shm", seed: int = 1,
+             transport: str = "shm", seed: int = 1, deterministic: bool = False,
              on_step: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the real and simulated twins and write ``out/validation.json`` (module doc)."""
     pairs = collreal.twins(collective, algorithms)
     collreal.environment(transport)  # an unknown transport is refused before anything runs
     make_dirs(out)
     before = current_load()
+    # deterministic: every repetition is the same simulated run, two show it
     sweep = collsweep.Sweep(platform, {collective: [s for _, _, s in pairs]}, numprocs, sizes,
-                            reps=runs * reps, seed=seed, ranks_per_host=max(numprocs))
+                            reps=2 if deterministic else runs * reps, seed=seed,
+                            noise=not deterministic, ranks_per_host=max(numprocs))
     sim_points = collsweep.run_sweep(sweep, out / "simulated")
     rows: list[dict[str, Any]] = []
     for run in range(runs):
@@ -67,7 +70,7 @@ def validate(out: Path, *, platform: Path, collective: str, algorithms: list[str
     doc = {
         "format": FORMAT, "collective": collective, "transport": transport,
         "platform": str(platform.resolve()), "numprocs": numprocs, "sizes": sizes,
-        "runs": runs, "reps": reps,
+        "runs": runs, "reps": reps, "noise": not deterministic,
         "twins": [{"ompi": n, "value": v, "smpi": s} for n, v, s in pairs],
         "load_before": before.load1, "load_after": after.load1,
         "busy": before.busy or after.busy, "cpus": before.cpus, "busy_limit": before.limit,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -100,6 +100,7 @@ class BrowserScreen(HelpMixin, Screen[None]):
         Binding("ctrl+k", "cluster", "Cluster", show=False),  # in the help (?): footer full
         Binding("ctrl+o", "open_dataset", "Open dataset"),
         Binding("ctrl+a", "apps", "Apps"),
+        Binding("ctrl+l", "collectives", "Collectives", show=False),  # in the help (?)
         Binding("escape", "clear_filter", "Clear filter"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "app.quit", "Quit", group=QUIT_GROUP),  # last: beside the app's ctrl+q
@@ -112,6 +113,8 @@ class BrowserScreen(HelpMixin, Screen[None]):
         "ctrl+k": "the cluster view of the highlighted series' campaign (a campaign over at "
                   "least 3 node pairs): node against node, slow links and nodes marked, Enter "
                   "opens a pair",
+        "ctrl+l": "the collectives view of the sweep given with --collectives DIR: best "
+                  "algorithm per (numproc, size), shares within X % of the best with intervals",
         "latency": latency.DEFINITION,
         "eff. bw": bandwidth.DEFINITION,
         "model": "the score (held-out CRPS / floor) of the series' model when it was "
@@ -338,20 +341,34 @@ class BrowserScreen(HelpMixin, Screen[None]):
             return
         self.app.push_screen(SeriesScreen(self.session, key))
 
+    def _push_view(self, path: Path | None, missing: str, load: Callable[[Path], Any],
+                   screen: Callable[[Any], Screen[None]]) -> None:
+        """Open a result's view: say how to make it when none was given, its error if bad."""
+        if path is None:
+            self.notify(missing, severity="warning")
+            return
+        try:
+            view = load(path)
+        except UserError as err:
+            notify_error(self, err)
+            return
+        self.app.push_screen(screen(view))
+
     def action_apps(self) -> None:
         from tui import appsview
         from tui.screens.apps import AppsScreen
 
-        if self.session.apps is None:
-            self.notify("No applications result: run pt2pt predict-app DATASET --platform DIR "
-                        "-o FILE, then pt2pt tui DATASET --apps FILE.", severity="warning")
-            return
-        try:
-            view = appsview.load(self.session.apps)
-        except UserError as err:
-            notify_error(self, err)
-            return
-        self.app.push_screen(AppsScreen(view))
+        self._push_view(self.session.apps, "No applications result: run pt2pt predict-app "
+                        "DATASET --platform DIR -o FILE, then pt2pt tui DATASET --apps FILE.",
+                        appsview.load, AppsScreen)
+
+    def action_collectives(self) -> None:
+        from tui import collview
+        from tui.screens.collectives import CollectivesScreen
+
+        self._push_view(self.session.collectives, "No collectives sweep: run pt2pt collectives "
+                        "sweep OUT ..., then pt2pt tui --collectives OUT.", collview.load,
+                        CollectivesScreen)
 
     def action_mark(self) -> None:
         key = self._highlighted()
