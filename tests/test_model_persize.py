@@ -303,6 +303,27 @@ def test_repeated_evaluations_at_stored_sizes_give_what_a_fresh_model_gives(tmp_
     assert not np.array_equal(seq[0][0], seq[4][0])  # the views differ: nothing was mixed
 
 
+def test_a_model_that_kept_its_base_quantiles_still_copies_and_pickles():
+    """The kept quantiles' key names the special functions (a module): a deepcopy or pickle
+    of a model evaluated at its stored sizes failed with 'cannot pickle module' (CI, a test
+    copying a model exported before); the copy answers as the original."""
+    import copy
+    import pickle
+
+    rng = np.random.default_rng(3)
+    grid = np.unique(np.round(np.geomspace(1, 1e6, 40)))
+    s = np.repeat(grid, 60)
+    t = (20e-6 + s / 1e9) * np.exp(np.repeat(rng.normal(0, 0.05, len(grid)), 60)
+                                   + 0.2 * rng.standard_normal(len(s)))
+    model = RegimeModel().fit(s, t)
+    stored = grid[model.per_size_.lookup(grid) >= 0]
+    assert len(stored) > 10
+    want = model.predict_quantiles(stored, [0.05, 0.5, 0.95])
+    assert getattr(model, "_knots_memo", None) is not None  # the case: something kept
+    for other in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert np.array_equal(other.predict_quantiles(stored, [0.05, 0.5, 0.95]), want)
+
+
 def test_fit_summary_says_the_variance_component_in_words(shrink_fit):
     model, _, _ = shrink_fit
     lines = model.per_size_.describe()

@@ -605,6 +605,12 @@ class RegimeModel(Params):
         self._knots_memo = (ps, key, knots.copy(), [nz for _, _, nz in sub])  # noises held
         return knots
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies and pickles (``fit --all`` workers, a test's deepcopy) carry no kept base
+        quantiles: the kept key holds the special-functions module, which cannot be copied,
+        and a copy's first evaluation recomputes them (the same values)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_knots_memo"}
+
     def regime_index(self, size: ArrayLike) -> NDArray:
         """Index of the regime each size falls in (by breakpoints, overlaps ignored)."""
         self._check_fitted()
