@@ -14,14 +14,16 @@ figure: benchmarks/bench_cluster_slurm.py.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from kit.measure import localcluster
 from kit.measure.localcluster import Cluster
-from kit.measure.machine import current_load
+from kit.measure.machine import RANKS, current_load
 from tests import clustertruth as truth
 
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi, pytest.mark.slow]
@@ -42,13 +44,33 @@ def _env(campaign_env: None) -> None:
     """Plans with the checkout's probe and no site defaults."""
 
 
-@pytest.mark.timeout(1200)
-def test_cluster_flags_the_shaped_link_and_node_with_intervals_containing_the_truth(
-        slurm_cluster_factory: Callable[..., Cluster], tmp_path: Path) -> None:
+@pytest.fixture
+def truth_cluster(slurm_cluster_factory: Callable[..., Cluster]) -> Iterator[Cluster]:
+    """The five shaped nodes, downed after the test rather than at the session's end: kept
+    up beside the other clusters, the Slurm tests after it failed in a CI rehearsal (a 4-node
+    cluster's nodes stayed 'down*', a contention job never wrote its record)."""
     cluster = slurm_cluster_factory(truth.NODES, shape=truth.SHAPE, links=truth.LINKS,
                                     node_shapes=truth.NODE_SHAPES)
+    try:
+        yield cluster
+    finally:
+        localcluster.down(cluster.state_dir)
+
+
+@pytest.mark.timeout(1200)
+def test_cluster_flags_the_shaped_link_and_node_with_intervals_containing_the_truth(
+        truth_cluster: Cluster, tmp_path: Path) -> None:
+    cluster = truth_cluster
     load = current_load()
     dataset = truth.run_campaign(cluster, tmp_path / "c", seed=1)
+    # The load before and after measuring (the 1-minute average spans the campaign's end,
+    # less the campaign's own ranks): a machine that became busy while measuring flags extra
+    # links (seen: a container build started during the campaign, link p58n4-p58n5 latency
+    # flagged at load 1.8 before, 5 after).
+    after = current_load()
+    others = dataclasses.replace(after, load1=max(0.0, after.load1 - RANKS))
+    if others.load1 > load.load1:
+        load = others
     verdict, text = truth.judge(cluster, dataset)
     print(text, verdict.describe(), sep="\n")
     # whatever the load: both were tested and read slower (tbf only slows a link down)
@@ -62,13 +84,13 @@ def test_cluster_flags_the_shaped_link_and_node_with_intervals_containing_the_tr
         # did not clear the threshold at 5 % FDR
         warnings.warn(ExactnessWithheld(
             f"found/covered/nothing else not asserted, the machine was overloaded before "
-            f"measuring ({load.describe()}); {verdict.describe()}"), stacklevel=1)
+            f"measuring or during it ({load.describe()}); {verdict.describe()}"), stacklevel=1)
         return
     assert verdict.found, (verdict.describe(), text)
     assert verdict.covered, (verdict.describe(), text)
     if load.busy:
         warnings.warn(ExactnessWithheld(
             f"'no other node or link flagged' not asserted, the machine was not quiet before "
-            f"measuring ({load.describe()}); {verdict.describe()}"), stacklevel=1)
+            f"measuring or during it ({load.describe()}); {verdict.describe()}"), stacklevel=1)
         return
     assert verdict.exact, (verdict.describe(), text)
