@@ -57,6 +57,10 @@ def truth_cluster(slurm_cluster_factory: Callable[..., Cluster]) -> Iterator[Clu
         localcluster.down(cluster.state_dir)
 
 
+# After it (even with its cluster downed), test_slurm_contention's k=4 job on the 2-node
+# cluster never wrote its record, twice in a row; alone, that test passes (49 s). Not
+# understood yet (issue 58): this test runs last, so nothing runs after it.
+@pytest.mark.runs_last
 @pytest.mark.timeout(1200)
 def test_cluster_flags_the_shaped_link_and_node_with_intervals_containing_the_truth(
         truth_cluster: Cluster, tmp_path: Path) -> None:
