@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.measure.campaign.slurm import squeue_states
 from kit.measure.localcluster import Cluster, LinkShape, NodeShape
+from tests import conftest_slurm as slurm
 
 NODES = 5
 RATE = "80mbit"
@@ -58,33 +55,11 @@ tools:
 """
 
 
-def pt2pt(cluster: Cluster, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    """``python -m kit ARGS`` with the cluster's Slurm client environment."""
-    return subprocess.run([sys.executable, "-m", "kit", *map(str, args)], capture_output=True,
-                          text=True, timeout=600, env=cluster.environ())
-
-
 def run_campaign(cluster: Cluster, out: Path, seed: int, timeout: float = 900) -> Path:
     """Plan, submit, wait for, and collect the campaign of ``seed``; returns the dataset."""
-    out.mkdir(parents=True)
-    (out / "c.yaml").write_text(CAMPAIGN.format(seed=seed, partition=cluster.partition))
-    camp, dataset = out / "campaign", out / "dataset"
-    planned = pt2pt(cluster, "plan", out / "c.yaml", "-o", camp)
-    assert planned.returncode == 0, planned.stderr
-    sub = pt2pt(cluster, "submit", camp)
-    assert sub.returncode == 0, sub.stderr
-    ids = list(json.loads((camp / "submitted.json").read_text())["jobs"].values())
-    deadline = time.monotonic() + timeout
-    while squeue_states(ids, cluster.environ()):
-        assert time.monotonic() < deadline, f"jobs {ids} still queued after {timeout:.0f} s"
-        time.sleep(1)
-    manifest = json.loads((camp / "manifest.json").read_text())
+    manifest, dataset = slurm.run_campaign(
+        cluster, out, CAMPAIGN.format(seed=seed, partition=cluster.partition), timeout)
     assert len(manifest["jobs"]) == NODES * (NODES - 1) // 2, manifest["jobs"]
-    for job in manifest["jobs"]:
-        record = json.loads((camp / job["dir"] / "job.json").read_text())
-        assert record["state"] == "completed", record
-    collected = pt2pt(cluster, "collect", camp, "--dataset", dataset)
-    assert collected.returncode == 0, collected.stdout + collected.stderr
     return dataset
 
 
@@ -129,9 +104,9 @@ class Verdict:
 
 def judge(cluster: Cluster, dataset: Path) -> tuple[Verdict, str]:
     """Run ``pt2pt cluster DATASET`` (text and JSON) and compare its findings with the truth."""
-    text = pt2pt(cluster, "cluster", dataset)
+    text = slurm.pt2pt(cluster, "cluster", dataset)
     assert text.returncode == 0, text.stdout + text.stderr
-    as_json = pt2pt(cluster, "cluster", dataset, "--json", "-")
+    as_json = slurm.pt2pt(cluster, "cluster", dataset, "--json", "-")
     assert as_json.returncode == 0, as_json.stderr
     findings = json.loads(as_json.stdout)
     nodes = sorted(cluster.nodes)

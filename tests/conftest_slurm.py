@@ -12,6 +12,7 @@ the default one, whose queue belongs to whoever started it).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,10 +22,12 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kit.measure import localcluster
+from kit.measure.campaign.slurm import squeue_states
 from kit.measure.localcluster import Cluster
 
 #: State dirs the fixtures own (layout slots checked distinct in tests/test_localcluster.py).
@@ -156,6 +159,31 @@ def pt2pt(cluster: Cluster, *args: str | Path) -> subprocess.CompletedProcess[st
     """``python -m kit ARGS`` with the cluster's Slurm client environment."""
     return subprocess.run([sys.executable, "-m", "kit", *map(str, args)], capture_output=True,
                           text=True, timeout=600, env=cluster.environ())
+
+
+def run_campaign(cluster: Cluster, out: Path, text: str,
+                 timeout: float = 600) -> tuple[dict[str, Any], Path]:
+    """Plan, submit, wait for (at most ``timeout`` s) and collect the campaign ``text`` in
+    ``out``, every job completed; returns (manifest, dataset)."""
+    out.mkdir(parents=True)
+    (out / "c.yaml").write_text(text)
+    camp, dataset = out / "campaign", out / "dataset"
+    planned = pt2pt(cluster, "plan", out / "c.yaml", "-o", camp)
+    assert planned.returncode == 0, planned.stderr
+    sub = pt2pt(cluster, "submit", camp)
+    assert sub.returncode == 0, sub.stderr
+    ids = list(json.loads((camp / "submitted.json").read_text())["jobs"].values())
+    deadline = time.monotonic() + timeout
+    while squeue_states(ids, cluster.environ()):
+        assert time.monotonic() < deadline, f"jobs {ids} still queued after {timeout:.0f} s"
+        time.sleep(1)
+    manifest = json.loads((camp / "manifest.json").read_text())
+    for job in manifest["jobs"]:
+        record = json.loads((camp / job["dir"] / "job.json").read_text())
+        assert record["state"] == "completed", record
+    collected = pt2pt(cluster, "collect", camp, "--dataset", dataset)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    return manifest, dataset
 
 
 @pytest.fixture

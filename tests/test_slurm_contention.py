@@ -14,7 +14,6 @@ Rates are read back from the collected dataset (``pairs``, ``pair``, and ``seq``
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,9 +21,8 @@ import polars as pl
 import pytest
 
 from kit.data.dataset import runs, scan
-from kit.measure.campaign.slurm import squeue_states
 from kit.measure.localcluster import Cluster
-from tests.conftest_slurm import pt2pt as _pt2pt
+from tests.conftest_slurm import run_campaign
 
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi, pytest.mark.slow]
 
@@ -63,28 +61,6 @@ def _env(campaign_env: None) -> None:
     """Every test here plans with the checkout's probe and no site defaults."""
 
 
-def _run_campaign(cluster: Cluster, out: Path, text: str) -> tuple[dict, Path]:
-    """Plan, submit, wait, collect; returns (manifest, dataset)."""
-    out.mkdir(parents=True)
-    (out / "c.yaml").write_text(text)
-    camp, dataset = out / "campaign", out / "dataset"
-    planned = _pt2pt(cluster, "plan", out / "c.yaml", "-o", camp)
-    assert planned.returncode == 0, planned.stderr
-    sub = _pt2pt(cluster, "submit", camp)
-    assert sub.returncode == 0, sub.stderr
-    ids = list(json.loads((camp / "submitted.json").read_text())["jobs"].values())
-    deadline = time.monotonic() + 600
-    while squeue_states(ids, cluster.environ()):
-        assert time.monotonic() < deadline, f"jobs {ids} still queued after 600 s"
-        time.sleep(1)
-    manifest = json.loads((camp / "manifest.json").read_text())
-    for job in manifest["jobs"]:
-        record = json.loads((camp / job["dir"] / "job.json").read_text())
-        assert record["state"] == "completed", record
-    collected = _pt2pt(cluster, "collect", camp, "--dataset", dataset)
-    assert collected.returncode == 0, collected.stdout + collected.stderr
-    return manifest, dataset
-
 
 def _best_round_bps(dataset: Path) -> dict[tuple[str, int], float]:
     """(host pair, k) -> best round's per-pair bandwidth (B/s), from the dataset's rows."""
@@ -110,7 +86,7 @@ def test_k_pairs_on_one_shaped_link_get_rate_over_k_through_a_campaign(
     # (later tests ask the factory for the cluster they need: it unshapes it for them)
     cluster = slurm_cluster_factory(2, shape=(RATE, "256kb"), cpus=4)
     n1, n2 = sorted(cluster.nodes)
-    manifest, dataset = _run_campaign(cluster, tmp_path / "k", CAMPAIGN.format(
+    manifest, dataset = run_campaign(cluster, tmp_path / "k", CAMPAIGN.format(
         name="contention", pairs=f"[[{n1}, {n2}]]", partition=cluster.partition,
         throttle=1, size=SIZE, window=WINDOW, concurrent="    concurrent_pairs: [1, 2, 4]"))
     # one array per k (probe-k1/-k2/-k4), each task 2 nodes x k ranks
@@ -132,10 +108,10 @@ def test_pairs_on_disjoint_nodes_do_not_slow_each_other(
     """Two disjoint pairs at once (throttle 2) each get the shaped rate, as one pair alone."""
     cluster = slurm_cluster_factory(4, accounting=True, shape=(RATE, "256kb"))
     n1, n2, n3, n4 = sorted(cluster.nodes)
-    _, alone = _run_campaign(cluster, tmp_path / "alone", CAMPAIGN.format(
+    _, alone = run_campaign(cluster, tmp_path / "alone", CAMPAIGN.format(
         name="alone", pairs=f"[[{n1}, {n2}]]", partition=cluster.partition, throttle=1,
         size=SIZE, window=WINDOW, concurrent=""))
-    manifest, both = _run_campaign(cluster, tmp_path / "both", CAMPAIGN.format(
+    manifest, both = run_campaign(cluster, tmp_path / "both", CAMPAIGN.format(
         name="both", pairs=f"[[{n1}, {n2}], [{n3}, {n4}]]", partition=cluster.partition,
         throttle=2, size=SIZE, window=WINDOW, concurrent=""))
     # the two tasks really ran at the same time
