@@ -123,11 +123,10 @@ static char *page_alloc(size_t bytes)
 /* Connect each pair with zero-byte ping-pongs before the probe's own set-up exchanges (plan
  * hashes, host names, places). Over Open MPI's vader the per-peer fast box, the ring that
  * carries every small message, is carved out of the sender's shared segment on its 16th send
- * to that peer, after whatever fragments earlier traffic allocated there; where it lands
- * against page boundaries sets which share of its 64-B slots is slow (8 B P50 0.30 against
- * 0.38 us slot by slot on this VM, a period of 64 samples). Before this, the 256-B host-name
- * gather moved the probe's ring away from where osu_latency's lands: same mean as OSU, a
- * P50 8 % higher. Untimed, not recorded. */
+ * to that peer, after whatever fragments earlier traffic allocated there. With the 256-B
+ * host-name gather first, the probe's 8 B samples sat at one level (0.36 us on the test VM)
+ * where osu_latency's alternate message by message between 0.25 and 0.47 us (same mean);
+ * connected first, the probe's alternate too. Untimed, not recorded. README.md, "Fidelity". */
 static void connect_pair(int role, int peer)
 {
     for (int k = 0; k < CONNECT_ROUNDS; k++) {
