@@ -26,21 +26,11 @@ from kit.fit import synth
 from kit.model import RegimeModel
 from kit.model.uncertainty import bootstrap_intervals
 
+#: The breaks of kit.fit.synth.jumps.
 BREAKS = (128.0, 65537.0)
 #: Check sizes next to each break: below it and from it on, within a factor 1.25.
 NEAR_BELOW = (0.8, 0.9, 0.99)
 NEAR_ABOVE = (1.0, 1.1, 1.25)
-
-
-def truth() -> synth.Truth:
-    """Three regimes with jumps at 128 B and 64 KiB (as bench_adaptive's ``plain``)."""
-    return synth.Truth([
-        synth.TrueRegime(1, "constant", {"a": 11e-6}, synth.TrueNoise("lognormal", 0.25)),
-        synth.TrueRegime(128, "linear", {"a": 20e-6, "b": 1e-9},
-                         synth.TrueNoise("lognormal", 0.3)),
-        synth.TrueRegime(65537, "linear", {"a": 60e-6, "b": 1.0 / 1.1e9},
-                         synth.TrueNoise("gamma", 0.3)),
-    ])
 
 
 def check_sizes() -> tuple[np.ndarray, np.ndarray]:
@@ -57,7 +47,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--samples", type=int, default=20000)
     args = ap.parse_args()
-    tr = truth()
+    tr = synth.jumps()
     at, near = check_sizes()
     true = tr.median(at)
     hits = np.zeros((args.seeds, len(at)), dtype=bool)
