@@ -60,5 +60,5 @@ def test_waiting_outlasts_a_stalled_controller(tmp_path: Path) -> None:
 
 def test_waiting_gives_up_with_the_controllers_reason(tmp_path: Path) -> None:
     env = _fake_squeue(tmp_path, f"echo '{TIMED_OUT}' >&2\nexit 1\n")
-    with pytest.raises(UserError, match="Socket timed out.* after 0 s"):
+    with pytest.raises(UserError, match=r"Socket timed out.* after 0 s"):
         wait_gone(["7_0"], env, timeout=0.05, poll=0.01)
