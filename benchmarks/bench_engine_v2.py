@@ -274,33 +274,20 @@ def break_coverage(model: Any, s_te: np.ndarray, t_te: np.ndarray) -> dict[str, 
             "other": float(inside[~near].sum() / max(n[~near].sum(), 1))}
 
 
-#: The synthetic truth of --synthetic: distinct sizes, and per size its location, spread and
-#: upper tail drawn at random around an Ethernet-like curve (breaks at 128 B and 64 KiB).
+#: The synthetic truth of --synthetic (kit.fit.synth.size_effects): distinct sizes, and draws
+#: per size for its true quantiles.
 SYNTH_SIZES = 600
 TRUTH_DRAWS = 20000
 
 
 def synthetic_run(reps: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict[float, np.ndarray]]:
-    """(sizes, times, true quantiles at U per size): ``reps`` samples of every size."""
+    """(sizes, times, true quantiles at U per size): ``reps`` samples of every size of
+    kit.fit.synth.size_effects."""
     from kit.fit import synth
 
-    rng = np.random.default_rng(seed)
-    grid = np.unique(np.round(np.geomspace(1, 999_999, SYNTH_SIZES)))
-    curve = synth.ethernet_like().median(grid)
-    loc = rng.normal(0, 0.02, len(grid))
-    sigma = 0.04 * np.exp(rng.normal(0, 0.4, len(grid)))
-    p_tail = rng.uniform(0, 0.08, len(grid))
-    tail = 0.3 * rng.uniform(0.5, 1.5, len(grid))
-
-    def draw(i: int, n: int) -> np.ndarray:
-        t = curve[i] * np.exp(loc[i] + sigma[i] * rng.standard_normal(n))
-        slow = rng.random(n) < p_tail[i]
-        return t * np.where(slow, 1 + rng.exponential(tail[i], n), 1.0)
-
-    s = np.repeat(grid, reps)
-    t = np.concatenate([draw(i, reps) for i in range(len(grid))])
-    truth = {float(z): np.quantile(draw(i, TRUTH_DRAWS), U) for i, z in enumerate(grid)}
-    return s, t, truth
+    s, t, grid, true_q = synth.size_effects(reps, seed, n_sizes=SYNTH_SIZES, levels=U,
+                                            truth_draws=TRUTH_DRAWS)
+    return s, t, {float(z): q for z, q in zip(grid, true_q, strict=True)}
 
 
 def run_synthetic(reps: int, seed: int) -> dict[str, Any]:
