@@ -382,3 +382,58 @@ def test_validate_runs_the_real_and_simulated_twins_and_compares_them(
     err = capsys.readouterr().err
     assert "'linear_sync'" in err and "modified_bruck" in err and "Traceback" not in err
     assert not (tmp_path / "bad").exists()
+
+
+def test_the_split_follows_the_sweeps_topology(tmp_path: Path) -> None:
+    """Where the shares split: a cabinet's ranks on a platform with cabinets, the 2015
+    study's 256 on a flat one or when the sweep's platform cannot be read."""
+    def split_of(doc: dict[str, object]) -> tuple[int | None, str]:
+        (tmp_path / "sweep.json").write_text(json.dumps(doc))
+        return collsweep.topology_split(tmp_path)
+
+    cab = {"hosts": 1024, "cores": 2, "cabinet": 64}
+    n, why = split_of({"platform": "/nowhere", "ranks_per_host": 2, "topology": cab})
+    assert n == 128 and "64 hosts x 2 rank(s)" in why
+    assert split_of({"platform": "/nowhere", "ranks_per_host": None, "topology": cab})[0] == 64
+    n, why = split_of({"platform": "/nowhere", "topology": {**cab, "cabinet": None}})
+    assert n == 256 and "flat" in why
+    n, why = split_of({"platform": "/nowhere"})  # an older sweep: its platform is gone
+    assert n == 256 and "not readable" in why
+    (tmp_path / "sweep.json").unlink()
+    assert collsweep.topology_split(tmp_path)[0] == 256
+
+
+@needs_simgrid
+def test_a_shared_uplink_slows_messages_between_cabinets_and_splits_the_shares(
+        platform: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Four hosts in cabinets of two, each cabinet's uplink one host link wide: alltoall's
+    pair algorithm at np 4 sends two of its three rounds across the cabinets, two flows per
+    uplink, so it takes ~5/3 of the flat platform's time; basic_linear's all-at-once sends put
+    4 MiB through each uplink where the flat platform's busiest link carries 3 (~4/3); at
+    np 2 (one cabinet) both take the flat platform's time.
+    The analysis splits the shares at the cabinet (2 ranks) and says why."""
+    from kit.outputs.export.platform import cluster_platform
+
+    cabinets = tmp_path / "cabinets"
+    cluster_platform(three_linear_regimes(1e-8), hosts=4, cores=2, cabinet=2,
+                     intra_model=linear_overhead_model(1e-6, 2e-10)).write(cabinets)
+    args = ["--algorithms", "pair,basic_linear", "--np", "2,4", "--sizes", "1M", "--reps", "1",
+            "--deterministic"]
+    medians = {}
+    for name, plat in (("flat", platform), ("cabinets", cabinets)):
+        assert main(_sweep(tmp_path / name, plat, *args)) == 0
+        rows = collsweep.read_dataset(tmp_path / name)
+        assert set(rows["status"]) == {"ok"}
+        medians[name] = {(r["algorithm"], r["numproc"]): r["time"]
+                         for r in rows.iter_rows(named=True)}
+    flat, cab = medians["flat"], medians["cabinets"]
+    for alg, slower in (("pair", 1.5), ("basic_linear", 1.2)):
+        assert cab[(alg, 2)] == pytest.approx(flat[(alg, 2)], rel=1e-6)
+        assert cab[(alg, 4)] > slower * flat[(alg, 4)], alg
+    capsys.readouterr()
+    assert main(["collectives", "analyze", str(tmp_path / "cabinets"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["split"] == 2 and "cabinet" in doc["split_reason"]
+    assert {s["numprocs"] for s in doc["shares"]} == {"all", "<=2", ">2"}
+    assert main(["collectives", "analyze", str(tmp_path / "flat")]) == 0
+    assert "split at 256: the 2015 study's cabinet boundary" in capsys.readouterr().out

@@ -95,8 +95,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("out", type=Path, metavar="OUT")
     a.add_argument("--within", type=_list(_percent, "percentages"), default=[2.0, 5.0, 10.0],
                    metavar="X,...", help="thresholds in %% (default 2,5,10)")
-    a.add_argument("--split", type=integer(1, 1 << 20, "ranks"), default=256,
-                   help="numproc at which the ranges split (default 256)")
+    a.add_argument("--split", type=integer(1, 1 << 20, "ranks"), metavar="N",
+                   help="numproc at which the ranges split (default: where the topology "
+                   "changes, a cabinet's ranks on a platform with cabinets; on a flat one the "
+                   "2015 study's 256)")
     a.add_argument("--resamples", type=argtypes.resamples, default=2000)
     a.add_argument("--seed", type=argtypes.seed, default=1, help="bootstrap seed (default 1)")
     a.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -159,19 +161,22 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 def run_analyze(args: argparse.Namespace) -> int:
     from kit.analyses.collectives import ranking, selector_lines, shares
-    from kit.outputs.collsweep import read_dataset
+    from kit.outputs.collsweep import read_dataset, topology_split
 
     rows = read_dataset(args.out)
     ranked = ranking(rows)
-    found = shares(rows, within=tuple(args.within), split=args.split,
+    split, why = ((args.split, f"{args.split} (option --split)") if args.split is not None
+                  else topology_split(args.out))
+    found = shares(rows, within=tuple(args.within), split=split,
                    resamples=args.resamples, seed=args.seed)
     if args.report is not None:
         from kit.outputs.report.collectives import write_report
 
         page = write_report(args.report, rows, found, source=str(args.out),
-                            within=list(args.within), split=args.split)
+                            within=list(args.within), split=why)
     if args.json:
         print(json.dumps({"ranking": ranked.to_dicts(), "shares": [s.to_dict() for s in found],
+                          "split": split, "split_reason": why,
                           "selectors": selector_lines(found)}, indent=1, default=str))
         return 0
     print("time = median simulated time over repetitions (slowest rank); ratio = time / the "
@@ -186,7 +191,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             f"{best:.4g} s" if best is not None else "(none completed)")
         print(head + " | " + ", ".join(cells))
     print("\nshare of configurations within X % of the best, 95 % bootstrap interval over "
-          "configurations")
+          f"configurations; numproc ranges split at {why}")
     xs = list(dict.fromkeys(s.within_percent for s in found))
     print(f"{'collective':<10} {'algorithm':<22} {'numproc':<7} {'n':>4}"
           + "".join(f"{f'within {x:g} %':>21}" for x in xs))

@@ -58,6 +58,7 @@ from typing import Any
 
 import polars as pl
 
+from kit.analyses.collectives import SPLIT
 from kit.core.atomicwrite import make_dirs, replacing, write_text
 from kit.core.errors import UserError
 from kit.outputs.appsim import _hostfile, _plugin, _reason
@@ -346,6 +347,29 @@ def read_dataset(out_dir: Path) -> pl.DataFrame:
     return frame(read_journal(out_dir))
 
 
+def topology_split(out_dir: Path) -> tuple[int | None, str]:
+    """Where the analysis splits numproc, and why: at a cabinet's capacity in ranks when the
+    sweep's platform has cabinets (the ranks of a point fill hosts in order, one per host
+    unless the sweep gave ``ranks_per_host``: up to that capacity they stay in the first
+    cabinet, beyond it messages cross the uplinks); else the 2015 study's boundary, 256,
+    kept so the shares compare with its figures although nothing changes there."""
+    study = (SPLIT, f"{SPLIT}: the 2015 study's cabinet boundary (this platform is "
+             "flat)")
+    try:
+        doc = json.loads((out_dir / "sweep.json").read_text())
+        topo = doc.get("topology") or load_platform(Path(doc["platform"]))
+        cabinet, hosts = topo.get("cabinet"), int(topo["hosts"])
+        per = int(doc.get("ranks_per_host") or 1)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError):
+        return (study[0], f"{SPLIT}: the 2015 study's cabinet boundary (the sweep's "
+                "platform is not readable)")
+    if not cabinet or int(cabinet) >= hosts:
+        return study
+    cap = int(cabinet) * per
+    return cap, (f"{cap}: a cabinet's ranks ({cabinet} hosts x {per} rank(s) per host); above, "
+                 "messages cross the cabinets' uplinks")
+
+
 def run_sweep(sweep: Sweep, out_dir: Path,
               on_point: Callable[[Point, int, int], None] | None = None) -> list[Point]:
     """Run every point of ``sweep`` not yet in ``out_dir``'s journal; returns all points."""
@@ -361,7 +385,9 @@ def run_sweep(sweep: Sweep, out_dir: Path,
     seen = {p.key for p in done}
     todo = [k for k in sweep.points() if k not in seen]
     write_text(out_dir / "sweep.json", json.dumps(
-        {**asdict(sweep), "platform": str(sweep.platform.resolve())}, indent=2) + "\n")
+        {**asdict(sweep), "platform": str(sweep.platform.resolve()),
+         "topology": {k: doc.get(k) for k in ("hosts", "cores", "cabinet")}},
+        indent=2) + "\n")
     binary = apps.build(apps.program("collbench"), "smpicc")
     with tempfile.TemporaryDirectory(prefix="pt2pt-coll-") as tmp:
         for i, (c, a, n, s) in enumerate(todo, 1):
