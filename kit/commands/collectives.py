@@ -54,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "OUT/points.jsonl); 'analyze' prints per configuration the best algorithm and every "
         "algorithm's ratio to it, and per algorithm the share of configurations within X %% "
         "of the best with 95 %% bootstrap intervals. Needs SimGrid.")
-    sub = p.add_subparsers(dest="action", required=True, metavar="sweep|analyze|validate")
+    sub = p.add_subparsers(dest="action", required=True,
+                           metavar="sweep|collect|analyze|validate")
     s = sub.add_parser("sweep", help="run the points not yet in OUT",
                        description="Run every point not yet in OUT. A point that exceeds "
                        "--time-limit or --memory-limit, or that SimGrid stops, is recorded "
@@ -88,6 +89,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "page tables and kernel time grow as numproc^2 x size); the simulated "
                    "times are the same")
     s.set_defaults(func=run_sweep)
+    c = sub.add_parser("collect", help="gather a campaign's collectives jobs into OUT",
+                       description="Merge the point journals of the '- tool: collectives' jobs "
+                       "of a planned campaign (pt2pt plan, then submit or run-local) into OUT, "
+                       "the folder 'sweep' writes: 'analyze' and the TUI read it alike. Run it "
+                       "again as jobs end: points already in OUT are kept.")
+    c.add_argument("campaign", type=Path, metavar="CAMPAIGN", help="the planned campaign folder")
+    c.add_argument("out", type=Path, metavar="OUT", help="output folder (created or extended)")
+    c.set_defaults(func=run_collect)
     a = sub.add_parser("analyze", help="best algorithm per configuration, shares within X %%",
                        description="Read OUT (even a sweep stopped early) and print the "
                        "ranking and the shares within X %% (see kit/analyses/collectives.py "
@@ -156,6 +165,18 @@ def run_sweep(args: argparse.Namespace) -> int:
     points = run_sweep(sweep, args.out, show)
     bad = sum(p.status != "ok" for p in points)
     print(f"{len(points)} points in {args.out / 'collectives.parquet'} ({bad} not ok)")
+    return 0
+
+
+def run_collect(args: argparse.Namespace) -> int:
+    from kit.outputs.collsweep import DATASET, collect_campaign
+
+    found = collect_campaign(args.campaign, args.out)
+    for job, what in found.jobs.items():
+        print(f"{job}: {what}")
+    print(f"{found.added} new point(s) in {args.out / DATASET}"
+          + (f"; {found.duplicates} already there, kept as they were" if found.duplicates
+             else ""))
     return 0
 
 

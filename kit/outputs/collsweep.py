@@ -64,8 +64,9 @@ from kit.core.errors import UserError
 from kit.outputs.appsim import _hostfile, _plugin, _reason
 from kit.outputs.export.platform import load_platform
 from kit.tools import app as apps
+from kit.tools.collectives import COLLECTIVES
+from kit.tools.collectives import SWEEP_DIR as JOB_SWEEP_DIR
 
-COLLECTIVES = ("alltoall", "allreduce", "bcast", "allgather", "reduce")
 STATUSES = ("ok", "timeout", "memory", "failed")
 JOURNAL = "points.jsonl"
 DATASET = "collectives.parquet"
@@ -398,3 +399,60 @@ def run_sweep(sweep: Sweep, out_dir: Path,
                 on_point(point, i, len(todo))
     write_dataset(out_dir, done)
     return done
+
+
+# --------------------------------------------------------------------------- campaigns
+
+
+@dataclass
+class Collected:
+    """What :func:`collect_campaign` gathered: points added, and each job's state."""
+
+    added: int = 0
+    duplicates: int = 0
+    jobs: dict[str, str] = field(default_factory=dict)  # job id -> what was taken
+
+
+def collect_campaign(campaign_dir: Path, out_dir: Path) -> Collected:
+    """Merge the point journals of a campaign's ``collectives`` jobs into ``out_dir``, the
+    folder a local sweep writes (journal, ``sweep.json``, dataset), so ``analyze`` and the TUI
+    read both alike. Run it again as jobs end: a point already in ``out_dir`` is kept as it
+    is (one run of it is a point; a campaign's repetitions of a job add none), a job still
+    running gives what it has finished."""
+    from kit.measure.campaign.manifest import read_job_json, read_manifest
+
+    manifest = read_manifest(campaign_dir)
+    jobs = [j for j in manifest.get("jobs", []) if j.get("tool") == "collectives"]
+    if not jobs:
+        raise UserError("the campaign has no collectives jobs", where=str(campaign_dir),
+                        hint="plan a campaign with a '- tool: collectives' entry")
+    make_dirs(out_dir)
+    done = read_journal(out_dir)
+    seen = {p.key for p in done}
+    found = Collected()
+    first_sweep: dict[str, Any] | None = None
+    for job in jobs:
+        folder = campaign_dir / job["dir"] / JOB_SWEEP_DIR
+        record = read_job_json(campaign_dir, job)
+        state = str(record.get("state")) if record else "not ended"
+        points = read_journal(folder)
+        if first_sweep is None and (folder / "sweep.json").is_file():
+            with contextlib.suppress(OSError, ValueError):
+                first_sweep = json.loads((folder / "sweep.json").read_text())
+        new = [p for p in points if p.key not in seen]
+        found.duplicates += len(points) - len(new)
+        for point in new:
+            _append(out_dir, point)
+            seen.add(point.key)
+            done.append(point)
+        found.added += len(new)
+        found.jobs[job["id"]] = f"{state}, {len(points)} point(s), {len(new)} new"
+    if first_sweep is not None:
+        doc = {**first_sweep, "campaign": str(campaign_dir.resolve()),
+               "algorithms": {c: sorted({p.algorithm for p in done if p.collective == c})
+                              for c in dict.fromkeys(p.collective for p in done)},
+               "numprocs": sorted({p.numproc for p in done}),
+               "sizes": sorted({p.size for p in done})}
+        write_text(out_dir / "sweep.json", json.dumps(doc, indent=2) + "\n")
+    write_dataset(out_dir, done)
+    return found
