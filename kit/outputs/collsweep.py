@@ -290,16 +290,19 @@ def run_point(sweep: Sweep, collective: str, algorithm: str, numproc: int, size:
 # --------------------------------------------------------------------------- the sweep
 
 
-def read_journal(out_dir: Path) -> list[Point]:
-    """The finished points of ``out_dir``; a last line cut by an interruption is dropped."""
+def read_journal(out_dir: Path, *, repair: bool = True) -> list[Point]:
+    """The finished points of ``out_dir``; a last line cut by an interruption is dropped
+    (and, with ``repair``, cut off the file, so the resumed sweep appends whole lines; not
+    when reading a journal another process may be writing, as a campaign's running job)."""
     path = out_dir / JOURNAL
     if not path.is_file():
         return []
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):  # interrupted mid-line: keep whole lines only
         data = data[: data.rfind(b"\n") + 1]
-        with open(path, "r+b") as fh:
-            fh.truncate(len(data))
+        if repair:
+            with open(path, "r+b") as fh:
+                fh.truncate(len(data))
     points = []
     for no, line in enumerate(data.decode().splitlines(), 1):
         try:
@@ -435,7 +438,7 @@ def collect_campaign(campaign_dir: Path, out_dir: Path) -> Collected:
         folder = campaign_dir / job["dir"] / JOB_SWEEP_DIR
         record = read_job_json(campaign_dir, job)
         state = str(record.get("state")) if record else "not ended"
-        points = read_journal(folder)
+        points = read_journal(folder, repair=False)
         if first_sweep is None and (folder / "sweep.json").is_file():
             with contextlib.suppress(OSError, ValueError):
                 first_sweep = json.loads((folder / "sweep.json").read_text())
