@@ -572,9 +572,12 @@ RAW = "raw"
 
 
 def series_predicate(*, aggregates: bool) -> pl.Expr:
-    """The row rule of every selection: what counts as a sample of a series."""
+    """The row rule of every selection: what counts as a sample of a series.
+
+    ``stat`` is compared as it is stored (Categorical): casting it to String first cost
+    0.35 CPU-s per 10 M rows, half of reading a series' two columns."""
     rule = ~pl.col("warmup").fill_null(False) & pl.col("time").is_finite()
-    return rule if aggregates else rule & (pl.col("stat").cast(pl.String) == RAW)
+    return rule if aggregates else rule & (pl.col("stat") == RAW)
 
 
 def parse_selector(text: str | None, where: str = "--series") -> dict[str, str]:

@@ -160,3 +160,14 @@ def ethernet_like() -> Truth:
                    band=TrueBand("power", {"a": 16e-6, "b": 0.3}, -9.0, 1.0)),
         TrueRegime(65537, "linear", {"a": 60e-6, "b": 1.0 / 1.1e9}, TrueNoise("gamma", 0.08)),
     ])
+
+
+def jumps() -> Truth:
+    """Three regimes with jumps at 128 B and 64 KiB and no slow band: its curve is the true
+    median (the noises have median 1), so intervals on the median can be checked against it,
+    next to the breaks too."""
+    return Truth([
+        TrueRegime(1, "constant", {"a": 11e-6}, TrueNoise("lognormal", 0.25)),
+        TrueRegime(128, "linear", {"a": 20e-6, "b": 1e-9}, TrueNoise("lognormal", 0.3)),
+        TrueRegime(65537, "linear", {"a": 60e-6, "b": 1.0 / 1.1e9}, TrueNoise("gamma", 0.3)),
+    ])
