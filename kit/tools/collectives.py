@@ -10,9 +10,9 @@ writes (the same journal, dataset and ``sweep.json``), which ``analyze`` and the
 A job runs ``pt2pt collectives sweep JOB_DIR/sweep ...`` of the planning checkout (one task,
 one node: SMPI simulates every rank in one process), so the compute nodes must see that
 checkout and the platform folder at the same paths (a shared file system, as for the
-campaign folder itself) and have SimGrid. Its journal ``sweep/points.jsonl`` is in a
-subfolder, which a requeued or rerun job keeps (the job helper moves only top-level outputs
-aside): the rerun resumes after its last finished point. The per-job seed (the campaign's
+campaign folder itself) and have SimGrid. Its journal ``sweep/points.jsonl`` is not among
+the job's outputs (which the job helper moves aside before a rerun), so a requeued or rerun
+job keeps it and resumes after its last finished point. The per-job seed (the campaign's
 seed and the job's identity) seeds the noise.
 
 Algorithm names are checked by SimGrid when the job runs (the sweep refuses an unknown one,
@@ -39,7 +39,6 @@ COLLECTIVES = ("alltoall", "allreduce", "bcast", "allgather", "reduce")
 SHARED_MALLOC_MODES = ("local", "global")
 #: A job's sweep folder, inside its job folder (kept by a rerun: see the module doc).
 SWEEP_DIR = "sweep"
-JOURNAL = f"{SWEEP_DIR}/points.jsonl"
 
 
 def pt2pt_command() -> Path | None:
@@ -146,7 +145,9 @@ class Collectives(Tool):
             command.append("--deterministic")
         if o["ranks_per_host"]:
             command += ["--ranks-per-host", str(o["ranks_per_host"])]
-        return JobParts(template=self.template_name(), command=command, outputs=[JOURNAL])
+        # no outputs: the job helper moves a rerun's outputs aside, and the journal must stay
+        # for the rerun to resume (pt2pt collect does not ingest it either)
+        return JobParts(template=self.template_name(), command=command, outputs=[])
 
     def command(self, spec: ToolSpec, command: list[str], *, seed: int, job_dir: Path,
                 k: int = 0) -> list[str]:
