@@ -117,7 +117,7 @@ def test_a_preview_is_every_kth_row_of_the_series_and_is_not_stored(
     stamp, got = drawcache.first_plot(dataset, row.key, row.n_samples)
     assert stamp == drawcache.stamp(dataset) and got is not None
     assert got.preview_step == 1 and got.n_samples == row.n_samples
-    assert "preview" in got.describe() and got.raw.count.sum() == row.n_samples
+    assert "preview" in got.describe()[0] and got.raw.count.sum() == row.n_samples
     assert not (dataset / drawcache.CACHE_DIR).exists()
 
 

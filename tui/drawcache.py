@@ -52,13 +52,14 @@ class Cached:
     #: series before run quality's exclusions; 0 for the exact, stored summaries
     preview_step: int = 0
 
-    def describe(self) -> str:
-        """What the plot shows, for the status line while the samples are read."""
+    def describe(self) -> tuple[str, str]:
+        """What the plot shows while the samples are read, in the status line's two lines
+        (the first is followed by the view's name)."""
         if not self.preview_step:
-            return f"{self.n_samples:,} samples"
-        every = "every row" if self.preview_step == 1 else f"every {self.preview_step}th row"
-        return (f"preview of {self.n_samples:,} rows ({every}, disturbed windows not yet "
-                "left out)")
+            return f"{self.n_samples:,} samples", "reading samples…"
+        every = "every row" if self.preview_step == 1 else f"every {self.preview_step}th"
+        return (f"preview of {self.n_samples:,} rows",
+                f"{every}, before run quality; reading…")
 
 
 def stamp(dataset: str | Path) -> str:

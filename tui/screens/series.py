@@ -215,9 +215,9 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self.query_one("#plot").loading = False
         binned = cached.raw if self.mode == "raw" else cached.median
         self.query_one(Plot).spec = figures.series_spec(binned, None, [], None, self.mode)
+        what, reading = cached.describe()
         self.query_one("#model-status", Static).update(Text.assemble(
-            (cached.describe(), "bold"), f" · {self.mode} view\n",
-            ("reading samples…", "yellow")))
+            (what, "bold"), f" · {self.mode} view\n", (reading, "yellow")))
 
     def _load_failed(self, err: UserError) -> None:
         notify_error(self, err)
