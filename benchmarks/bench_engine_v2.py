@@ -21,18 +21,20 @@ empirical distribution (for W1). Reported per run:
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_engine_v2.py [--runs graphene,taurus]
         [--json out.json] [--decades] [--tails] [--breaks] [--synthetic REPS:SEEDS,..]
+        [--split-seeds K]
 
-``crps``: the same held-out samples scored by the CRPS (the pinball loss averaged over the
-levels U, twice; relative to the held-out median) of the model's and of the floor's
-distribution, per decade ``CRPS/floor``; ``W1 matched``: the model's W1 as the floor's is
-made, from MATCHED_DRAWS draws of as many samples per size as the floor has (each drawn
-sample's quantiles against the held-out ones, averaged), over the floor's: the true
-distribution scores 1 on it whatever the counts. Why beside W1: the CRPS is a proper score (the true
-distribution has the least expected CRPS whatever the held-out count), W1 against a few
-held-out samples' quantiles is not: it rewards a tail as short as theirs. ``--synthetic``
-scores a truth with per-size location, spread and upper tail (SYNTH_SIZES sizes, REPS
-samples each) where the true distribution's own figures are known (``truth W1/floor``,
-``truth CRPS/floor``): what a perfect model would score on that yardstick.
+``CRPS/floor``: the same held-out samples scored by the CRPS (the pinball loss averaged over
+the levels U, twice; relative to the held-out median) of the model's and of the floor's
+distribution. Why beside W1: the CRPS is a proper score (the true distribution has the least
+expected CRPS whatever the held-out count); W1 against a few held-out samples' quantiles is
+not: it rewards a tail as short as theirs, which the floor shares. ``W1 matched/floor``: the
+model's W1 made as the floor's is, from MATCHED_DRAWS draws of as many samples per size as
+the floor has (each draw's quantiles against the held-out ones, averaged), over the floor's:
+the true distribution scores 1 on it whatever the counts. ``--synthetic REPS:SEEDS`` scores a
+truth with per-size location, spread and upper tail (SYNTH_SIZES sizes, REPS samples each)
+where the true distribution's own figures are known (the truth's W1/floor and CRPS/floor):
+what a perfect model would score on each yardstick. ``--split-seeds K``: every cell over K
+70/30 splits (median and range), how much of it is the split's luck.
 
 ``--breaks`` prints the held-out coverage of [p05, p95] at the sizes next to each fitted
 break (BREAK_SIZES on either side) against the run's other sizes.
@@ -211,7 +213,8 @@ def _decades(sizes: np.ndarray, held: list[np.ndarray], w1_m: np.ndarray, w1_f: 
     out = []
     for d in np.unique(dec):
         m = dec == d
-        row = {"decade": int(d), "n_sizes": int(m.sum()), "n_test": int(n_h[m].sum()),
+        row: dict[str, Any] = {
+               "decade": int(d), "n_sizes": int(m.sum()), "n_test": int(n_h[m].sum()),
                "w1_ratio": float(w1_m[m].mean() / max(w1_f[m].mean(), 1e-12)),
                "coverage": float(np.sum(cov[m] * n_h[m]) / n_h[m].sum()),
                "med_ratio": float(np.median(err_m[m]) / max(np.median(err_f[m]), 1e-12)),
@@ -271,33 +274,20 @@ def break_coverage(model: Any, s_te: np.ndarray, t_te: np.ndarray) -> dict[str, 
             "other": float(inside[~near].sum() / max(n[~near].sum(), 1))}
 
 
-#: The synthetic truth of --synthetic: distinct sizes, and per size its location, spread and
-#: upper tail drawn at random around an Ethernet-like curve (breaks at 128 B and 64 KiB).
+#: The synthetic truth of --synthetic (kit.fit.synth.size_effects): distinct sizes, and draws
+#: per size for its true quantiles.
 SYNTH_SIZES = 600
 TRUTH_DRAWS = 20000
 
 
 def synthetic_run(reps: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict[float, np.ndarray]]:
-    """(sizes, times, true quantiles at U per size): ``reps`` samples of every size."""
+    """(sizes, times, true quantiles at U per size): ``reps`` samples of every size of
+    kit.fit.synth.size_effects."""
     from kit.fit import synth
 
-    rng = np.random.default_rng(seed)
-    grid = np.unique(np.round(np.geomspace(1, 999_999, SYNTH_SIZES)))
-    curve = synth.ethernet_like().median(grid)
-    loc = rng.normal(0, 0.02, len(grid))
-    sigma = 0.04 * np.exp(rng.normal(0, 0.4, len(grid)))
-    p_tail = rng.uniform(0, 0.08, len(grid))
-    tail = 0.3 * rng.uniform(0.5, 1.5, len(grid))
-
-    def draw(i: int, n: int) -> np.ndarray:
-        t = curve[i] * np.exp(loc[i] + sigma[i] * rng.standard_normal(n))
-        slow = rng.random(n) < p_tail[i]
-        return t * np.where(slow, 1 + rng.exponential(tail[i], n), 1.0)
-
-    s = np.repeat(grid, reps)
-    t = np.concatenate([draw(i, reps) for i in range(len(grid))])
-    truth = {float(z): np.quantile(draw(i, TRUTH_DRAWS), U) for i, z in enumerate(grid)}
-    return s, t, truth
+    s, t, grid, true_q = synth.size_effects(reps, seed, n_sizes=SYNTH_SIZES, levels=U,
+                                            truth_draws=TRUTH_DRAWS)
+    return s, t, {float(z): q for z, q in zip(grid, true_q, strict=True)}
 
 
 def run_synthetic(reps: int, seed: int) -> dict[str, Any]:

@@ -154,3 +154,30 @@ def test_cli_writes_the_cluster_platform(tmp_path: Path,
     assert "--intra: needs --hosts" in " ".join(capsys.readouterr().err.split())
     assert main(["export", str(inter), "--simgrid", "--hosts", "2", "--backbone", "fast"]) == 2
     assert "--backbone" in capsys.readouterr().err
+
+
+def test_a_platform_calibrated_on_a_disturbed_node_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model fitted to runs on a busy node carries that load in its noise, and every
+    simulated message draws it again: the platform and the export's output say so; a quiet
+    calibration adds no such note."""
+    from kit.model.contract import ModelFile
+    from kit.model.io import write_model
+
+    why = "load 4.0 during the run on 2 CPU(s) with 1 rank(s)"
+    counts = {"n_samples": 100, "n_disturbed": 0, "windows": []}
+    busy = {"verdict": "disturbed", **counts, "runs": [
+        {"run_id": "r1", "verdict": "quiet", "conditions": "disturbed", "conditions_why": why}]}
+    quiet = {"verdict": "quiet", **counts, "runs": [
+        {"run_id": "r2", "verdict": "quiet", "conditions": "quiet"}]}
+    for name, quality in (("busy", busy), ("quiet", quiet)):
+        path = write_model(ModelFile(_inter(), run_quality=quality), tmp_path / f"{name}.json")
+        assert main(["export", str(path), "--simgrid", "--hosts", "2",
+                     "-o", str(tmp_path / name)]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        notes = " ".join(load_platform(tmp_path / name)["notes"])
+        if name == "busy":
+            assert "busy.json was fitted to runs that were not quiet" in notes and why in notes
+            assert "not quiet" in out and "calibrate again on a quiet node" in out
+        else:
+            assert "not quiet" not in notes and "not quiet" not in out
