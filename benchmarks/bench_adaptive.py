@@ -39,18 +39,6 @@ from kit.fit.adaptive import (
 from kit.model.uncertainty import bootstrap_intervals
 
 
-def plain() -> synth.Truth:
-    """Three regimes with jumps at 128 B and 64 KiB and no slow band: its curve is the true
-    median (kit.fit.synth's noises have median 1), so interval coverage can be counted."""
-    return synth.Truth([
-        synth.TrueRegime(1, "constant", {"a": 11e-6}, synth.TrueNoise("lognormal", 0.25)),
-        synth.TrueRegime(128, "linear", {"a": 20e-6, "b": 1e-9},
-                         synth.TrueNoise("lognormal", 0.3)),
-        synth.TrueRegime(65537, "linear", {"a": 60e-6, "b": 1.0 / 1.1e9},
-                         synth.TrueNoise("gamma", 0.3)),
-    ])
-
-
 def _measure(truth: synth.Truth, seed: int) -> Any:
     def measure(k: int, sizes: np.ndarray, reps: int) -> tuple[np.ndarray, np.ndarray]:
         s = np.repeat(sizes.astype(float), reps)
@@ -93,7 +81,7 @@ def main() -> None:
                     help="plain: no slow band (coverage is counted); ethernet: "
                     "synth.ethernet_like, whose band moves the median off the curve")
     args = ap.parse_args()
-    truth = plain() if args.truth == "plain" else synth.ethernet_like()
+    truth = synth.jumps() if args.truth == "plain" else synth.ethernet_like()
     rows = []
     c0 = time.process_time()
     for seed in range(1, args.seeds + 1):

@@ -2,9 +2,12 @@
 
 * open: a 10 M-sample single-series dataset, from app start to the series plot drawn
   (issue 56: <= 1.0 s with the drawing summaries stored beside the dataset, "warm", at load
-  average <= 2; <= 2 s "cold", the first open, which computes and stores them). The dataset
-  carries the series summary ingest stores (series.json). With one series the browser
-  opens it directly, as a user would see it.
+  average <= 2; <= 2 s "cold", the first open, which has none stored: it draws a preview of
+  every k-th row, tui.drawcache.first_plot, then reads the samples and stores the exact
+  summaries). "cold" keeps the series summary (series.json); "first" removes it too, as a
+  dataset of more than kit.data.dataset.SUMMARY_REFRESH_MAX_ROWS rows is left by
+  `pt2pt ingest` / `pt2pt collect` (its first reader computes and stores it). With one
+  series the browser opens it directly, as a user would see it.
 * refit: after moving a breakpoint on a 1 M-sample series, from the key press to the new
   model adopted by the screen (target <= 1 s).
 
@@ -127,6 +130,11 @@ def time_parts(dataset: Path) -> dict[str, float]:
     rows = data.series_rows(dataset)
     out["series table (kit.data.dataset.series_table, from series.json)"] = (
         time.perf_counter() - t0)
+    from tui import drawcache
+
+    t0 = time.perf_counter()
+    drawcache.preview(dataset, rows[0].key, rows[0].n_samples)
+    out["preview (every k-th row, lazy scan + per-bin summary)"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     samples = data.load_samples(dataset, rows[0].key, [r.key for r in rows])
     out["load samples"] = time.perf_counter() - t0
@@ -134,6 +142,22 @@ def time_parts(dataset: Path) -> dict[str, float]:
     data.bin_samples(samples)
     out["per-bin summary"] = time.perf_counter() - t0
     return out
+
+
+def store_summaries(dataset: Path) -> None:
+    """Store the exact drawing summaries, as the series screen does once the samples of a
+    first open are read, and check they are there: the warm opens must not be cold ones."""
+    from tui import drawcache
+    from tui.binning import draw_summaries
+    from tui.loading import load_samples, series_rows
+
+    key = series_rows(dataset)[0].key
+    samples = load_samples(dataset, key)
+    raw, median = draw_summaries(samples)
+    stamp = drawcache.stamp(dataset)
+    drawcache.store(dataset, key, stamp, raw, median, len(samples))
+    if drawcache.load(dataset, key, stamp) is None:
+        raise RuntimeError(f"no drawing summaries stored in {dataset}")
 
 
 async def time_refit(dataset: Path, repeat: int) -> list[tuple[float, float]]:
@@ -185,18 +209,23 @@ def main() -> int:
     mid = build(args.workdir, 1_000_000)
     for name, secs in time_parts(big).items():
         print(f"  10M {name}: {secs:.3f} s")
+    from kit.data.dataset import SUMMARY_FILE
     from tui.drawcache import CACHE_DIR
 
-    for kind in ("cold", "warm"):
+    for kind in ("first", "cold", "warm"):
+        if kind == "warm":  # (the cold children store them before their first model)
+            store_summaries(big)
         opens = []
         for _ in range(max(args.repeat // 2, 1)):
-            if kind == "cold":  # the first open after an ingest: no stored summaries
+            if kind != "warm":  # no stored drawing summaries
                 shutil.rmtree(big / CACHE_DIR, ignore_errors=True)
+            if kind == "first":  # nor a series summary, as ingest leaves a 10 M dataset
+                (big / SUMMARY_FILE).unlink(missing_ok=True)
             opens.append(open_in_child(big))
         plot_s = [o[0] for o in opens]
         print(f"open 10M samples ({kind}) -> first plot: median "
               f"{statistics.median(plot_s):.2f} s (runs {', '.join(f'{v:.2f}' for v in plot_s)};"
-              f" target <= {'2' if kind == 'cold' else '1.0'} s); from process start (imports "
+              f" target <= {'1.0' if kind == 'warm' else '2'} s); from process start (imports "
               f"included) {statistics.median(o[2] for o in opens):.2f} s; first (preview) model "
               f"drawn at {statistics.median(o[1] for o in opens):.2f} s; load average "
               f"{os.getloadavg()[0]:.1f}")

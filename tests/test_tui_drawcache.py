@@ -7,14 +7,16 @@ stamp and the summaries are computed anew; a damaged file is ignored.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from textual.widgets import Static
 
 from kit.data.ingest import ingest
 from tests.test_tui_pilot import SIZE, settle, sync, synthetic_csv
-from tui import drawcache, session
+from tui import drawcache, loading, session
 from tui.app import ExplorerApp
 from tui.binning import BAND_QUANTILES, Binned, draw_summaries
 from tui.loading import load_samples, series_rows
@@ -95,3 +97,63 @@ async def test_the_second_open_draws_from_the_stored_summaries(
             specs.append(len(screen.query_one(Plot).spec.layers))
     assert calls == [1]  # binned once, on the first open; the second open read the cache
     assert (dataset / drawcache.CACHE_DIR).is_dir() and specs[0] == specs[1] > 0
+
+
+def test_a_preview_is_every_kth_row_of_the_series_and_is_not_stored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without stored summaries a large series is previewed from every k-th row of its
+    query (nothing stored); a small one gets no preview (its samples are read at once)."""
+    from kit.data.dataset import series_frame
+
+    dataset = _dataset(tmp_path)
+    row = series_rows(dataset)[0]
+    size, time, step = loading.preview_rows(dataset, row.key, row.n_samples, 700)
+    frame = series_frame(dataset, row.key.as_dict())  # one run: file order is seq order
+    assert step == row.n_samples // 700 > 1
+    assert np.array_equal(size, frame["size"].to_numpy()[::step])
+    assert np.array_equal(time, frame["time"].to_numpy()[::step])
+    assert drawcache.first_plot(dataset, row.key, row.n_samples)[1] is None  # too small
+    monkeypatch.setattr(drawcache, "PREVIEW_MIN_ROWS", 1000)
+    stamp, got = drawcache.first_plot(dataset, row.key, row.n_samples)
+    assert stamp == drawcache.stamp(dataset) and got is not None
+    assert got.preview_step == 1 and got.n_samples == row.n_samples
+    assert "preview" in got.describe()[0] and got.raw.count.sum() == row.n_samples
+    assert not (dataset / drawcache.CACHE_DIR).exists()
+
+
+@sync
+async def test_the_first_open_of_a_large_series_draws_before_its_samples_are_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The preview is on screen, said to be one, while the samples are still being read;
+    the exact summaries (the fit's rows) then replace it and are stored, not the preview."""
+    dataset = _dataset(tmp_path)
+    monkeypatch.setattr(drawcache, "PREVIEW_MIN_ROWS", 1000)
+    release = threading.Event()
+    original = loading.load_samples
+
+    def gated(*args: object, **kwargs: object) -> object:
+        assert release.wait(120), "the test never let the samples be read"
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loading, "load_samples", gated)
+    app = ExplorerApp(dataset)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            for _ in range(600):
+                await pilot.pause(0.05)
+                screen = app.screen
+                if isinstance(screen, SeriesScreen) and screen.query(Plot) and \
+                        screen.query_one(Plot).spec.layers:
+                    break
+            assert isinstance(screen, SeriesScreen) and screen.state is None
+            assert "preview of" in str(screen.query_one("#model-status", Static).render())
+            release.set()
+            await settle(pilot)
+            assert screen.state is not None and screen.state.model is not None
+            samples = screen.state.samples
+    finally:
+        release.set()
+    stored = drawcache.load(dataset, samples.key, drawcache.stamp(dataset))
+    assert stored is not None and not stored.preview_step and stored.n_samples == len(samples)
+    raw, median = draw_summaries(samples)
+    assert _equal(stored.raw, raw) and _equal(stored.median, median)

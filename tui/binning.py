@@ -156,10 +156,10 @@ def _summarise(size: np.ndarray, time: np.ndarray, bins: np.ndarray, per_bin: in
     )
 
 
-def _drawn(samples: Samples) -> tuple[np.ndarray, np.ndarray]:
+def _drawn(size: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every k-th sample, copied once into contiguous arrays (Polars then needs no copy)."""
-    step = max(len(samples) // DRAW_MAX_SAMPLES, 1)
-    return np.ascontiguousarray(samples.size[::step]), np.ascontiguousarray(samples.time[::step])
+    step = max(size.shape[0] // DRAW_MAX_SAMPLES, 1)
+    return np.ascontiguousarray(size[::step]), np.ascontiguousarray(time[::step])
 
 
 def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 160,
@@ -177,7 +177,7 @@ def bin_samples(samples: Samples, *, bins_per_octave: int = 4, per_bin: int = 16
     (sizes are shuffled in time, so this spreads over the run) which is deterministic, so
     snapshots are too.
     """
-    size, time = _drawn(samples)
+    size, time = _drawn(samples.size, samples.time)
     wanted = min_bin_count(size.size) if min_count is None else max(int(min_count), 1)
     narrow, merged = _bin_ids(size, bins_per_octave, wanted)
     return _summarise(size, time, merged if merge else narrow, per_bin)
@@ -189,7 +189,13 @@ def draw_summaries(samples: Samples) -> tuple[Binned, Binned]:
     Dense series (where open time matters) already hold enough samples per log bin, so
     they pay for one summary; only sparse, hence small, series are summarised twice.
     """
-    size, time = _drawn(samples)
+    return draw_summaries_of(samples.size, samples.time)
+
+
+def draw_summaries_of(size: np.ndarray, time: np.ndarray) -> tuple[Binned, Binned]:
+    """:func:`draw_summaries` of bare arrays (tui.drawcache's preview of rows not yet
+    judged by run quality)."""
+    size, time = _drawn(size, time)
     narrow, merged = _bin_ids(size, 4, min_bin_count(size.size))
     median = _summarise(size, time, narrow, 160)
     return (median if merged is narrow else _summarise(size, time, merged, 160)), median

@@ -9,6 +9,13 @@ depend only on the series' rows, so they are computed once and stored in the dat
 changes the stamp, and a stale or damaged file is recomputed, never shown. The samples are
 still read, in the background, for the fit; the plot does not wait for them.
 
+The first open of a large series has nothing stored yet, and reading its samples as the fit
+does (run quality judges every run first: ~4 s at 10 M) would hold the plot back. It is then
+drawn from a **preview** (:func:`first_plot`): every k-th row of the series by one lazy scan
+of two columns, binned as usual, said on screen to be a preview before run quality's
+exclusions, never stored. The exact summaries replace it once the samples are read, and are
+stored for the next open.
+
 Best effort, like kit's series.json: a read-only dataset opens as before, without a cache.
 """
 
@@ -41,6 +48,18 @@ class Cached:
     raw: Binned
     median: Binned
     n_samples: int
+    #: a preview (:func:`first_plot`): drawn from every ``preview_step``-th row of the
+    #: series before run quality's exclusions; 0 for the exact, stored summaries
+    preview_step: int = 0
+
+    def describe(self) -> tuple[str, str]:
+        """What the plot shows while the samples are read, in the status line's two lines
+        (the first is followed by the view's name)."""
+        if not self.preview_step:
+            return f"{self.n_samples:,} samples", "reading samples…"
+        every = "every row" if self.preview_step == 1 else f"every {self.preview_step}th"
+        return (f"preview of {self.n_samples:,} rows",
+                f"{every}, before run quality; reading…")
 
 
 def stamp(dataset: str | Path) -> str:
@@ -107,4 +126,46 @@ def store(dataset: str | Path, key: SeriesKey, current: str, raw: Binned, median
     return True
 
 
-__all__ = ["CACHE_DIR", "Cached", "load", "path_for", "stamp", "store"]
+#: Series with fewer rows have no preview: their samples are read in well under a second,
+#: and a preview would only read them twice.
+PREVIEW_MIN_ROWS = 200_000
+
+
+def preview(dataset: str | Path, key: SeriesKey, n_rows: int) -> Cached:
+    """Drawing summaries of every k-th row of the series (tui.loading.preview_rows), as
+    many rows as the exact summaries are drawn from (tui.binning.DRAW_MAX_SAMPLES)."""
+    from tui.binning import DRAW_MAX_SAMPLES, draw_summaries_of
+    from tui.loading import preview_rows
+
+    size, time, step = preview_rows(dataset, key, n_rows, DRAW_MAX_SAMPLES)
+    raw, median = draw_summaries_of(size, time)
+    return Cached(raw, median, int(n_rows), preview_step=step)
+
+
+def first_plot(dataset: str | Path, key: SeriesKey, n_rows: int | None
+               ) -> tuple[str | None, Cached | None]:
+    """The dataset's stamp (None if unreadable) and what to draw before the samples are
+    read: the stored summaries, else a preview for a series of at least
+    :data:`PREVIEW_MIN_ROWS` rows (``n_rows``: the series table's count), else None.
+
+    A preview that fails is skipped: reading the samples reports the problem properly.
+    """
+    from kit.core.errors import UserError
+
+    try:
+        current = stamp(dataset)
+    except (UserError, OSError):
+        return None, None
+    cached = load(dataset, key, current)
+    if cached is not None or not n_rows or n_rows < PREVIEW_MIN_ROWS:
+        return current, cached
+    import polars as pl
+
+    try:
+        return current, preview(dataset, key, n_rows)
+    except (UserError, OSError, pl.exceptions.PolarsError):
+        return current, None
+
+
+__all__ = ["CACHE_DIR", "PREVIEW_MIN_ROWS", "Cached", "first_plot", "load", "path_for",
+           "preview", "stamp", "store"]

@@ -171,6 +171,24 @@ def load_samples(dataset: str | Path, key: SeriesKey,
     return Samples(key, rows.size, rows.time, rows)
 
 
+def preview_rows(dataset: str | Path, key: SeriesKey, n_rows: int, at_most: int
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Every k-th row of a series (about ``at_most`` of its ``n_rows``), in file order: the
+    ``size`` and ``time`` columns only, read by one lazy scan of kit.data.dataset's query
+    for the series (its row rule: warm-up and non-finite times left out).
+
+    Not the rows :func:`load_samples` gives: run quality has not judged them (that needs
+    every row of every run, seconds at 10 M), so disturbed windows are still in. Returns
+    (size, time, k).
+    """
+    from kit.data.dataset import series_lazy
+
+    step = max(int(n_rows) // max(int(at_most), 1), 1)
+    lf = series_lazy(Path(dataset), key.as_dict()).select("size", "time")
+    frame = (lf.gather_every(step) if step > 1 else lf).collect()
+    return frame["size"].to_numpy(), frame["time"].to_numpy(), step
+
+
 def reported_noise(dataset: str | Path, key: SeriesKey) -> str | None:
     """For an aggregate series: the messages' noise as the tool reported it (OSU ``-z``
     percentiles as ratios to its median, kit.fit.reportednoise), in one line; None when the

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kit.core.argtypes import integer
 from kit.core.errors import UserError
+
+if TYPE_CHECKING:
+    from kit.model.contract import ModelFile
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 _BW_UNITS = {"Bps": 1.0, "kBps": 1e3, "KBps": 1e3, "MBps": 1e6, "GBps": 1e9, "KiBps": 1024.0,
@@ -95,12 +98,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          "host; default: they follow MODEL)")
     cluster.add_argument("--backbone", metavar="B,L",
                          help="the switch's capacity and latency, e.g. 10GBps,1us (default: "
-                         "non-blocking)")
+                         "non-blocking; with --cabinet, each cabinet's switch)")
+    cluster.add_argument("--cabinet", type=integer(1, 65536, "hosts per cabinet"), metavar="K",
+                         help="topology: cabinets of K hosts, each cabinet's hosts sharing one "
+                         "uplink to a core for their messages to other cabinets (default: "
+                         "flat, one switch)")
+    cluster.add_argument("--uplink", metavar="B[,L]",
+                         help="each cabinet's uplink: bandwidth and optional latency, e.g. "
+                         "10Gbps,2us (default: one host link's bandwidth, no latency)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kit.model.io import load_model, read_model
+    from kit.model.io import read_model
     from kit.outputs.export.simgrid import detect_version, export_simgrid
 
     latency = parse_quantity(args.latency, _TIME_UNITS, "--latency",
@@ -110,12 +120,17 @@ def run(args: argparse.Namespace) -> int:
                  if args.bandwidth else None)
     fitted = read_model(args.model)
     model = fitted.model
-    send = load_model(args.send) if args.send else None
-    recv = load_model(args.recv) if args.recv else None
-    isend = load_model(args.isend) if args.isend else None
+    others = {opt: read_model(getattr(args, opt)) for opt in ("send", "recv", "isend", "intra")
+              if getattr(args, opt, None) is not None}
+    send = others["send"].model if "send" in others else None
+    recv = others["recv"].model if "recv" in others else None
+    isend = others["isend"].model if "isend" in others else None
+    notes = _quality_notes(fitted, others)
     if args.hosts is not None:
-        return _run_cluster(args, model, send, recv, latency, bandwidth, fitted.provenance)
-    for option in ("intra", "backbone"):
+        intra = others["intra"].model if "intra" in others else None
+        return _run_cluster(args, model, send, recv, intra, latency, bandwidth,
+                            fitted.provenance, notes)
+    for option in ("intra", "backbone", "cabinet", "uplink"):
         if getattr(args, option) is not None:
             raise UserError("needs --hosts (it describes a cluster platform)",
                             where=f"option --{option}", hint="add --hosts N")
@@ -134,13 +149,28 @@ def run(args: argparse.Namespace) -> int:
     print(f"run: smpirun -platform {out / 'platform.xml'} -hostfile {out / 'hostfile'} -np 2 APP")
     for arg in result.cfg_args():
         print(arg)
+    for note in notes:
+        print(f"note: {note}")
     return 0
 
 
-def _run_cluster(args: argparse.Namespace, model: Any, send: Any, recv: Any,
+def _quality_notes(inter: ModelFile, others: dict[str, ModelFile]) -> list[str]:
+    """What the platform says about the runs its models were fitted to (each model file's
+    ``run_quality``; kit.fit.runquality owns the sentence, imported only when needed)."""
+    files = [(f"the model {inter.name}", inter)] + [
+        (f"the --{opt} model {f.name}", f) for opt, f in others.items()]
+    from kit.measure.conditions import DISTURBED
+
+    if not any(f.run_quality.get("verdict") == DISTURBED for _, f in files):
+        return []
+    from kit.fit.runquality import calibration_note
+
+    return [n for what, f in files if (n := calibration_note(f.run_quality, what))]
+
+
+def _run_cluster(args: argparse.Namespace, model: Any, send: Any, recv: Any, intra: Any,
                  latency: float | None, bandwidth: float | None,
-                 provenance: dict[str, Any]) -> int:
-    from kit.model.io import load_model
+                 provenance: dict[str, Any], quality_notes: list[str]) -> int:
     from kit.outputs.export.platform import LinkValue, cluster_platform
 
     if args.isend is not None or args.center != "median":
@@ -157,16 +187,24 @@ def _run_cluster(args: argparse.Namespace, model: Any, send: Any, recv: Any,
         backbone = LinkValue(parse_quantity(bw_text, _BW_UNITS, "--backbone", BANDWIDTH_RANGE),
                              parse_quantity(lat_text, _TIME_UNITS, "--backbone",
                                             LATENCY_RANGE))
-    intra = load_model(args.intra) if args.intra else None
+    uplink = None
+    if args.uplink:
+        bw_text, sep, lat_text = args.uplink.partition(",")
+        uplink = LinkValue(parse_quantity(bw_text, _BW_UNITS, "--uplink", BANDWIDTH_RANGE),
+                           parse_quantity(lat_text, _TIME_UNITS, "--uplink", LATENCY_RANGE)
+                           if sep else 0.0)
     platform = cluster_platform(model, hosts=args.hosts, cores=args.cores, intra_model=intra,
                                 send_model=send, recv_model=recv, latency=latency,
                                 bandwidth=bandwidth, backbone=backbone,
+                                cabinet=args.cabinet, uplink=uplink,
                                 version=args.simgrid_version, provenance=provenance)
+    platform.notes.extend(quality_notes)
     out = args.output or args.model.with_name(args.model.stem + "-platform")
     for path in platform.write(out):
         print(f"wrote {path}")
+    cabinets = f" in cabinets of {platform.cabinet}" if platform.cabinet else ""
     print(f"SimGrid {platform.version[0]}.{platform.version[1]}: {platform.hosts} hosts x "
-          f"{platform.cores} cores; inter-node route {platform.inter.latency:.6g} s, "
+          f"{platform.cores} cores{cabinets}; inter-node route {platform.inter.latency:.6g} s, "
           f"{platform.inter.bandwidth:.6g} B/s" + (
               f"; intra-node {platform.loopback.latency:.6g} s, "
               f"{platform.loopback.bandwidth:.6g} B/s" if platform.intra else ""))

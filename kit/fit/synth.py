@@ -160,3 +160,45 @@ def ethernet_like() -> Truth:
                    band=TrueBand("power", {"a": 16e-6, "b": 0.3}, -9.0, 1.0)),
         TrueRegime(65537, "linear", {"a": 60e-6, "b": 1.0 / 1.1e9}, TrueNoise("gamma", 0.08)),
     ])
+
+
+def jumps() -> Truth:
+    """Three regimes with jumps at 128 B and 64 KiB and no slow band: its curve is the true
+    median (the noises have median 1), so intervals on the median can be checked against it,
+    next to the breaks too."""
+    return Truth([
+        TrueRegime(1, "constant", {"a": 11e-6}, TrueNoise("lognormal", 0.25)),
+        TrueRegime(128, "linear", {"a": 20e-6, "b": 1e-9}, TrueNoise("lognormal", 0.3)),
+        TrueRegime(65537, "linear", {"a": 60e-6, "b": 1.0 / 1.1e9}, TrueNoise("gamma", 0.3)),
+    ])
+
+
+def size_effects(reps: int, seed: int, *, n_sizes: int = 600, levels: NDArray | None = None,
+                 truth_draws: int = 20000) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+    """(sizes, times, grid, true quantiles at ``levels`` per grid size): ``reps`` samples of
+    each of ``n_sizes`` log-spaced sizes (1 B - 1 MB) around :func:`ethernet_like`'s curves,
+    every size with its own location (SD 2 %), spread (lognormal σ = 0.04·e^N(0, 0.4)) and
+    upper tail (a share U(0, 8 %) of its samples slowed by 1 + Exp(0.15-0.45)).
+
+    Why: on real clusters each size has a distribution of its own, which a model must carry
+    (kit.model.sizeshape) without memorising noise; here the true quantiles are known (from
+    ``truth_draws`` draws per size), so a model can be scored against the truth and against
+    the lookup table of its training samples alike."""
+    rng = np.random.default_rng(seed)
+    grid = np.unique(np.round(np.geomspace(1, 999_999, n_sizes)))
+    curve = ethernet_like().median(grid)
+    loc = rng.normal(0, 0.02, len(grid))
+    sigma = 0.04 * np.exp(rng.normal(0, 0.4, len(grid)))
+    p_tail = rng.uniform(0, 0.08, len(grid))
+    tail = 0.3 * rng.uniform(0.5, 1.5, len(grid))
+
+    def draw(i: int, n: int) -> NDArray:
+        t = curve[i] * np.exp(loc[i] + sigma[i] * rng.standard_normal(n))
+        slow = rng.random(n) < p_tail[i]
+        return np.asarray(t * np.where(slow, 1 + rng.exponential(tail[i], n), 1.0))
+
+    s = np.repeat(grid, reps)
+    t = np.concatenate([draw(i, reps) for i in range(len(grid))])
+    lv = np.linspace(0.01, 0.99, 99) if levels is None else np.asarray(levels, dtype=float)
+    true_q = np.array([np.quantile(draw(i, truth_draws), lv) for i in range(len(grid))])
+    return s, t, grid, true_q

@@ -204,6 +204,8 @@ def simulate_app(program: str, args: list[str], *, np: int, platform: Path, reps
     elif not noise:
         notes.append("no noise: every message at its model's median "
                      "(PT2PT_SIMGRID_DETERMINISTIC=1)")
+    else:  # what the platform says about its calibration (a disturbed run's noise...)
+        notes.extend(f"platform: {n}" for n in doc.get("notes", []))
     return AppSimulation(program=prog.name, args=list(args), np=np,
                          label=apps.label(prog.name, list(args), np), platform=str(platform),
                          variant=variant, noise=noise and variant == "calibrated",

@@ -110,7 +110,7 @@ def predict_app(dataset: Path, platform: Path, *, reps: int | None = None, seed:
                 programs: list[str] | None = None,
                 on_program: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """The comparison document (see the module doc)."""
-    load_platform(platform)
+    platform_notes = [f"platform: {n}" for n in load_platform(platform).get("notes", [])]
     found = app_series(dataset)
     if programs:
         found = [s for s in found if s["program"] in programs
@@ -121,7 +121,7 @@ def predict_app(dataset: Path, platform: Path, *, reps: int | None = None, seed:
             hint="run programs for real with the campaign tool 'app' and collect them "
             "(docs/simgrid.md)")
     notes = [COMPUTE_TEXT[compute], "collectives: Open MPI's algorithm choices "
-             "(smpi/coll-selector:ompi), the real runs' MPI"]
+             "(smpi/coll-selector:ompi), the real runs' MPI", *platform_notes]
     results = []
     with tempfile.TemporaryDirectory(prefix="pt2pt-predict-app-") as tmp:
         hockney_dir, why = _hockney(platform, Path(tmp)) if hockney else (None, "")

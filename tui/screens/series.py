@@ -180,8 +180,9 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     @work(exclusive=True, group="load-series")
     async def _load(self) -> None:
-        """Draw the series from its stored drawing summaries first (tui.drawcache), then
-        read its samples (for the fit) without holding the plot back."""
+        """Draw the series from its stored drawing summaries first, or from a preview of a
+        large series' rows (tui.drawcache.first_plot), then read its samples (for the fit)
+        without holding the plot back."""
         try:
             stamp, cached = await in_background(self._read_cached)
             if cached is not None and self.is_attached and self.state is None:
@@ -193,17 +194,15 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self._loaded(state)
 
     def _read_cached(self) -> tuple[str | None, drawcache.Cached | None]:
-        try:
-            stamp = drawcache.stamp(self.session.dataset)  # type: ignore[arg-type]
-        except (UserError, OSError):
-            return None, None
-        return stamp, drawcache.load(self.session.dataset, self.key, stamp)  # type: ignore[arg-type]
+        row = self.session.row_for(self.key)
+        return drawcache.first_plot(self.session.dataset,  # type: ignore[arg-type]
+                                    self.key, row.n_samples if row is not None else None)
 
     def _read(self, stamp: str | None, cached: drawcache.Cached | None) -> SeriesState:
         samples = loading.load_samples(self.session.dataset,  # type: ignore[arg-type]
                                        self.key, [r.key for r in self.session.rows])
         reported = loading.reported_noise(self.session.dataset, self.key)  # type: ignore[arg-type]
-        if cached is not None and cached.n_samples == len(samples):
+        if cached is not None and not cached.preview_step and cached.n_samples == len(samples):
             return SeriesState(samples, cached.median, cached.raw, reported_noise=reported)
         state = SeriesState.of(samples, reported)
         if stamp is not None:
@@ -216,9 +215,9 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self.query_one("#plot").loading = False
         binned = cached.raw if self.mode == "raw" else cached.median
         self.query_one(Plot).spec = figures.series_spec(binned, None, [], None, self.mode)
+        what, reading = cached.describe()
         self.query_one("#model-status", Static).update(Text.assemble(
-            (f"{cached.n_samples:,} samples", "bold"), f" · {self.mode} view\n",
-            ("reading samples…", "yellow")))
+            (what, "bold"), f" · {self.mode} view\n", (reading, "yellow")))
 
     def _load_failed(self, err: UserError) -> None:
         notify_error(self, err)
