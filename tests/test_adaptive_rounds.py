@@ -12,6 +12,7 @@ record are the real ones. The real probe runs these rounds in tests/test_adaptiv
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -174,3 +175,49 @@ def test_plan_then_submit_dry_run_of_an_adaptive_campaign(tmp_path: Path) -> Non
     dry = pt2pt_here("submit", tmp_path / "out", "--dry-run")
     assert dry.returncode == 2 and "Traceback" not in dry.stderr
     assert "rounds are chosen as it runs" in " ".join(dry.stderr.split())
+
+
+def _fake_slurm(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """sbatch/squeue/scontrol/sinfo that record their calls: an empty queue, no accounting."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch.calls"
+    (bin_dir / "sbatch").write_text(
+        f"#!/bin/sh\necho \"$@\" >> {calls}\nwc -l < {calls} | tr -d ' '\n")
+    (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "sinfo").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "scontrol").write_text(
+        "#!/bin/sh\n[ \"$2\" = config ] && echo 'AccountingStorageType = "
+        "accounting_storage/none' && exit 0\nexit 1\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, calls
+
+
+def test_submit_and_wait_resubmits_only_a_failed_rounds_arrays(tmp_path: Path) -> None:
+    from kit.measure.campaign.plan import plan_campaign
+    from kit.measure.campaign.wait import submit_and_wait
+
+    env, calls = _fake_slurm(tmp_path)
+    fixed = tmp_path / "f.yaml"
+    fixed.write_text(CAMPAIGN.split("design:")[0].replace("loguniform:1:64K", "list:5,70")
+                     + "    samples: 2\n")
+    round_dir = tmp_path / "round-00"
+    plan_campaign(fixed, round_dir)
+    job = json.loads((round_dir / "manifest.json").read_text())["jobs"][0]
+    record = round_dir / job["dir"] / "job.json"
+    record.write_text(json.dumps({"state": "failed", "exit_status": 1, "reason": "boom"}))
+    first = submit_and_wait(round_dir, env=env, poll=0.0)
+    assert [(r.job, r.state, r.reason) for r in first] == [(job["id"], "failed", "boom")]
+    assert len(calls.read_text().splitlines()) == 1
+    # the job failed: the same call submits its array again, with a new id
+    again = submit_and_wait(round_dir, env=env, poll=0.0)
+    assert [r.state for r in again] == ["failed"]  # (the fake sbatch runs nothing)
+    assert len(calls.read_text().splitlines()) == 2
+    assert json.loads((round_dir / "submitted.json").read_text())["jobs"] == {
+        job["id"]: "2_0"}
+    record.write_text(json.dumps({"state": "completed", "exit_status": 0}))
+    # it completed: nothing is submitted again
+    last = submit_and_wait(round_dir, env=env, poll=0.0)
+    assert [(r.state, r.exit_status) for r in last] == [("completed", 0)]
+    assert len(calls.read_text().splitlines()) == 2

@@ -17,8 +17,9 @@ design (kit.fit.adaptive) picks the next round's sizes; ``OUT/design.json`` and
 run-local) names the campaign file and the dataset and records each round once it is
 fitted, so a run stopped anywhere resumes with the same command: recorded rounds are not
 measured again (the next round is drawn from the last one's record, as the uninterrupted
-run drew it), a round cut short is finished (run-local reruns only its unfinished jobs,
-submit does not resubmit its arrays) and collected again (collect skips what it has).
+run drew it), a round cut short is finished (run-local runs its unfinished jobs again;
+submit waits for its arrays still queued and submits again only those with a failed job)
+and collected again (collect skips what it has).
 """
 
 from __future__ import annotations
@@ -221,9 +222,9 @@ def run_adaptive(out: Path, *, run: RunRound = run_local,
             raise CampaignError(f"round {k}: job {bad[0].job} ended {bad[0].state}"
                                 + (f" ({bad[0].reason})" if bad[0].reason else ""),
                                 where=str(round_dir),
-                                hint="see the job's output in its folder; run the same "
-                                     "command again to resume (recorded rounds and finished "
-                                     "jobs are kept)")
+                                hint="see the job's folder (job.json, stdout.txt); run "
+                                     "the same command again to run the round's unfinished "
+                                     "jobs again and go on (recorded rounds are kept)")
         report = collect(round_dir, dataset)
         echo(format_report(report))
         data = ds.select_series(dataset, selector)

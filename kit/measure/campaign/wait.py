@@ -5,6 +5,8 @@ What an adaptive campaign's round needs (the next round is chosen from this one'
 an interrupted wait resumes by calling this again), then ``squeue`` until none of the jobs
 is queued or running, then each job's outcome as ``pt2pt status`` sees it (its own
 ``job.json`` first). The result is the record run-local gives, so a caller treats both alike.
+Called again on a campaign whose jobs have all ended, some not completed (nor skipped), it
+submits those jobs' arrays again, as run-local runs an unfinished job again.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kit.core.progress import bar
-from kit.measure.campaign.manifest import read_submitted
+from kit.measure.campaign.manifest import read_manifest, read_submitted
 from kit.measure.campaign.runlocal import LocalResult
 from kit.measure.campaign.slurm import squeue_states
 from kit.measure.campaign.status import job_statuses
-from kit.measure.campaign.submit import submit
+from kit.measure.campaign.submit import forget, submit
 
 #: Seconds between two squeue calls (one call per array, cheap for the controller).
 POLL_S = 2.0
@@ -29,10 +31,27 @@ def _exit(text: str) -> int | None:
     return int(head) if head.lstrip("-").isdigit() else None
 
 
+_DONE = ("completed", "skipped")
+
+
+def _forget_failed(campaign_dir: Path, env: Mapping[str, str] | None) -> None:
+    if not read_submitted(campaign_dir):
+        return
+    rows = job_statuses(campaign_dir, env=env)
+    if any(r.slurm_source == "squeue" for r in rows):
+        return  # still queued or running: wait for them
+    bad = {r.job for r in rows if r.slurm_id and r.result not in _DONE}
+    groups = {j["group"] for j in read_manifest(campaign_dir)["jobs"] if j["id"] in bad}
+    if groups:
+        forget(campaign_dir, groups)
+
+
 def submit_and_wait(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
                     poll: float = POLL_S) -> list[LocalResult]:
     """Submit ``campaign_dir`` (what is not submitted yet), wait for its jobs, and return
     how each ended (``state``: job.json's state, ``-`` or ``unknown`` when it wrote none)."""
+    campaign_dir = campaign_dir.resolve()
+    _forget_failed(campaign_dir, env)
     submit(campaign_dir, env=env)
     ids = list(read_submitted(campaign_dir).values())
     label = f"slurm {campaign_dir.name}"
