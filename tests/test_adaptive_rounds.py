@@ -124,6 +124,11 @@ def test_rounds_until_the_budget_every_round_collected(tmp_path: Path) -> None:
         assert set(r["sizes"]) <= set(data.size.astype(int).tolist())
     assert json.loads((out / "dataset" / "design.json").read_text()) == record
     assert any("the sample budget (600) was spent" in line for line in lines)
+    status = pt2pt_here("status", out)
+    assert status.returncode == 0, status.stderr
+    assert "round 2: 200 samples (600 in all)" in status.stdout
+    assert "stopped: the sample budget (600) was spent" in status.stdout
+    assert "000-probe-tcp-intra-r1" in status.stdout  # the latest round's job table
     # finished: the same call says so and measures nothing
     again = run_adaptive(out, run=jobs, echo=lines.append)
     assert again == record and jobs.ran == ["round-00", "round-01", "round-02"]

@@ -174,6 +174,30 @@ def _check_new_dataset(campaign: Campaign, dataset: Path) -> None:
                             "a new dataset (--dataset): the design judges its own rounds")
 
 
+def latest_round(out: Path) -> Path | None:
+    """The newest planned round folder of the adaptive campaign in ``out`` (None: none yet)."""
+    rounds = sorted(p for p in out.glob("round-*") if (p / "manifest.json").is_file())
+    return rounds[-1] if rounds else None
+
+
+def describe_rounds(out: Path) -> str:
+    """Lines for ``pt2pt status``: each recorded round, and whether the design stopped."""
+    state = _read_state(out)
+    target = state["settings"]["target"]["median"]
+    lines = [f"adaptive campaign {state['campaign']} (collected into {state['dataset']}; "
+             f"target ±{target:.1%} on the median in every size decade)"]
+    for r in state["rounds"]:
+        worst = max((d["width"] for d in r["decades"]), default=float("nan"))
+        lines.append(f"  round {r['round']}: {r['samples']} samples "
+                     f"({r['total_samples']} in all), widest median interval ±{worst:.1%}")
+    if (out / DESIGN_FILE).is_file():
+        record = json.loads((out / DESIGN_FILE).read_text(encoding="utf-8"))
+        lines.append(f"  stopped: {record['reason']}")
+    else:
+        lines.append(f"  not finished: {len(state['rounds'])} round(s) recorded")
+    return "\n".join(lines)
+
+
 def _selector(campaign: Campaign) -> dict[str, str]:
     return {"campaign": campaign.name, "tool": "probe",
             "op": campaign.tools[0].options["ops"][0]}
