@@ -20,7 +20,7 @@ from kit.measure.campaign.manifest import read_manifest, read_submitted
 from kit.measure.campaign.runlocal import LocalResult
 from kit.measure.campaign.slurm import squeue_states
 from kit.measure.campaign.status import job_statuses
-from kit.measure.campaign.submit import forget, submit
+from kit.measure.campaign.submit import forget, format_submissions, submit
 
 #: Seconds between two squeue calls (one call per array, cheap for the controller).
 POLL_S = 2.0
@@ -52,10 +52,11 @@ def submit_and_wait(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
     how each ended (``state``: job.json's state, ``-`` or ``unknown`` when it wrote none)."""
     campaign_dir = campaign_dir.resolve()
     _forget_failed(campaign_dir, env)
-    submit(campaign_dir, env=env)
+    subs = submit(campaign_dir, env=env)
     ids = list(read_submitted(campaign_dir).values())
     label = f"slurm {campaign_dir.name}"
     with bar(label, total=len(ids), transient=False) as shown:
+        shown.print(format_submissions(subs))
         while True:
             queued = squeue_states(ids, env)
             running = sum(1 for v in queued.values() if v["state"] == "RUNNING")
