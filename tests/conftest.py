@@ -163,9 +163,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if is_serial(item):
             item.add_marker(pytest.mark.serial)
-    # Tests that leave the machine's network state unfit for later Slurm tests run after
-    # all others (a stable sort: the rest keep their order).
-    items.sort(key=lambda item: item.get_closest_marker("runs_last") is not None)
 
 
 # Local Slurm cluster fixtures (slurm_cluster, slurm_cluster_factory, slurm_cluster_2n).

@@ -27,11 +27,14 @@ from typing import Any
 import pytest
 
 from kit.measure import localcluster
-from kit.measure.campaign.slurm import squeue_states
+from kit.measure.campaign.slurm import wait_gone
 from kit.measure.localcluster import Cluster
 
+#: Prefix of the state dirs the fixtures own; PT2PT_TEST_STATE_PREFIX moves them, so that two
+#: checkouts' Slurm tests at the same time do not share (and reconfigure, and down) clusters.
+STATE_PREFIX = os.environ.get("PT2PT_TEST_STATE_PREFIX", "/tmp/pt2pt-pytest")
 #: State dirs the fixtures own (layout slots checked distinct in tests/test_localcluster.py).
-PYTEST_STATE_DIRS = {n: Path(f"/tmp/pt2pt-pytest-{n}n") for n in (1, 2, 3, 4, 5)}
+PYTEST_STATE_DIRS = {n: Path(f"{STATE_PREFIX}-{n}n") for n in (1, 2, 3, 4, 5)}
 
 
 def _skip_unless_can_start() -> None:
@@ -97,7 +100,7 @@ def slurm_cluster_factory() -> Iterator[Callable[..., Cluster]]:
                                   for b in ("slurmdbd", "mariadbd")):
             pytest.skip("slurmdbd/mariadb-server not installed: the accounting cluster needs "
                         "them (apt-get install mariadb-server slurmdbd)")
-        state = PYTEST_STATE_DIRS.get(nodes, Path(f"/tmp/pt2pt-pytest-{nodes}n"))
+        state = PYTEST_STATE_DIRS.get(nodes, Path(f"{STATE_PREFIX}-{nodes}n"))
         wanted = (shape, accounting, switches, cpus, links, node_shapes)
         if applied.get(state) == wanted and localcluster.is_up(state):
             return localcluster.load(state)
@@ -173,10 +176,7 @@ def run_campaign(cluster: Cluster, out: Path, text: str,
     sub = pt2pt(cluster, "submit", camp)
     assert sub.returncode == 0, sub.stderr
     ids = list(json.loads((camp / "submitted.json").read_text())["jobs"].values())
-    deadline = time.monotonic() + timeout
-    while squeue_states(ids, cluster.environ()):
-        assert time.monotonic() < deadline, f"jobs {ids} still queued after {timeout:.0f} s"
-        time.sleep(1)
+    wait_gone(ids, cluster.environ(), timeout)
     manifest = json.loads((camp / "manifest.json").read_text())
     for job in manifest["jobs"]:
         record = json.loads((camp / job["dir"] / "job.json").read_text())

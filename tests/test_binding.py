@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from kit.core.errors import CampaignError
 from kit.data.dataset import runs
 from kit.measure.campaign import nodestate
 from kit.measure.campaign.plan import plan_campaign
-from kit.measure.campaign.slurm import squeue_states
+from kit.measure.campaign.slurm import wait_gone
 from kit.measure.localcluster import Cluster
 from tests.conftest_slurm import pt2pt as _pt2pt
 
@@ -129,10 +128,7 @@ def test_slurm_jobs_pin_the_ranks_and_the_dataset_records_it(
     sub = _pt2pt(slurm_cluster, "submit", out)
     assert sub.returncode == 0, sub.stderr
     ids = list(json.loads((out / "submitted.json").read_text())["jobs"].values())
-    deadline = time.monotonic() + 300
-    while squeue_states(ids, slurm_cluster.environ()):
-        assert time.monotonic() < deadline, f"jobs {ids} still queued"
-        time.sleep(0.5)
+    wait_gone(ids, slurm_cluster.environ(), 300, poll=0.5)
     collected = _pt2pt(slurm_cluster, "collect", out, "--dataset", dataset)
     assert collected.returncode == 0, collected.stdout + collected.stderr
     (record_path,) = out.glob("jobs/*/job.json")

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 from kit.data.dataset import describe, runs, series_table
-from kit.measure.campaign.slurm import squeue_states
+from kit.measure.campaign.slurm import squeue_states, wait_gone
 from kit.measure.campaign.status import job_statuses
 from kit.measure.localcluster import Cluster
 from tests.conftest_slurm import pt2pt as _pt2pt
@@ -68,10 +68,7 @@ def _env(campaign_env: None) -> None:
 
 
 def _wait_gone(cluster: Cluster, ids: list[str], timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while squeue_states(ids, cluster.environ()):
-        assert time.monotonic() < deadline, f"jobs {ids} still queued after {timeout} s"
-        time.sleep(0.5)
+    wait_gone(ids, cluster.environ(), timeout, poll=0.5)
 
 
 def test_plan_submit_status_collect(slurm_cluster: Cluster, tmp_path: Path) -> None:

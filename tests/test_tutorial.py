@@ -23,13 +23,12 @@ import re
 import shlex
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from kit.measure.campaign.slurm import squeue_states
+from kit.measure.campaign.slurm import wait_gone
 from kit.measure.localcluster import Cluster
 from tests.conftest import REPO, mpi_env
 
@@ -109,10 +108,7 @@ def _wait_for_queue(work: Path, cluster: Cluster) -> None:
 
     ids = list(json.loads((work / "runs" / "c1" / "submitted.json").read_text())["jobs"]
                .values())
-    deadline = time.monotonic() + 1200
-    while squeue_states(ids, cluster.environ()):
-        assert time.monotonic() < deadline, f"jobs {ids} still queued after 20 minutes"
-        time.sleep(1)
+    wait_gone(ids, cluster.environ(), 1200)
 
 
 def _tui(cmd: str, work: Path) -> None:

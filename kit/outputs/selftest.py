@@ -27,7 +27,7 @@ from kit.core.errors import UserError
 from kit.data.collect import collect
 from kit.measure.campaign.manifest import read_job_json, read_manifest, read_submitted
 from kit.measure.campaign.plan import plan_campaign
-from kit.measure.campaign.slurm import squeue_states
+from kit.measure.campaign.slurm import SlurmUnreachable, squeue_states
 from kit.measure.campaign.submit import submit
 
 SHAPE = ("1gbit", "256kb")
@@ -127,8 +127,11 @@ def _wait(campaign_dir: Path, env: dict[str, str], timeout: float,
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         done = all(read_job_json(campaign_dir, j) is not None for j in manifest["jobs"])
-        if done and not squeue_states(ids, env):
-            return
+        try:
+            if done and not squeue_states(ids, env):
+                return
+        except SlurmUnreachable:  # a stalled controller: ask again until the deadline
+            pass
         time.sleep(1.0)
     raise UserError(f"the self-test job did not finish within {timeout:.0f} s",
                     where=str(campaign_dir), hint="check 'pt2pt status' and the slurm-*.out "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 
 from kit.core.errors import UserError
@@ -24,6 +25,20 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
+class SlurmUnreachable(UserError):
+    """A Slurm client could not get an answer from the controller (down, or stalled past
+    MessageTimeout): unlike "no such job", this says nothing about the jobs."""
+
+
+#: squeue's words when none of the jobs asked about is known any more (all ended long ago)
+_GONE = "Invalid job id specified"
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
 def base_ids(ids: Sequence[str]) -> list[str]:
     """Distinct job ids to ask Slurm about: ``123_4`` (array task) is asked as ``123``."""
     return list(dict.fromkeys(i.split("_", 1)[0] for i in ids))
@@ -37,6 +52,13 @@ def squeue_states(ids: Sequence[str], env: Mapping[str, str] | None = None
     # -r lists every array task on its own line (123_4), pending ones included
     proc = run(["squeue", "-r", "-h", "-o", "%i|%T|%M|%R", "-j", ",".join(base_ids(ids))],
                env)
+    if proc.returncode != 0 and _GONE not in proc.stderr:
+        # A controller that did not answer in time is not an empty queue: callers that
+        # wait for their jobs to leave it would stop waiting while they still run.
+        raise SlurmUnreachable(
+            f"squeue failed (exit {proc.returncode}): {_last_line(proc.stderr)}",
+            where="squeue", hint="the Slurm controller did not answer; check that it runs "
+            "(scontrol ping) and retry")
     found: dict[str, dict[str, str]] = {}
     for line in proc.stdout.splitlines():
         parts = line.strip().split("|", 3)
@@ -44,6 +66,28 @@ def squeue_states(ids: Sequence[str], env: Mapping[str, str] | None = None
             found[parts[0]] = {"state": parts[1], "time": parts[2], "reason": parts[3],
                                "source": "squeue"}
     return found
+
+
+def wait_gone(ids: Sequence[str], env: Mapping[str, str] | None = None,
+              timeout: float = 600.0, poll: float = 1.0) -> None:
+    """Return once none of ``ids`` is pending or running any more.
+
+    A controller that does not answer (:class:`SlurmUnreachable`: stopped, or stalled past
+    MessageTimeout, as when the machine itself is paused for tens of seconds) is asked again
+    until ``timeout``; then the last reason is raised as a :class:`UserError`.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if not squeue_states(ids, env):
+                return
+            why = f"jobs {', '.join(ids)} still queued"
+        except SlurmUnreachable as exc:
+            why = exc.message
+        if time.monotonic() >= deadline:
+            raise UserError(f"{why} after {timeout:.0f} s", where="squeue",
+                            hint="see squeue, scontrol show job and the jobs' slurm-*.out")
+        time.sleep(poll)
 
 
 def scontrol_state(job_id: str, env: Mapping[str, str] | None = None) -> dict[str, str] | None:
