@@ -183,13 +183,18 @@ def test_plan_then_submit_dry_run_of_an_adaptive_campaign(tmp_path: Path) -> Non
 
 
 def _fake_slurm(tmp_path: Path) -> tuple[dict[str, str], Path]:
-    """sbatch/squeue/scontrol/sinfo that record their calls: an empty queue, no accounting."""
+    """sbatch/squeue/scontrol/sinfo that record their calls: an empty queue (after one
+    squeue that gets no answer), no accounting."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "sbatch.calls"
     (bin_dir / "sbatch").write_text(
         f"#!/bin/sh\necho \"$@\" >> {calls}\nwc -l < {calls} | tr -d ' '\n")
-    (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")
+    # the controller stalls once (as on a paused machine), then answers: an empty queue
+    stalled = tmp_path / "squeue.stalled"
+    (bin_dir / "squeue").write_text(
+        f"#!/bin/sh\n[ -e {stalled} ] && exit 0\ntouch {stalled}\n"
+        "echo 'slurm_load_jobs error: Socket timed out on send/recv operation' >&2\nexit 1\n")
     (bin_dir / "sinfo").write_text("#!/bin/sh\nexit 0\n")
     (bin_dir / "scontrol").write_text(
         "#!/bin/sh\n[ \"$2\" = config ] && echo 'AccountingStorageType = "

@@ -18,12 +18,15 @@ from pathlib import Path
 from kit.core.progress import bar
 from kit.measure.campaign.manifest import read_manifest, read_submitted
 from kit.measure.campaign.runlocal import LocalResult
-from kit.measure.campaign.slurm import squeue_states
+from kit.measure.campaign.slurm import SlurmUnreachable, squeue_states
 from kit.measure.campaign.status import job_statuses
 from kit.measure.campaign.submit import forget, format_submissions, submit
 
 #: Seconds between two squeue calls (one call per array, cheap for the controller).
 POLL_S = 2.0
+#: Seconds a controller may stay silent (stopped, or stalled) before the wait gives up; the
+#: jobs go on, and the same command waits for them again.
+UNREACHABLE_S = 600.0
 
 
 def _exit(text: str) -> int | None:
@@ -57,8 +60,19 @@ def submit_and_wait(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
     label = f"slurm {campaign_dir.name}"
     with bar(label, total=len(ids), transient=False) as shown:
         shown.print(format_submissions(subs))
+        silent_since: float | None = None
         while True:
-            queued = squeue_states(ids, env)
+            try:
+                queued = squeue_states(ids, env)
+            except SlurmUnreachable:
+                # a stalled controller says nothing about the jobs: ask again, a while
+                silent_since = silent_since or time.monotonic()
+                if time.monotonic() - silent_since > UNREACHABLE_S:
+                    raise
+                shown.update(description="the controller does not answer; asking again")
+                time.sleep(poll)
+                continue
+            silent_since = None
             running = sum(1 for v in queued.values() if v["state"] == "RUNNING")
             shown.update(completed=len(ids) - sum(1 for i in ids if i in queued),
                          description=f"{running} running, {len(queued) - running} queued")
