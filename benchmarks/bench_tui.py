@@ -146,7 +146,7 @@ def time_parts(dataset: Path) -> dict[str, float]:
 
 def store_summaries(dataset: Path) -> None:
     """Store the exact drawing summaries, as the series screen does once the samples of a
-    first open are read (the timed children leave at the first plot, before that)."""
+    first open are read, and check they are there: the warm opens must not be cold ones."""
     from tui import drawcache
     from tui.binning import draw_summaries
     from tui.loading import load_samples, series_rows
@@ -213,7 +213,7 @@ def main() -> int:
     from tui.drawcache import CACHE_DIR
 
     for kind in ("first", "cold", "warm"):
-        if kind == "warm":  # the cold children left before their samples were read
+        if kind == "warm":  # (the cold children store them before their first model)
             store_summaries(big)
         opens = []
         for _ in range(max(args.repeat // 2, 1)):

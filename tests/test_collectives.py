@@ -382,3 +382,179 @@ def test_validate_runs_the_real_and_simulated_twins_and_compares_them(
     err = capsys.readouterr().err
     assert "'linear_sync'" in err and "modified_bruck" in err and "Traceback" not in err
     assert not (tmp_path / "bad").exists()
+
+
+def test_the_split_follows_the_sweeps_topology(tmp_path: Path) -> None:
+    """Where the shares split: a cabinet's ranks on a platform with cabinets, the 2015
+    study's 256 on a flat one or when the sweep's platform cannot be read."""
+    def split_of(doc: dict[str, object]) -> tuple[int | None, str]:
+        (tmp_path / "sweep.json").write_text(json.dumps(doc))
+        return collsweep.topology_split(tmp_path)
+
+    cab = {"hosts": 1024, "cores": 2, "cabinet": 64}
+    n, why = split_of({"platform": "/nowhere", "ranks_per_host": 2, "topology": cab})
+    assert n == 128 and "64 hosts x 2 rank(s)" in why
+    assert split_of({"platform": "/nowhere", "ranks_per_host": None, "topology": cab})[0] == 64
+    n, why = split_of({"platform": "/nowhere", "topology": {**cab, "cabinet": None}})
+    assert n == 256 and "flat" in why
+    n, why = split_of({"platform": "/nowhere"})  # an older sweep: its platform is gone
+    assert n == 256 and "not readable" in why
+    (tmp_path / "sweep.json").unlink()
+    assert collsweep.topology_split(tmp_path)[0] == 256
+
+
+@needs_simgrid
+def test_a_shared_uplink_slows_messages_between_cabinets_and_splits_the_shares(
+        platform: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Four hosts in cabinets of two, each cabinet's uplink one host link wide: alltoall's
+    pair algorithm at np 4 sends two of its three rounds across the cabinets, two flows per
+    uplink, so it takes ~5/3 of the flat platform's time; basic_linear's all-at-once sends put
+    4 MiB through each uplink where the flat platform's busiest link carries 3 (~4/3); at
+    np 2 (one cabinet) both take the flat platform's time.
+    The analysis splits the shares at the cabinet (2 ranks) and says why."""
+    from kit.outputs.export.platform import cluster_platform
+
+    cabinets = tmp_path / "cabinets"
+    cluster_platform(three_linear_regimes(1e-8), hosts=4, cores=2, cabinet=2,
+                     intra_model=linear_overhead_model(1e-6, 2e-10)).write(cabinets)
+    args = ["--algorithms", "pair,basic_linear", "--np", "2,4", "--sizes", "1M", "--reps", "1",
+            "--deterministic"]
+    medians = {}
+    for name, plat in (("flat", platform), ("cabinets", cabinets)):
+        assert main(_sweep(tmp_path / name, plat, *args)) == 0
+        rows = collsweep.read_dataset(tmp_path / name)
+        assert set(rows["status"]) == {"ok"}
+        medians[name] = {(r["algorithm"], r["numproc"]): r["time"]
+                         for r in rows.iter_rows(named=True)}
+    flat, cab = medians["flat"], medians["cabinets"]
+    for alg, slower in (("pair", 1.5), ("basic_linear", 1.2)):
+        assert cab[(alg, 2)] == pytest.approx(flat[(alg, 2)], rel=1e-6)
+        assert cab[(alg, 4)] > slower * flat[(alg, 4)], alg
+    capsys.readouterr()
+    assert main(["collectives", "analyze", str(tmp_path / "cabinets"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["split"] == 2 and "cabinet" in doc["split_reason"]
+    assert {s["numprocs"] for s in doc["shares"]} == {"all", "<=2", ">2"}
+    assert main(["collectives", "analyze", str(tmp_path / "flat")]) == 0
+    assert "split at 256: the 2015 study's cabinet boundary" in capsys.readouterr().out
+
+
+COLL_CAMPAIGN = """\
+name: coll-test
+mpi: openmpi
+transports: [shm]
+placement: intra-node
+repetitions: 1
+seed: 11
+launcher: mpirun
+tools:
+  - tool: collectives
+    platform: {platform}
+    collective: alltoall
+    algorithms: [pair, basic_linear]
+    np: [2, 4]
+    sizes: [1K, 65536]
+    reps: 2
+    deterministic: true
+"""
+
+
+def _plan_collectives(tmp_path: Path, platform: Path, monkeypatch: pytest.MonkeyPatch,
+                      text: str = COLL_CAMPAIGN) -> tuple[Path, dict[str, object]]:
+    from kit.measure.campaign.plan import plan_campaign
+
+    monkeypatch.setenv("PT2PT_SITE_CONFIG", str(tmp_path / "no-site.yaml"))
+    (tmp_path / "c.yaml").write_text(text.format(platform=platform))
+    out = tmp_path / "campaign"
+    return out, json.loads(plan_campaign(tmp_path / "c.yaml", out).read_text())
+
+
+@needs_simgrid
+def test_a_collectives_campaign_plans_one_array_task_per_algorithm_and_numproc(
+        platform: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The campaign section: one job per (algorithm, numproc) with every size inside, one
+    task on one node, in one Slurm job array of the existing templates, each running this
+    checkout's sweep into its job folder with the job's seed."""
+    out, manifest = _plan_collectives(tmp_path, platform, monkeypatch)
+    jobs = manifest["jobs"]
+    assert isinstance(jobs, list) and len(jobs) == 2 * 2
+    assert {(j["benchmark"], j["nodes"], j["ntasks_per_node"]) for j in jobs} == {
+        ("pair", 1, 1), ("basic_linear", 1, 1)}
+    assert {j["group"] for j in jobs} == {"pair-np2-shm-intra", "pair-np4-shm-intra",
+                                          "basic_linear-np2-shm-intra",
+                                          "basic_linear-np4-shm-intra"}
+    arrays = sorted((out / "arrays").glob("*.sbatch"))
+    assert len(arrays) == 4 and "--array=0-0" in arrays[0].read_text()
+    job = next(j for j in jobs if j["benchmark"] == "pair" and "-np4-" in j["id"])
+    script = (out / job["dir"] / "job.sbatch").read_text()
+    assert "collectives sweep" in script and f"{out / job['dir'] / 'sweep'}" in script
+    for words in ("--algorithms pair", "--np 4", "--sizes 1024,65536", "--deterministic",
+                  f"--platform {platform.resolve()}", f"--seed {job['seed']}"):
+        assert words in script, words
+    assert job["outputs"] == []  # the journal stays for a rerun (not moved aside)
+
+
+def test_a_bad_collectives_section_names_its_line(platform: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from kit.core.errors import CampaignError
+
+    for bad, word in (("collective: alltoal", "alltoal"), ("sizes: [1K, big]", "big"),
+                      ("np: [2, 0]", "np"), ("algorithms: []", "algorithms"),
+                      ("platform: nowhere", "not a platform folder")):
+        key = bad.split(":")[0] + ":"
+        text = "".join("    " + bad + "\n" if line.strip().startswith(key) else line
+                       for line in COLL_CAMPAIGN.splitlines(keepends=True))
+        with pytest.raises(CampaignError) as err:
+            _plan_collectives(tmp_path, platform, monkeypatch, text)
+        assert word in err.value.paragraph() and "c.yaml:" in err.value.paragraph()
+
+
+@pytest.mark.mpi
+@needs_simgrid
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI is not installed")
+def test_a_collectives_campaign_runs_resumes_and_collects_as_a_local_sweep(
+        platform: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The planned jobs through the templates (run-local, as a Slurm task runs them): each
+    sweeps its points into its folder; a job stopped after one point resumes there; collect
+    gathers them into the folder a local sweep writes, with the same simulated times (both
+    deterministic), and pt2pt collect leaves them to it."""
+    from kit.data.collect import collect
+    from kit.measure.campaign.runlocal import run_local
+    from tests.conftest import mpi_env
+
+    for key, value in mpi_env().items():
+        monkeypatch.setenv(key, value)
+    out, manifest = _plan_collectives(tmp_path, platform, monkeypatch)
+    results = run_local(out)
+    assert [r.state for r in results] == ["completed"] * 4, [r.reason for r in results]
+    jobs = manifest["jobs"]
+    assert isinstance(jobs, list)
+    # stop one job after its first point: its rerun runs the other one only
+    job_dir = out / jobs[0]["dir"]
+    journal = job_dir / "sweep" / collsweep.JOURNAL
+    journal.write_text(journal.read_text().splitlines(keepends=True)[0])
+    (job_dir / "job.json").unlink()
+    assert [r.state for r in run_local(out)] == ["completed"] * 4
+    assert "[1/1]" in (job_dir / "stdout.txt").read_text()
+    assert len(journal.read_text().splitlines()) == 2
+
+    merged = tmp_path / "merged"
+    assert main(["collectives", "collect", str(out), str(merged)]) == 0
+    assert "8 new point(s)" in capsys.readouterr().out
+    assert main(["collectives", "collect", str(out), str(merged)]) == 0
+    assert "0 new point(s)" in capsys.readouterr().out  # again: nothing doubled
+    got = collsweep.read_dataset(merged)
+    assert got.height == 2 * 2 * 2 * 2 and set(got["status"]) == {"ok"}
+    local = tmp_path / "local"
+    assert main(_sweep(local, platform, "--algorithms", "pair,basic_linear", "--np", "2,4",
+                       "--sizes", "1K,64K", "--reps", "2", "--deterministic")) == 0
+    keys = ["algorithm", "numproc", "size", "rep"]
+    want = collsweep.read_dataset(local).sort(keys)
+    assert got.sort(keys)["time"].to_list() == pytest.approx(want["time"].to_list(), rel=1e-9)
+    capsys.readouterr()
+    assert main(["collectives", "analyze", str(merged), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["ranking"]) == 8
+    report = collect(out, tmp_path / "dataset")
+    assert {o.outcome for o in report.jobs} == {"skipped"}
+    assert all("pt2pt collectives collect" in o.detail for o in report.jobs)

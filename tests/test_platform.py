@@ -156,6 +156,95 @@ def test_cli_writes_the_cluster_platform(tmp_path: Path,
     assert "--backbone" in capsys.readouterr().err
 
 
+def test_cabinets_are_clusters_joined_by_their_uplinks(tmp_path: Path) -> None:
+    """Cabinets of K hosts (issue 61): one <cluster> per cabinet (the last one smaller), one
+    split-duplex uplink each, a route per ordered pair through the source's uplink up and the
+    destination's down; the hosts keep their names and the link names follow the cabinet."""
+    platform = cluster_platform(_inter(), hosts=5, cabinet=2, uplink=LinkValue(5e8, 2e-6),
+                                backbone=LinkValue(1e11, 1e-7), version="3.32")
+    assert [list(c) for c in platform.cabinets()] == [[0, 1], [2, 3], [4]]
+    platform.write(tmp_path)
+    root = ET.parse(tmp_path / "platform.xml").getroot()
+    zone = root.find("zone")
+    assert zone is not None and zone.get("routing") == "Full"
+    clusters = zone.findall("cluster")
+    assert [c.get("radical") for c in clusters] == ["0-1", "2-3", "4-4"]
+    assert {c.get("prefix") for c in clusters} == {"node-"}
+    assert all(c.get("bb_bw") == "1e+11Bps" for c in clusters)  # each cabinet's switch
+    uplinks = zone.findall("link")
+    assert [u.get("sharing_policy") for u in uplinks] == ["SPLITDUPLEX"] * 3
+    assert uplinks[0].get("bandwidth") == "500000000Bps"
+    routes = zone.findall("zoneRoute")
+    assert len(routes) == 3 * 2
+    r = next(r for r in routes if r.get("src") == "pt2pt-cab0" and r.get("dst") == "pt2pt-cab2")
+    assert r.get("symmetrical") == "NO" and r.get("gw_src") == "pt2pt-cab0-router"
+    assert [(c.get("id"), c.get("direction")) for c in r.findall("link_ctn")] == [
+        ("pt2pt_uplink_0", "UP"), ("pt2pt_uplink_2", "DOWN")]
+    assert platform.link_names(3)["up"] == "pt2pt-cab1_link_3_UP"
+    names = platform.all_link_names()
+    assert "pt2pt_uplink_2_DOWN" in names and "pt2pt-cab2_backbone" in names
+    doc = load_platform(tmp_path)
+    assert doc["cabinet"] == 2 and doc["uplink"] == {"bandwidth": 5e8, "latency": 2e-6}
+    assert any("3 cabinets of 2 hosts" in n for n in platform.notes)
+    # the default uplink: one host link's bandwidth, no latency, said in the notes
+    default = cluster_platform(_inter(), hosts=4, cabinet=2)
+    assert default.uplink == LinkValue(default.link.bandwidth, 0.0)
+    assert any("the default: give --uplink" in n for n in default.notes)
+    # one cabinet holding every host is the flat platform
+    flat = cluster_platform(_inter(), hosts=4, cabinet=4)
+    assert flat.cabinet is None and "<zone" not in flat.platform_xml()
+    with pytest.raises(UserError, match="uplink needs cabinets"):
+        cluster_platform(_inter(), hosts=4, uplink=LinkValue(1e9, 0.0))
+    with pytest.raises(UserError, match="at most 128 cabinets"):
+        cluster_platform(_inter(), hosts=1024, cabinet=4)
+    with pytest.raises(UserError, match="hosts per cabinet"):
+        cluster_platform(_inter(), hosts=4, cabinet=0)
+    with pytest.raises(UserError, match="uplink"):
+        cluster_platform(_inter(), hosts=4, cabinet=2, uplink=LinkValue(0.0, 0.0))
+
+
+def test_cli_writes_cabinets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kit.model.io import save_model
+
+    inter = save_model(_inter(), tmp_path / "inter.json")
+    assert main(["export", str(inter), "--simgrid", "--hosts", "8", "--cabinet", "4",
+                 "--uplink", "10Gbps,1us", "-o", str(tmp_path / "p")]) == 0
+    out = capsys.readouterr().out
+    assert "8 hosts x 1 cores in cabinets of 4" in out and "2 cabinets of 4 hosts" in out
+    doc = load_platform(tmp_path / "p")
+    assert doc["cabinet"] == 4 and doc["uplink"] == {"bandwidth": 1.25e9, "latency": 1e-6}
+    assert main(["export", str(inter), "--simgrid", "--hosts", "8", "--cabinet", "4",
+                 "--uplink", "2GBps", "-o", str(tmp_path / "q")]) == 0
+    assert load_platform(tmp_path / "q")["uplink"] == {"bandwidth": 2e9, "latency": 0.0}
+    capsys.readouterr()
+    assert main(["export", str(inter), "--simgrid", "--cabinet", "4"]) == 2
+    assert "--cabinet: needs --hosts" in " ".join(capsys.readouterr().err.split())
+    assert main(["export", str(inter), "--simgrid", "--hosts", "8", "--uplink", "1GBps"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--uplink" in err and "--cabinet" in err and "Traceback" not in err
+    assert main(["export", str(inter), "--simgrid", "--hosts", "8", "--cabinet", "2",
+                 "--uplink", "fast"]) == 2
+    assert "--uplink" in capsys.readouterr().err
+
+
+@needs_simgrid
+def test_simgrid_loads_cabinets_and_keeps_the_route(tmp_path: Path) -> None:
+    """SimGrid 3.32 loads the cabinets (and the plugin finds a cabinet host's link by its
+    name); with the uplinks idle, a message to another cabinet follows the model as one
+    within the cabinet does (no uplink latency): only sharing the uplink slows it."""
+    base = cluster_platform(_inter(), hosts=4, cabinet=2)
+    up = base.link_names(3)["up"]
+    platform = cluster_platform(_inter(), hosts=4, cabinet=2, link_values={up: base.link})
+    assert f"link {up} " in platform.network_table()
+    platform.write(tmp_path)
+    sizes = [1000, 1048576]
+    want = _inter().predict(np.array(sizes, dtype=float))
+    for hostfile in ("node-0\nnode-1\n", "node-0\nnode-3\n"):
+        got = _pingpong(platform, tmp_path, hostfile, sizes)
+        for s, w in zip(sizes, want, strict=True):
+            assert got[s] == pytest.approx(w, rel=0.02), (hostfile, s)
+
+
 def test_a_platform_calibrated_on_a_disturbed_node_says_so(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A model fitted to runs on a busy node carries that load in its noise, and every

@@ -478,3 +478,59 @@ def test_pairs_on_the_same_switch_or_across_from_slurms_topology(
         manifest = json.loads((tmp_path / mode / "manifest.json").read_text())
         found[mode] = [tuple(p) for p in manifest["campaign"]["pairs"]]
     assert found == {"same": [(n1, n2)], "across": [(n1, n3), (n2, n3)]}
+
+
+COLL_CAMPAIGN = """\
+name: slurm-coll
+mpi: openmpi
+transports: [shm]
+placement: intra-node
+repetitions: 1
+seed: 19
+launcher: srun --mpi=pmix
+slurm:
+  partition: {partition}
+  time: "00:05:00"
+tools:
+  - tool: collectives
+    platform: {platform}
+    algorithms: [pair]
+    np: [2, 4]
+    sizes: [1K]
+    reps: 2
+    deterministic: true
+"""
+
+
+def test_collectives_points_run_as_slurm_array_tasks_and_collect(slurm_cluster: Cluster,
+                                                                 tmp_path: Path) -> None:
+    """The collectives section on a real Slurm (issue 61): each (algorithm, numproc) is an
+    array task of the usual templates, srun runs the sweep in the job's folder, and
+    'collectives collect' gathers the points as a local sweep's folder."""
+    from kit.outputs.collsweep import read_dataset
+    from kit.outputs.export.platform import cluster_platform
+    from tests.builders import three_linear_regimes
+
+    platform = tmp_path / "platform"
+    cluster_platform(three_linear_regimes(1e-8), hosts=4, cabinet=2).write(platform)
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(COLL_CAMPAIGN.format(partition=slurm_cluster.partition,
+                                             platform=platform))
+    out, merged = tmp_path / "campaign", tmp_path / "merged"
+    assert _pt2pt(slurm_cluster, "plan", campaign, "-o", out).returncode == 0
+    sub = _pt2pt(slurm_cluster, "submit", out)
+    assert sub.returncode == 0, sub.stderr
+    ids = json.loads((out / "submitted.json").read_text())["jobs"]
+    assert len(ids) == 2 and all(re.fullmatch(r"\d+_0", sid) for sid in ids.values()), ids
+    _wait_gone(slurm_cluster, list(ids.values()))
+    for job in ids:
+        record = json.loads((out / "jobs" / job / "job.json").read_text())
+        assert record["state"] == "completed", record
+        assert record["command"][:2] == ["srun", "--mpi=pmix"]
+    got = _pt2pt(slurm_cluster, "collectives", "collect", out, merged)
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "2 new point(s)" in got.stdout
+    rows = read_dataset(merged)
+    assert sorted(set(rows["numproc"])) == [2, 4] and set(rows["status"]) == {"ok"}
+    analyzed = _pt2pt(slurm_cluster, "collectives", "analyze", merged)
+    assert analyzed.returncode == 0 and "split at 2: a cabinet's ranks" in analyzed.stdout

@@ -20,7 +20,7 @@ from kit import tools
 from kit.core.errors import CampaignError, IngestError
 from kit.data.dataset import runs, series_table
 from kit.data.ingest import ingest
-from kit.data.ingest.sniff import detect
+from kit.data.ingest.sniff import detect, formats
 from kit.measure.campaign.plan import plan_campaign
 from tests import example_tool
 
@@ -71,8 +71,10 @@ def binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_registry_lists_every_builtin_tool_from_its_own_module() -> None:
     assert tools.names() == ("probe", "osu", "skampi", "logp", "reprompi", "app",
-                             "calibration", "csv", "netgauge")
-    assert tools.plannable() == ("probe", "osu", "skampi", "app")
+                             "calibration", "collectives", "csv", "netgauge")
+    assert tools.plannable() == ("probe", "osu", "skampi", "app", "collectives")
+    # the collective sweep's jobs are points, not samples: no ingest format
+    assert "collectives" not in formats() and "csv" in formats()
     for name, tool in tools.REGISTRY.items():
         assert type(tool).__module__.startswith("kit.tools."), name
         assert tool.sniffers(), name

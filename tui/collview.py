@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kit.analyses.collectives import LEVEL, SPLIT, WITHIN
+from kit.analyses.collectives import LEVEL, WITHIN
 
 RANKING_HEADERS = ["collective", "numproc", "size", "best", "best time (s)", "ratios to the best"]
 #: One colour per algorithm of a plot, in the order the legend lists them.
@@ -54,13 +54,14 @@ class CollectivesView:
                         empty_message="no completed point at this size"), legend
 
 
-def load(out_dir: Path, *, within: tuple[float, ...] = WITHIN, split: int = SPLIT,
+def load(out_dir: Path, *, within: tuple[float, ...] = WITHIN, split: int | None = None,
          seed: int = 1) -> CollectivesView:
     """Read a sweep folder (UserError naming it when it holds no sweep) and rank it."""
     from kit.analyses.collectives import point_medians, ranking, selector_lines, shares
-    from kit.outputs.collsweep import read_dataset
+    from kit.outputs.collsweep import read_dataset, topology_split
 
     rows = read_dataset(Path(out_dir))
+    split, why = (split, str(split)) if split is not None else topology_split(Path(out_dir))
     ranked = ranking(rows)
     table = []
     for (coll, n, size), part in ranked.partition_by(
@@ -95,4 +96,4 @@ def load(out_dir: Path, *, within: tuple[float, ...] = WITHIN, split: int = SPLI
         statistic=("time = median simulated time over repetitions (slowest rank); ratio = time "
                    "/ the best algorithm's at the same (numproc, size); share = configurations "
                    f"within X % of the best [{LEVEL:.0%} bootstrap interval over "
-                   f"configurations]; numproc ranges split at {split}"))
+                   f"configurations]; numproc ranges split at {why}"))

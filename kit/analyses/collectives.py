@@ -16,8 +16,10 @@ is computed here once.
   resampling unit; the same resamples for every algorithm), seeded. At a share of 0 or 1
   every resample agrees, so there the bound away from it is the exact binomial
   (Clopper-Pearson) one, ``1 - 0.025^(1/n)``: two configurations all within say little.
-* Ranges split numproc at ``split`` (default 256, the 2015 study's cabinet boundary):
-  ``numproc <= split`` and ``numproc > split``, plus ``all``.
+* Ranges split numproc at ``split``: ``numproc <= split`` and ``numproc > split``, plus
+  ``all`` (``split`` None: ``all`` only). Where the topology changes: the sweep's cabinet
+  capacity in ranks, or the 2015 study's cabinet boundary 256 on a flat platform
+  (``kit.outputs.collsweep.topology_split`` says which and why).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import polars as pl
 #: The libraries' selectors among SMPI's algorithm names: each picks an algorithm per call.
 SELECTORS = ("default", "ompi", "mpich", "mvapich2", "impi", "automatic")
 WITHIN = (2.0, 5.0, 10.0)
+#: The 2015 study's cabinet boundary (numproc), the split on a flat platform.
 SPLIT = 256
 RESAMPLES = 2000
 LEVEL = 0.95
@@ -77,15 +80,18 @@ def ranking(rows: pl.DataFrame) -> pl.DataFrame:
             .sort([*keys, "ratio", "algorithm"]))
 
 
-def _ranges(numprocs: np.ndarray, split: int) -> list[tuple[str, np.ndarray]]:
+def _ranges(numprocs: np.ndarray, split: int | None) -> list[tuple[str, np.ndarray]]:
     out = [("all", np.ones(numprocs.size, dtype=bool))]
+    if split is None:
+        return out
     low = numprocs <= split
     if low.any() and (~low).any():
         out += [(f"<={split}", low), (f">{split}", ~low)]
     return out
 
 
-def shares(rows: pl.DataFrame, *, within: tuple[float, ...] = WITHIN, split: int = SPLIT,
+def shares(rows: pl.DataFrame, *, within: tuple[float, ...] = WITHIN,
+           split: int | None = SPLIT,
            resamples: int = RESAMPLES, seed: int = 1) -> list[Share]:
     """Every algorithm's share within each X %, per numproc range (see the module doc)."""
     ranked = ranking(rows).filter(pl.col("best").is_not_null())

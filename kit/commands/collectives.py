@@ -54,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "OUT/points.jsonl); 'analyze' prints per configuration the best algorithm and every "
         "algorithm's ratio to it, and per algorithm the share of configurations within X %% "
         "of the best with 95 %% bootstrap intervals. Needs SimGrid.")
-    sub = p.add_subparsers(dest="action", required=True, metavar="sweep|analyze|validate")
+    sub = p.add_subparsers(dest="action", required=True,
+                           metavar="sweep|collect|analyze|validate")
     s = sub.add_parser("sweep", help="run the points not yet in OUT",
                        description="Run every point not yet in OUT. A point that exceeds "
                        "--time-limit or --memory-limit, or that SimGrid stops, is recorded "
@@ -88,6 +89,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "page tables and kernel time grow as numproc^2 x size); the simulated "
                    "times are the same")
     s.set_defaults(func=run_sweep)
+    c = sub.add_parser("collect", help="gather a campaign's collectives jobs into OUT",
+                       description="Merge the point journals of the '- tool: collectives' jobs "
+                       "of a planned campaign (pt2pt plan, then submit or run-local) into OUT, "
+                       "the folder 'sweep' writes: 'analyze' and the TUI read it alike. Run it "
+                       "again as jobs end: points already in OUT are kept.")
+    c.add_argument("campaign", type=Path, metavar="CAMPAIGN", help="the planned campaign folder")
+    c.add_argument("out", type=Path, metavar="OUT", help="output folder (created or extended)")
+    c.set_defaults(func=run_collect)
     a = sub.add_parser("analyze", help="best algorithm per configuration, shares within X %%",
                        description="Read OUT (even a sweep stopped early) and print the "
                        "ranking and the shares within X %% (see kit/analyses/collectives.py "
@@ -95,8 +104,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("out", type=Path, metavar="OUT")
     a.add_argument("--within", type=_list(_percent, "percentages"), default=[2.0, 5.0, 10.0],
                    metavar="X,...", help="thresholds in %% (default 2,5,10)")
-    a.add_argument("--split", type=integer(1, 1 << 20, "ranks"), default=256,
-                   help="numproc at which the ranges split (default 256)")
+    a.add_argument("--split", type=integer(1, 1 << 20, "ranks"), metavar="N",
+                   help="numproc at which the ranges split (default: where the topology "
+                   "changes, a cabinet's ranks on a platform with cabinets; on a flat one the "
+                   "2015 study's 256)")
     a.add_argument("--resamples", type=argtypes.resamples, default=2000)
     a.add_argument("--seed", type=argtypes.seed, default=1, help="bootstrap seed (default 1)")
     a.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -157,21 +168,36 @@ def run_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_collect(args: argparse.Namespace) -> int:
+    from kit.outputs.collsweep import DATASET, collect_campaign
+
+    found = collect_campaign(args.campaign, args.out)
+    for job, what in found.jobs.items():
+        print(f"{job}: {what}")
+    print(f"{found.added} new point(s) in {args.out / DATASET}"
+          + (f"; {found.duplicates} already there, kept as they were" if found.duplicates
+             else ""))
+    return 0
+
+
 def run_analyze(args: argparse.Namespace) -> int:
     from kit.analyses.collectives import ranking, selector_lines, shares
-    from kit.outputs.collsweep import read_dataset
+    from kit.outputs.collsweep import read_dataset, topology_split
 
     rows = read_dataset(args.out)
     ranked = ranking(rows)
-    found = shares(rows, within=tuple(args.within), split=args.split,
+    split, why = ((args.split, f"{args.split} (option --split)") if args.split is not None
+                  else topology_split(args.out))
+    found = shares(rows, within=tuple(args.within), split=split,
                    resamples=args.resamples, seed=args.seed)
     if args.report is not None:
         from kit.outputs.report.collectives import write_report
 
         page = write_report(args.report, rows, found, source=str(args.out),
-                            within=list(args.within), split=args.split)
+                            within=list(args.within), split=why)
     if args.json:
         print(json.dumps({"ranking": ranked.to_dicts(), "shares": [s.to_dict() for s in found],
+                          "split": split, "split_reason": why,
                           "selectors": selector_lines(found)}, indent=1, default=str))
         return 0
     print("time = median simulated time over repetitions (slowest rank); ratio = time / the "
@@ -186,7 +212,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             f"{best:.4g} s" if best is not None else "(none completed)")
         print(head + " | " + ", ".join(cells))
     print("\nshare of configurations within X % of the best, 95 % bootstrap interval over "
-          "configurations")
+          f"configurations; numproc ranges split at {why}")
     xs = list(dict.fromkeys(s.within_percent for s in found))
     print(f"{'collective':<10} {'algorithm':<22} {'numproc':<7} {'n':>4}"
           + "".join(f"{f'within {x:g} %':>21}" for x in xs))

@@ -98,7 +98,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          "host; default: they follow MODEL)")
     cluster.add_argument("--backbone", metavar="B,L",
                          help="the switch's capacity and latency, e.g. 10GBps,1us (default: "
-                         "non-blocking)")
+                         "non-blocking; with --cabinet, each cabinet's switch)")
+    cluster.add_argument("--cabinet", type=integer(1, 65536, "hosts per cabinet"), metavar="K",
+                         help="topology: cabinets of K hosts, each cabinet's hosts sharing one "
+                         "uplink to a core for their messages to other cabinets (default: "
+                         "flat, one switch)")
+    cluster.add_argument("--uplink", metavar="B[,L]",
+                         help="each cabinet's uplink: bandwidth and optional latency, e.g. "
+                         "10Gbps,2us (default: one host link's bandwidth, no latency)")
     p.set_defaults(func=run)
 
 
@@ -123,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         intra = others["intra"].model if "intra" in others else None
         return _run_cluster(args, model, send, recv, intra, latency, bandwidth,
                             fitted.provenance, notes)
-    for option in ("intra", "backbone"):
+    for option in ("intra", "backbone", "cabinet", "uplink"):
         if getattr(args, option) is not None:
             raise UserError("needs --hosts (it describes a cluster platform)",
                             where=f"option --{option}", hint="add --hosts N")
@@ -180,16 +187,24 @@ def _run_cluster(args: argparse.Namespace, model: Any, send: Any, recv: Any, int
         backbone = LinkValue(parse_quantity(bw_text, _BW_UNITS, "--backbone", BANDWIDTH_RANGE),
                              parse_quantity(lat_text, _TIME_UNITS, "--backbone",
                                             LATENCY_RANGE))
+    uplink = None
+    if args.uplink:
+        bw_text, sep, lat_text = args.uplink.partition(",")
+        uplink = LinkValue(parse_quantity(bw_text, _BW_UNITS, "--uplink", BANDWIDTH_RANGE),
+                           parse_quantity(lat_text, _TIME_UNITS, "--uplink", LATENCY_RANGE)
+                           if sep else 0.0)
     platform = cluster_platform(model, hosts=args.hosts, cores=args.cores, intra_model=intra,
                                 send_model=send, recv_model=recv, latency=latency,
                                 bandwidth=bandwidth, backbone=backbone,
+                                cabinet=args.cabinet, uplink=uplink,
                                 version=args.simgrid_version, provenance=provenance)
     platform.notes.extend(quality_notes)
     out = args.output or args.model.with_name(args.model.stem + "-platform")
     for path in platform.write(out):
         print(f"wrote {path}")
+    cabinets = f" in cabinets of {platform.cabinet}" if platform.cabinet else ""
     print(f"SimGrid {platform.version[0]}.{platform.version[1]}: {platform.hosts} hosts x "
-          f"{platform.cores} cores; inter-node route {platform.inter.latency:.6g} s, "
+          f"{platform.cores} cores{cabinets}; inter-node route {platform.inter.latency:.6g} s, "
           f"{platform.inter.bandwidth:.6g} B/s" + (
               f"; intra-node {platform.loopback.latency:.6g} s, "
               f"{platform.loopback.bandwidth:.6g} B/s" if platform.intra else ""))

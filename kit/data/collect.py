@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit import tools
 from kit.core.errors import UserError
 from kit.core.liveness import file_locked, pid_alive, this_host
 from kit.measure.campaign import slurm
@@ -116,6 +117,12 @@ def _alive_here(job_dir: Path, paths: list[Path]) -> str | None:
     return None
 
 
+def _collected_by(job: dict[str, Any]) -> str | None:
+    """The command that gathers the job's outputs when its tool's are not samples."""
+    name = str(job.get("tool"))
+    return tools.get(name).collected_by if name in tools.names() else None
+
+
 def collect(campaign_dir: Path, dataset: Path, *,
             env: Mapping[str, str] | None = None) -> CollectReport:
     campaign_dir = campaign_dir.resolve()
@@ -129,7 +136,10 @@ def collect(campaign_dir: Path, dataset: Path, *,
         out = JobOutcome(job=job["id"], outcome="missing")
         state = record.get("state") if record else None
         reason = str(record.get("reason") or "") if record else ""
-        if state == "completed":
+        other = _collected_by(job)
+        if other and state in ("completed", *_PARTIAL_STATES):
+            out.outcome, out.detail = "skipped", f"{state}: not samples; gather with {other}"
+        elif state == "completed":
             out.outcome, out.complete = "ingested", True
             _ingest(job, paths, dataset, name, out)
         elif state == "skipped":

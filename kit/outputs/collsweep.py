@@ -58,13 +58,15 @@ from typing import Any
 
 import polars as pl
 
+from kit.analyses.collectives import SPLIT
 from kit.core.atomicwrite import make_dirs, replacing, write_text
 from kit.core.errors import UserError
 from kit.outputs.appsim import _hostfile, _plugin, _reason
 from kit.outputs.export.platform import load_platform
 from kit.tools import app as apps
+from kit.tools.collectives import COLLECTIVES
+from kit.tools.collectives import SWEEP_DIR as JOB_SWEEP_DIR
 
-COLLECTIVES = ("alltoall", "allreduce", "bcast", "allgather", "reduce")
 STATUSES = ("ok", "timeout", "memory", "failed")
 JOURNAL = "points.jsonl"
 DATASET = "collectives.parquet"
@@ -288,16 +290,19 @@ def run_point(sweep: Sweep, collective: str, algorithm: str, numproc: int, size:
 # --------------------------------------------------------------------------- the sweep
 
 
-def read_journal(out_dir: Path) -> list[Point]:
-    """The finished points of ``out_dir``; a last line cut by an interruption is dropped."""
+def read_journal(out_dir: Path, *, repair: bool = True) -> list[Point]:
+    """The finished points of ``out_dir``; a last line cut by an interruption is dropped
+    (and, with ``repair``, cut off the file, so the resumed sweep appends whole lines; not
+    when reading a journal another process may be writing, as a campaign's running job)."""
     path = out_dir / JOURNAL
     if not path.is_file():
         return []
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):  # interrupted mid-line: keep whole lines only
         data = data[: data.rfind(b"\n") + 1]
-        with open(path, "r+b") as fh:
-            fh.truncate(len(data))
+        if repair:
+            with open(path, "r+b") as fh:
+                fh.truncate(len(data))
     points = []
     for no, line in enumerate(data.decode().splitlines(), 1):
         try:
@@ -346,6 +351,29 @@ def read_dataset(out_dir: Path) -> pl.DataFrame:
     return frame(read_journal(out_dir))
 
 
+def topology_split(out_dir: Path) -> tuple[int | None, str]:
+    """Where the analysis splits numproc, and why: at a cabinet's capacity in ranks when the
+    sweep's platform has cabinets (the ranks of a point fill hosts in order, one per host
+    unless the sweep gave ``ranks_per_host``: up to that capacity they stay in the first
+    cabinet, beyond it messages cross the uplinks); else the 2015 study's boundary, 256,
+    kept so the shares compare with its figures although nothing changes there."""
+    study = (SPLIT, f"{SPLIT}: the 2015 study's cabinet boundary (this platform is "
+             "flat)")
+    try:
+        doc = json.loads((out_dir / "sweep.json").read_text())
+        topo = doc.get("topology") or load_platform(Path(doc["platform"]))
+        cabinet, hosts = topo.get("cabinet"), int(topo["hosts"])
+        per = int(doc.get("ranks_per_host") or 1)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError):
+        return (study[0], f"{SPLIT}: the 2015 study's cabinet boundary (the sweep's "
+                "platform is not readable)")
+    if not cabinet or int(cabinet) >= hosts:
+        return study
+    cap = int(cabinet) * per
+    return cap, (f"{cap}: a cabinet's ranks ({cabinet} hosts x {per} rank(s) per host); above, "
+                 "messages cross the cabinets' uplinks")
+
+
 def run_sweep(sweep: Sweep, out_dir: Path,
               on_point: Callable[[Point, int, int], None] | None = None) -> list[Point]:
     """Run every point of ``sweep`` not yet in ``out_dir``'s journal; returns all points."""
@@ -361,7 +389,9 @@ def run_sweep(sweep: Sweep, out_dir: Path,
     seen = {p.key for p in done}
     todo = [k for k in sweep.points() if k not in seen]
     write_text(out_dir / "sweep.json", json.dumps(
-        {**asdict(sweep), "platform": str(sweep.platform.resolve())}, indent=2) + "\n")
+        {**asdict(sweep), "platform": str(sweep.platform.resolve()),
+         "topology": {k: doc.get(k) for k in ("hosts", "cores", "cabinet")}},
+        indent=2) + "\n")
     binary = apps.build(apps.program("collbench"), "smpicc")
     with tempfile.TemporaryDirectory(prefix="pt2pt-coll-") as tmp:
         for i, (c, a, n, s) in enumerate(todo, 1):
@@ -372,3 +402,60 @@ def run_sweep(sweep: Sweep, out_dir: Path,
                 on_point(point, i, len(todo))
     write_dataset(out_dir, done)
     return done
+
+
+# --------------------------------------------------------------------------- campaigns
+
+
+@dataclass
+class Collected:
+    """What :func:`collect_campaign` gathered: points added, and each job's state."""
+
+    added: int = 0
+    duplicates: int = 0
+    jobs: dict[str, str] = field(default_factory=dict)  # job id -> what was taken
+
+
+def collect_campaign(campaign_dir: Path, out_dir: Path) -> Collected:
+    """Merge the point journals of a campaign's ``collectives`` jobs into ``out_dir``, the
+    folder a local sweep writes (journal, ``sweep.json``, dataset), so ``analyze`` and the TUI
+    read both alike. Run it again as jobs end: a point already in ``out_dir`` is kept as it
+    is (one run of it is a point; a campaign's repetitions of a job add none), a job still
+    running gives what it has finished."""
+    from kit.measure.campaign.manifest import read_job_json, read_manifest
+
+    manifest = read_manifest(campaign_dir)
+    jobs = [j for j in manifest.get("jobs", []) if j.get("tool") == "collectives"]
+    if not jobs:
+        raise UserError("the campaign has no collectives jobs", where=str(campaign_dir),
+                        hint="plan a campaign with a '- tool: collectives' entry")
+    make_dirs(out_dir)
+    done = read_journal(out_dir)
+    seen = {p.key for p in done}
+    found = Collected()
+    first_sweep: dict[str, Any] | None = None
+    for job in jobs:
+        folder = campaign_dir / job["dir"] / JOB_SWEEP_DIR
+        record = read_job_json(campaign_dir, job)
+        state = str(record.get("state")) if record else "not ended"
+        points = read_journal(folder, repair=False)
+        if first_sweep is None and (folder / "sweep.json").is_file():
+            with contextlib.suppress(OSError, ValueError):
+                first_sweep = json.loads((folder / "sweep.json").read_text())
+        new = [p for p in points if p.key not in seen]
+        found.duplicates += len(points) - len(new)
+        for point in new:
+            _append(out_dir, point)
+            seen.add(point.key)
+            done.append(point)
+        found.added += len(new)
+        found.jobs[job["id"]] = f"{state}, {len(points)} point(s), {len(new)} new"
+    if first_sweep is not None:
+        doc = {**first_sweep, "campaign": str(campaign_dir.resolve()),
+               "algorithms": {c: sorted({p.algorithm for p in done if p.collective == c})
+                              for c in dict.fromkeys(p.collective for p in done)},
+               "numprocs": sorted({p.numproc for p in done}),
+               "sizes": sorted({p.size for p in done})}
+        write_text(out_dir / "sweep.json", json.dumps(doc, indent=2) + "\n")
+    write_dataset(out_dir, done)
+    return found

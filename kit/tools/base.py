@@ -138,6 +138,10 @@ class Tool:
         """Concurrent pairs per job (0: one plain pair); one job variant per value."""
         return [0]
 
+    #: the command that gathers this tool's job outputs when they are not samples (``pt2pt
+    #: collect`` leaves such jobs to it); None: ``pt2pt collect`` ingests them
+    collected_by: str | None = None
+
     #: how a variant of :meth:`concurrency` is named in job names (``-k4``; app: ``-np4``)
     variant_tag: str = "k"
 

@@ -23,8 +23,9 @@ __all__ = ["FORMATS", "Companion", "check_forced", "detect", "formats", "head_li
 
 def formats() -> tuple[str, ...]:
     """Parsers selectable with ``--tool`` (the dataset's tool column takes the same names):
-    every tool of the registry (kit.tools)."""
-    return tools.names()
+    every tool of the registry (kit.tools) whose outputs are samples (not one that names
+    another command to gather them, ``collected_by``)."""
+    return tuple(n for n in tools.names() if tools.get(n).collected_by is None)
 
 
 #: The tools known at import; :func:`formats` also sees tools registered later.

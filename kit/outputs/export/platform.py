@@ -21,7 +21,16 @@ the platform SMPI runs MPI programs on (issue 57):
   off, ``smpi/wtime:0``, TCP-gamma out of the way);
 * per-link nominal values (``link_values``: bandwidth and latency of a named link, e.g. one
   host's slower NIC) that a ``<cluster>`` tag cannot say: the plugin sets them when the
-  platform is created. This is the hook for per-host/per-link deviations (issue 58).
+  platform is created. This is the hook for per-host/per-link deviations (issue 58);
+* a topology (issue 61): flat (one switch, the default) or **cabinets** of K hosts
+  (``cabinet``), each its own switch (a ``<cluster>``, the same host links), joined by one
+  shared uplink per cabinet (``uplink``, split-duplex) to a core: a message between
+  cabinets crosses its cabinet's uplink and the other's, so the hosts of a cabinet share
+  them. The route within a cabinet is the flat platform's; one between cabinets adds the
+  uplinks (and the cabinets' backbones, when given): a model measured inside one cabinet
+  says nothing of the uplink, so its value is the user's (default: one host link's
+  bandwidth, no latency, which the notes say). Written as SimGrid's griffon example does,
+  one ``<zoneRoute>`` per ordered pair of cabinets (hence at most :data:`MAX_CABINETS`).
 
 What it cannot carry is refused with the reason (:class:`kit.core.errors.ModelError`): a
 model the pair export refuses (non-physical factors, overheads longer than the ping-pong, in
@@ -53,6 +62,8 @@ from kit.outputs.export.simgrid import SimgridExport, _num, export_simgrid, fact
 CALLBACKS_SINCE = (3, 31)
 MAX_HOSTS = 65536
 MAX_CORES = 4096
+#: Cabinets of a platform: the routes between them are written out, one per ordered pair.
+MAX_CABINETS = 128
 #: Files :meth:`ClusterPlatform.write` writes (and :func:`load_platform` reads).
 FILES = ("platform.xml", "hostfile", "network.tsv", "smpi-config.txt", "platform.json")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
@@ -90,19 +101,38 @@ class ClusterPlatform:
     prefix: str = "node-"
     #: what each host stands for (``node-i`` is ``labels[i]``), e.g. the measured node's name
     labels: list[str] = field(default_factory=list)
+    #: hosts per cabinet (None: flat, one switch); the last cabinet may hold fewer
+    cabinet: int | None = None
+    #: each cabinet's uplink to the core (``<name>_uplink_<c>_UP`` / ``_DOWN``)
+    uplink: LinkValue | None = None
 
     # ---------------------------------------------------------------- names
     def host_names(self) -> list[str]:
         return [f"{self.prefix}{i}" for i in range(self.hosts)]
 
+    def cabinets(self) -> list[range]:
+        """The hosts of each cabinet, in order (one range when flat)."""
+        k = self.cabinet or self.hosts
+        return [range(a, min(a + k, self.hosts)) for a in range(0, self.hosts, k)]
+
+    def _zone(self, host: int) -> str:
+        """The ``<cluster>`` id holding ``host`` (SimGrid names its links after it)."""
+        return f"{self.name}-cab{host // self.cabinet}" if self.cabinet else self.name
+
     def link_names(self, host: int) -> dict[str, str]:
         """The SimGrid names of host ``host``'s links (what ``link_values`` keys name)."""
-        base = f"{self.name}_link_{host}"
+        base = f"{self._zone(host)}_link_{host}"
         return {"up": f"{base}_UP", "down": f"{base}_DOWN", "loopback": f"{base}_loopback"}
 
     def all_link_names(self) -> list[str]:
         names = [n for i in range(self.hosts) for n in self.link_names(i).values()]
-        return names + ([f"{self.name}_backbone"] if self.backbone else [])
+        zones = [self._zone(c.start) for c in self.cabinets()]
+        if self.backbone:
+            names += [f"{z}_backbone" for z in zones]
+        if self.cabinet:
+            names += [f"{self.name}_uplink_{c}_{d}" for c in range(len(zones))
+                      for d in ("UP", "DOWN")]
+        return names
 
     def with_link_values(self, link_values: Mapping[str, LinkValue],
                          labels: list[str] | None = None) -> ClusterPlatform:
@@ -128,23 +158,51 @@ class ClusterPlatform:
 
     # ---------------------------------------------------------------- files
     def platform_xml(self) -> str:
-        """The ``<cluster>``: hosts, private links, loopbacks, the optional backbone."""
+        """The ``<cluster>`` (one per cabinet): hosts, private links, loopbacks, the optional
+        backbone; with cabinets, their uplinks and the routes between them."""
         bb = (f' bb_bw="{_num(self.backbone.bandwidth)}Bps" '
               f'bb_lat="{_num(self.backbone.latency)}s"' if self.backbone else "")
-        return (
+        head = (
             "<?xml version='1.0'?>\n"
             '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
-            f"<!-- pt2pt-kit cluster platform: {self.hosts} hosts x {self.cores} cores. The\n"
+            f"<!-- pt2pt-kit cluster platform: {self.hosts} hosts x {self.cores} cores"
+            + (f" in cabinets of {self.cabinet}" if self.cabinet else "") + ". The\n"
             "     network factors live in network.tsv (route classes intra/inter) and are\n"
             "     applied by libpt2pt_noise (see smpi-config.txt and docs/simgrid.md): run\n"
             "     with it, never with smpi/lat-factor strings. -->\n"
-            '<platform version="4.1">\n'
-            f'  <cluster id="{self.name}" prefix="{self.prefix}" suffix="" '
-            f'radical="0-{self.hosts - 1}" speed="{_num(self.speed)}f" core="{self.cores}" '
-            f'bw="{_num(self.link.bandwidth)}Bps" lat="{_num(self.link.latency)}s" '
-            f'loopback_bw="{_num(self.loopback.bandwidth)}Bps" '
-            f'loopback_lat="{_num(self.loopback.latency)}s"{bb}/>\n'
-            "</platform>\n")
+            '<platform version="4.1">\n')
+
+        def cluster(zone: str, hosts: range, indent: str, router: str = "") -> str:
+            return (f'{indent}<cluster id="{zone}" prefix="{self.prefix}" suffix="" '
+                    f'radical="{hosts.start}-{hosts.stop - 1}" speed="{_num(self.speed)}f" '
+                    f'core="{self.cores}" bw="{_num(self.link.bandwidth)}Bps" '
+                    f'lat="{_num(self.link.latency)}s" '
+                    f'loopback_bw="{_num(self.loopback.bandwidth)}Bps" '
+                    f'loopback_lat="{_num(self.loopback.latency)}s"{bb}'
+                    + (f' router_id="{router}"' if router else "") + "/>\n")
+
+        if not self.cabinet:
+            return head + cluster(self.name, range(self.hosts), "  ") + "</platform>\n"
+        assert self.uplink is not None
+        cabs = self.cabinets()
+        zones = [self._zone(c.start) for c in cabs]
+        lines = [f'  <zone id="{self.name}" routing="Full">\n']
+        lines += [cluster(z, c, "    ", f"{z}-router") for z, c in zip(zones, cabs, strict=True)]
+        lines += [f'    <link id="{self.name}_uplink_{i}" '
+                  f'bandwidth="{_num(self.uplink.bandwidth)}Bps" '
+                  f'latency="{_num(self.uplink.latency)}s" sharing_policy="SPLITDUPLEX"/>\n'
+                  for i in range(len(cabs))]
+        # one route per direction: the source cabinet's uplink UP, the destination's DOWN
+        for a, za in enumerate(zones):
+            for b, zb in enumerate(zones):
+                if a != b:
+                    lines.append(
+                        f'    <zoneRoute src="{za}" dst="{zb}" gw_src="{za}-router" '
+                        f'gw_dst="{zb}-router" symmetrical="NO">'
+                        f'<link_ctn id="{self.name}_uplink_{a}" direction="UP"/>'
+                        f'<link_ctn id="{self.name}_uplink_{b}" direction="DOWN"/>'
+                        "</zoneRoute>\n")
+        return head + "".join(lines) + "  </zone>\n</platform>\n"
 
     def hostfile(self, ranks_per_host: int = 1) -> str:
         """SMPI's hostfile: ``ranks_per_host`` consecutive ranks on each host, in order."""
@@ -187,6 +245,7 @@ class ClusterPlatform:
             "speed_flops": self.speed,
             "link": vars(self.link), "loopback": vars(self.loopback),
             "backbone": vars(self.backbone) if self.backbone else None,
+            "cabinet": self.cabinet, "uplink": vars(self.uplink) if self.uplink else None,
             "link_values": {k: vars(v) for k, v in sorted(self.link_values.items())},
             "host_labels": {h: label for h, label in zip(self.host_names(), self.labels,
                                                         strict=False)},
@@ -236,6 +295,7 @@ def cluster_platform(inter_model: PointToPointModel, *, hosts: int, cores: int =
                      latency: float | None = None, bandwidth: float | None = None,
                      backbone: LinkValue | None = None,
                      link_values: Mapping[str, LinkValue] | None = None,
+                     cabinet: int | None = None, uplink: LinkValue | None = None,
                      version: tuple[int, int] | str | None = None, name: str = "pt2pt",
                      provenance: Mapping[str, Any] | None = None) -> ClusterPlatform:
     """The cluster platform of ``hosts`` hosts with ``cores`` cores for a campaign's models.
@@ -249,7 +309,9 @@ def cluster_platform(inter_model: PointToPointModel, *, hosts: int, cores: int =
     ``backbone``: the switch's capacity and latency (default non-blocking); its latency is
     taken out of the host links' so that the route's total stays the model's.
     ``link_values``: nominal values of named links (:meth:`ClusterPlatform.link_names`),
-    set by the plugin at load: per-host/per-link deviations. Raises ``ModelError`` /
+    set by the plugin at load: per-host/per-link deviations. ``cabinet``: hosts per cabinet
+    (None: flat), joined by one ``uplink`` per cabinet (default: a host link's bandwidth, no
+    latency). Raises ``ModelError`` /
     ``UserError`` with the reason for what SimGrid cannot carry (see the module doc).
     """
     _check_counts(hosts, cores)
@@ -289,6 +351,7 @@ def cluster_platform(inter_model: PointToPointModel, *, hosts: int, cores: int =
         notes.append(f"backbone {backbone.bandwidth:.4g} B/s shared by every inter-node "
                      "message: the models were measured one pair at a time")
     half = (route.latency - (backbone.latency if backbone else 0.0)) / 2
+    cabinet, uplink = _topology(hosts, cabinet, uplink, route, notes)
     loop = LinkValue(intra.bandwidth, intra.latency) if intra else route
     config = {k: v for k, v in inter.config.items()
               if k not in factor_keys(inter.version) and k != "network/TCP-gamma"}
@@ -298,10 +361,49 @@ def cluster_platform(inter_model: PointToPointModel, *, hosts: int, cores: int =
     platform = ClusterPlatform(name=name, hosts=hosts, cores=cores,
                                link=LinkValue(route.bandwidth, half), loopback=loop,
                                backbone=backbone, inter=inter, intra=intra, config=config,
-                               version=inter.version, notes=notes)
+                               version=inter.version, notes=notes, cabinet=cabinet,
+                               uplink=uplink)
     if link_values:
         platform = platform.with_link_values(link_values)
     return platform
+
+
+def _topology(hosts: int, cabinet: int | None, uplink: LinkValue | None, route: LinkValue,
+              notes: list[str]) -> tuple[int | None, LinkValue | None]:
+    """The checked (cabinet, uplink) of a platform; (None, None) when it is flat."""
+    if cabinet is None:
+        if uplink is not None:
+            raise UserError("an uplink needs cabinets", where="option --uplink",
+                            hint="add --cabinet K (hosts per cabinet)")
+        return None, None
+    if isinstance(cabinet, bool) or not isinstance(cabinet, int) or cabinet < 1:
+        raise UserError(f"{cabinet!r} hosts per cabinet", where="option --cabinet",
+                        hint=f"give a whole number of hosts, 1..{hosts}")
+    count = math.ceil(hosts / cabinet)
+    if count > MAX_CABINETS:
+        raise UserError(f"{count} cabinets of {cabinet} hosts: the routes between cabinets are "
+                        f"written one per ordered pair, at most {MAX_CABINETS} cabinets",
+                        where="option --cabinet",
+                        hint=f"give at least {math.ceil(hosts / MAX_CABINETS)} hosts per cabinet")
+    if count == 1:
+        notes.append(f"one cabinet holds all {hosts} hosts: the platform is flat")
+        if uplink is not None:
+            raise UserError("an uplink needs two cabinets or more", where="option --uplink",
+                            hint=f"give --cabinet below {hosts}, or leave --uplink out")
+        return None, None
+    if uplink is None:
+        uplink = LinkValue(route.bandwidth, 0.0)
+        how = "one host link's bandwidth and no latency (the default: give --uplink)"
+    else:
+        if not (uplink.bandwidth > 0 and uplink.latency >= 0 and math.isfinite(
+                uplink.bandwidth) and math.isfinite(uplink.latency)):
+            raise UserError(f"uplink {uplink.bandwidth} B/s, {uplink.latency} s",
+                            where="option --uplink", hint="bandwidth > 0 and latency >= 0")
+        how = "as given"
+    notes.append(f"{count} cabinets of {cabinet} hosts, each with one uplink of "
+                 f"{uplink.bandwidth:.4g} B/s and {uplink.latency:.4g} s ({how}) shared by its "
+                 "hosts' messages to other cabinets; the models were measured without it")
+    return cabinet, uplink
 
 
 def load_platform(folder: Path) -> dict[str, Any]:

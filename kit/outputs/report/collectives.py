@@ -88,8 +88,9 @@ def shares_plot(path: Path, found: list[Share], collective: str) -> Path:
 
 
 def write_report(out_dir: Path, rows: pl.DataFrame, found: list[Share], *, source: str,
-                 within: list[float], split: int) -> Path:
-    """``index.html`` and one pair of PNGs per collective, into ``out_dir``."""
+                 within: list[float], split: str) -> Path:
+    """``index.html`` and one pair of PNGs per collective, into ``out_dir``; ``split`` says
+    where the numproc ranges split and why (``topology_split``'s text)."""
     make_dirs(out_dir)
     ranked = ranking(rows)
     parts = []
