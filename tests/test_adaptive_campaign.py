@@ -54,8 +54,13 @@ def test_adaptive_rounds_until_the_budget_every_round_kept(tmp_path: Path) -> No
         assert r["samples"] == 2 * len(r["sizes"]) == 200
         measured = set(data.size.astype(int).tolist())
         assert set(r["sizes"]) <= measured
-    # a second run into the same folder is refused in words, nothing lost
+    # the same command again: finished, said so, nothing measured again, nothing lost
     again = pt2pt_here("run-local", campaign, "-o", out)
-    assert again.returncode != 0 and "Traceback" not in again.stderr
-    assert "already holds an adaptive campaign" in " ".join(again.stderr.split())
+    assert again.returncode == 3 and "Traceback" not in again.stderr, again.stderr
+    assert "already finished after 3 rounds" in again.stdout
     assert len(ds.select_series(out / "dataset", {"campaign": "adaptive-local"}).size) == 600
+    # another campaign into the same folder is refused in words
+    campaign.write_text(CAMPAIGN.replace("median: 0.001", "median: 0.002"))
+    other = pt2pt_here("run-local", campaign, "-o", out)
+    assert other.returncode != 0 and "Traceback" not in other.stderr
+    assert "with other design settings" in " ".join(other.stderr.split())

@@ -16,7 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "script per configuration (tool, transport, placement, repetition) and manifest.json "
         "into DIR. The job order is shuffled from the campaign seed; the same inputs give "
         "byte-identical files. Site defaults come from /etc/pt2pt/site.yaml "
-        "(or $PT2PT_SITE_CONFIG).")
+        "(or $PT2PT_SITE_CONFIG). A campaign with 'design: adaptive' is planned round by "
+        "round as it runs: DIR then records the campaign, for 'pt2pt submit DIR' (Slurm) or "
+        "'pt2pt run-local DIR'.")
     parser.add_argument("campaign", type=Path, metavar="CAMPAIGN", help="campaign YAML file")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                         help="campaign directory to create (or re-plan if nothing ran yet)")
@@ -26,6 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kit.measure.campaign.schema import load_campaign
+
+    if args.campaign.is_file() and load_campaign(args.campaign).adaptive is not None:
+        return _adaptive(args)
     path = plan_campaign(args.campaign, args.output, force=args.force)
     manifest = read_manifest(path.parent)
     jobs = manifest["jobs"]
@@ -51,4 +57,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"  not planned: {item['tool']} {item['what']} (line {item['line']}): "
               f"{item['reason']}")
     print(f"next: pt2pt submit {path.parent}   or   pt2pt run-local {path.parent}")
+    return 0
+
+
+def _adaptive(args: argparse.Namespace) -> int:
+    from kit.fit.adaptive_campaign import prepare
+
+    state = prepare(args.campaign, args.output)
+    out = args.output.resolve()
+    settings = state["settings"]
+    print(f"adaptive campaign {args.campaign} in {out}: rounds of about "
+          f"{settings['round_samples']} samples (at most {settings['budget']['rounds']} "
+          f"rounds, {settings['budget']['samples']} samples), each planned into "
+          f"{out}/round-KK when the previous one is fitted, collected into {state['dataset']}")
+    print(f"next: pt2pt submit {out}   or   pt2pt run-local {out}")
     return 0

@@ -19,9 +19,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "after the other in the planned (shuffled) order, with 'mpirun -n 2' on this host. "
         "Give a planned directory, or a campaign YAML file (planned first into -o DIR). "
         "Jobs already completed or skipped are not run again unless --rerun. Inter-node "
-        "jobs are recorded as skipped. A campaign with 'design: adaptive' runs in rounds "
-        "(OUT/round-KK), collected into --dataset (default OUT/dataset), until its precision "
-        "target (exit 0) or its budget (exit 3); OUT/design.json records every round.")
+        "jobs are recorded as skipped. A campaign with 'design: adaptive' (the file, or the "
+        "folder 'pt2pt plan' made of it) runs in rounds (OUT/round-KK), collected into "
+        "--dataset (default OUT/dataset), until its precision target (exit 0) or its budget "
+        "(exit 3); OUT/design.json records every round; the same command resumes an "
+        "interrupted run (recorded rounds are not run again).")
     parser.add_argument("target", type=Path, metavar="DIR|CAMPAIGN")
     parser.add_argument("-o", "--output", type=Path, metavar="DIR",
                         help="where to plan a CAMPAIGN file (default: ./<file stem>)")
@@ -42,14 +44,26 @@ def _adaptive(campaign: Path) -> bool:
     return load_campaign(campaign).adaptive is not None
 
 
+def _run_adaptive(args: argparse.Namespace, out: Path) -> int:
+    from kit.fit.adaptive_campaign import prepare, run_adaptive, use_dataset
+    from kit.measure.campaign.runlocal import run_local_with_progress
+
+    if args.target.is_file():
+        prepare(args.target, out, args.dataset)
+    else:
+        use_dataset(out, args.dataset)
+    record = run_adaptive(out, run=run_local_with_progress)
+    return 0 if record["reached"] else 3
+
+
 def run(args: argparse.Namespace) -> int:
+    from kit.fit.adaptive_campaign import is_adaptive_dir
+
     target: Path = args.target
     if target.is_file() and _adaptive(target):
-        from kit.fit.adaptive_campaign import run_adaptive
-
-        out = args.output or Path.cwd() / target.stem
-        record = run_adaptive(target, out, args.dataset or out / "dataset")
-        return 0 if record["reached"] else 3
+        return _run_adaptive(args, args.output or Path.cwd() / target.stem)
+    if target.is_dir() and is_adaptive_dir(target) and args.output is None:
+        return _run_adaptive(args, target)
     if target.is_file():
         out = args.output or Path.cwd() / target.stem
         if (out / "manifest.json").is_file():

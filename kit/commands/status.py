@@ -14,7 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "status", help="table of a campaign's jobs: Slurm state, result, reason",
         description="Show each job of the campaign DIR: its Slurm state (squeue, then "
         "scontrol show job, then sacct where accounting is enabled) and its own record "
-        "(job.json: completed, skipped with the reason, failed, transport check).")
+        "(job.json: completed, skipped with the reason, failed, transport check). An "
+        "adaptive campaign's DIR: its recorded rounds, then the latest round's jobs.")
     parser.add_argument("campaign_dir", type=Path, metavar="DIR")
     parser.set_defaults(func=run)
 
@@ -22,7 +23,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from kit.fit.adaptive_campaign import describe_rounds, is_adaptive_dir, latest_round
+
+    if is_adaptive_dir(args.campaign_dir):
+        print(describe_rounds(args.campaign_dir))
+        latest = latest_round(args.campaign_dir)
+        if latest is None:
+            return 0
+        args.campaign_dir = latest
     rows = job_statuses(args.campaign_dir)
     name = read_manifest(args.campaign_dir.resolve())["campaign"]["name"]
-    Console(width=160).print(render_table(rows, f"campaign {name}"))
+    title = f"campaign {name}" + (f", {args.campaign_dir.name}"
+                                  if args.campaign_dir.name.startswith("round-") else "")
+    Console(width=160).print(render_table(rows, title))
     return 0

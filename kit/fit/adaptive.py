@@ -210,8 +210,25 @@ def fit_round(size: Array, time: Array, seed: int) -> Any:
     return RegimeModel(random_state=seed).fit(size, time)
 
 
+def _next_round(prec: Precision, design: Design, k: int, total: int
+                ) -> tuple[str | None, NDArray[np.int64], int]:
+    """After round ``k`` left ``prec`` with ``total`` samples: why to stop (None: go on),
+    and round ``k + 1``'s sizes and repetitions."""
+    none = np.zeros(0, dtype=np.int64)
+    if prec.met(design.target):
+        return "target", none, 0
+    left = design.budget.samples - total
+    if left < design.repetitions:
+        return "budget", none, 0
+    if k + 1 >= design.budget.rounds:
+        return "rounds", none, 0
+    sizes, reps = next_sizes(prec, design, k + 1, min(design.round_samples, left))
+    return ("unreachable" if len(sizes) == 0 else None), sizes, reps
+
+
 def run_design(measure: Measure, design: Design,
-               on_round: Callable[[dict[str, Any]], None] | None = None
+               on_round: Callable[[dict[str, Any]], None] | None = None,
+               done: list[dict[str, Any]] | None = None
                ) -> tuple[dict[str, Any], Array, Array]:
     """Measure round after round until ``design.target`` or the budget; returns the design's
     record (every round: sizes, repetitions, samples, the precision it left), and all samples.
@@ -220,14 +237,24 @@ def run_design(measure: Measure, design: Design,
     times) and returns every sample measured so far, this round's included (a campaign's
     dataset keeps them all; :func:`accumulate` makes such a function of one that returns
     the round's samples alone).
+
+    ``done``: the records of rounds already measured (an interrupted run resumed): the next
+    round is drawn from the last one's precision, exactly as the uninterrupted run drew it
+    (every draw is seeded by (seed, round)), and those rounds are not measured again.
     """
     size = np.zeros(0)
     time = np.zeros(0)
-    rounds: list[dict[str, Any]] = []
-    stopped = "rounds"
-    sizes, reps = first_sizes(design)
-    for k in range(design.budget.rounds):
-        before = len(size)
+    rounds: list[dict[str, Any]] = list(done or [])
+    if rounds:
+        last = rounds[-1]
+        stopped, sizes, reps = _next_round(Precision(last["decades"], last["breaks"]),
+                                           design, last["round"], last["total_samples"])
+        if stopped:
+            return describe(design, rounds, stopped), size, time
+    else:
+        sizes, reps = first_sizes(design)
+    for k in range(len(rounds), design.budget.rounds):
+        before = rounds[-1]["total_samples"] if rounds else 0
         size, time = (np.asarray(a, dtype=float) for a in measure(k, sizes, reps))
         model = fit_round(size, time, design.seed)
         prec = precision(model, size, time, design, k)
@@ -240,18 +267,10 @@ def run_design(measure: Measure, design: Design,
         rounds.append(record)
         if on_round:
             on_round(record)
-        if record["met"]:
-            stopped = "target"
-            break
-        left = design.budget.samples - len(size)
-        if left < design.repetitions:
-            stopped = "budget"
-            break
-        sizes, reps = next_sizes(prec, design, k + 1, min(design.round_samples, left))
-        if len(sizes) == 0:
-            stopped = "unreachable"
-            break
-    return describe(design, rounds, stopped), size, time
+        stopped, sizes, reps = _next_round(prec, design, k, len(size))
+        if stopped:
+            return describe(design, rounds, stopped), size, time
+    return describe(design, rounds, "rounds"), size, time
 
 
 def describe(design: Design, rounds: list[dict[str, Any]], stopped: str) -> dict[str, Any]:

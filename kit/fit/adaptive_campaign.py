@@ -1,26 +1,33 @@
-"""An adaptive campaign (``design: adaptive``) run round by round through run-local.
+"""An adaptive campaign (``design: adaptive``) run round by round, through run-local or Slurm.
 
 Each round is an ordinary planned campaign in ``OUT/round-KK/``, planned from
 ``OUT/round-KK.yaml``: the campaign file with its design removed, the probe's sizes replaced
 by the round's (``list:A,B,...``, each repeated ``samples`` times, the probe shuffles them
 with one seed on both ranks) and the seed moved on by the round, so the rounds draw
-different orders. Every round is run by :func:`kit.measure.campaign.runlocal.run_local` and
-collected into one dataset: the campaign name is unchanged, so all rounds form one series
-and every round's samples are kept. After each round the series is fitted and the design
-(kit.fit.adaptive) picks the next round's sizes; ``OUT/design.json`` and
+different orders. A round's jobs are run by the ``run`` given to :func:`run_adaptive` (the
+one seam between the two ways: :func:`kit.measure.campaign.runlocal.run_local_with_progress`
+or :func:`kit.measure.campaign.wait.submit_and_wait`), everything else (planning, collecting,
+fitting, choosing, stopping, recording) is this module's, whichever runs the jobs. Every
+round is collected into one dataset: the campaign name is unchanged, so all rounds form one
+series and every round's samples are kept. After each round the series is fitted and the
+design (kit.fit.adaptive) picks the next round's sizes; ``OUT/design.json`` and
 ``DATASET/design.json`` record every round, the target, the budget and why it stopped.
 
-A run is not resumed (its record would count the rounds already in the dataset as one):
-``OUT`` must not hold rounds yet; a stopped run's rounds stay where they are, and the same
-command with a new ``-o`` starts again (every draw is seeded by (seed, round), so the same
-campaign draws the same rounds).
+``OUT/adaptive.json`` (written by :func:`prepare`, i.e. ``pt2pt plan``, or by the first
+run-local) names the campaign file and the dataset and records each round once it is
+fitted, so a run stopped anywhere resumes with the same command: recorded rounds are not
+measured again (the next round is drawn from the last one's record, as the uninterrupted
+run drew it), a round cut short is finished (run-local runs its unfinished jobs again;
+submit waits for its arrays still queued and submits again only those with a failed job)
+and collected again (collect skips what it has).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -76,62 +83,191 @@ def _round_file(source: dict[str, Any], sizes: np.ndarray, reps: int, seed: int,
         yaml.safe_dump(doc, sort_keys=False)
 
 
-def run_adaptive(campaign_path: Path, out: Path, dataset: Path, *,
-                 run: Callable[[Path], list[LocalResult]] = run_local,
-                 echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run the adaptive campaign at ``campaign_path`` into ``out`` (one folder per round),
-    collecting into ``dataset``; returns the design record (also written to both)."""
+STATE_FILE = "adaptive.json"
+
+#: What runs a planned round's jobs and says how each ended (``state``: completed, skipped,
+#: or what went wrong; ``job``, ``reason``); it returns when every job has ended.
+RunRound = Callable[[Path], Sequence[LocalResult]]
+
+
+def is_adaptive_dir(folder: Path) -> bool:
+    """``folder`` holds an adaptive campaign made by :func:`prepare` (plan or run-local)."""
+    return (folder / STATE_FILE).is_file()
+
+
+def _read_state(out: Path) -> dict[str, Any]:
+    path = out / STATE_FILE
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(state, dict) or state.get("format") != 1 or not (
+                {"campaign", "dataset", "rounds"} <= set(state)):
+            raise ValueError("not a format-1 record")
+    except (OSError, ValueError) as exc:
+        raise CampaignError(f"the adaptive campaign's record cannot be read ({exc})",
+                            where=str(path), hint="it is written by 'pt2pt plan'; plan the "
+                            "campaign again into a new folder (the rounds here are kept)"
+                            ) from None
+    return state
+
+
+def _save_state(out: Path, state: dict[str, Any]) -> None:
+    write_text(out / STATE_FILE, json.dumps(state, indent=1) + "\n")
+
+
+def _settings(design: Design) -> dict[str, Any]:
+    return dict(json.loads(json.dumps(asdict(design))))
+
+
+def prepare(campaign_path: Path, out: Path, dataset: Path | None = None) -> dict[str, Any]:
+    """Start the adaptive campaign at ``campaign_path`` in ``out`` (its record, no round yet),
+    or return the record of the same campaign already started there."""
     campaign = load_campaign(campaign_path)
     design = design_of(campaign)
-    source = yaml.safe_load(campaign_path.read_text(encoding="utf-8"))
     out = out.resolve()
+    source = str(Path(campaign_path).resolve())
+    if is_adaptive_dir(out):
+        state = _read_state(out)
+        if state["campaign"] != source or state.get("settings") != _settings(design):
+            raise CampaignError(
+                f"this folder holds the adaptive campaign {state['campaign']}"
+                + (" with other design settings" if state["campaign"] == source else ""),
+                where=str(out), hint="give a new folder with -o (the rounds there are kept)")
+        return use_dataset(out, dataset)
     if (out / "round-00").exists() or (out / DESIGN_FILE).exists():
         raise CampaignError("this folder already holds an adaptive campaign's rounds",
-                            where=str(out), hint="give a new folder with -o (an adaptive run "
-                            "is not resumed; the rounds there are kept)")
+                            where=str(out), hint="give a new folder with -o (the rounds there "
+                            "are kept)")
+    dataset = Path(dataset).resolve() if dataset is not None else out / "dataset"
+    _check_new_dataset(campaign, dataset)
     out.mkdir(parents=True, exist_ok=True)
-    selector = {"campaign": campaign.name, "tool": "probe",
-                "op": campaign.tools[0].options["ops"][0]}
-    if (Path(dataset) / "runs.parquet").is_file():
+    state = {"format": 1, "campaign": source, "dataset": str(dataset),
+             "settings": _settings(design), "rounds": []}
+    _save_state(out, state)
+    return state
+
+
+def use_dataset(out: Path, dataset: Path | None) -> dict[str, Any]:
+    """Collect the rounds of the campaign in ``out`` into ``dataset`` (None: as recorded);
+    only before its first round is recorded (the design judges all rounds together)."""
+    state = _read_state(out)
+    if dataset is None or Path(dataset).resolve() == Path(state["dataset"]):
+        return state
+    if state["rounds"]:
+        raise CampaignError(f"this adaptive campaign collects into {state['dataset']}",
+                            where="option --dataset", hint="drop --dataset to go on with its "
+                            "rounds (the design judges all of them together), or plan the "
+                            "campaign again into a new folder")
+    _check_new_dataset(load_campaign(Path(state["campaign"])), Path(dataset))
+    state["dataset"] = str(Path(dataset).resolve())
+    _save_state(out, state)
+    return state
+
+
+def _check_new_dataset(campaign: Campaign, dataset: Path) -> None:
+    if (dataset / "runs.parquet").is_file():
         try:
-            ds.select_series(dataset, selector)
+            ds.select_series(dataset, _selector(campaign))
         except UserError:
-            pass  # not there yet: the rounds alone will make the series
-        else:
-            raise CampaignError(f"the dataset already holds samples of {campaign.name}",
-                                where=str(dataset), hint="collect the adaptive campaign into "
-                                "a new dataset (--dataset): the design judges its own rounds")
+            return  # not there yet: the rounds alone will make the series
+        raise CampaignError(f"the dataset already holds samples of {campaign.name}",
+                            where=str(dataset), hint="collect the adaptive campaign into "
+                            "a new dataset (--dataset): the design judges its own rounds")
+
+
+def latest_round(out: Path) -> Path | None:
+    """The newest planned round folder of the adaptive campaign in ``out`` (None: none yet)."""
+    rounds = sorted(p for p in out.glob("round-*") if (p / "manifest.json").is_file())
+    return rounds[-1] if rounds else None
+
+
+def describe_rounds(out: Path) -> str:
+    """Lines for ``pt2pt status``: each recorded round, and whether the design stopped."""
+    state = _read_state(out)
+    target = state["settings"]["target"]["median"]
+    lines = [f"adaptive campaign {state['campaign']} (collected into {state['dataset']}; "
+             f"target ±{target:.1%} on the median in every size decade)"]
+    for r in state["rounds"]:
+        worst = max((d["width"] for d in r["decades"]), default=float("nan"))
+        lines.append(f"  round {r['round']}: {r['samples']} samples "
+                     f"({r['total_samples']} in all), widest median interval ±{worst:.1%}")
+    if (out / DESIGN_FILE).is_file():
+        record = json.loads((out / DESIGN_FILE).read_text(encoding="utf-8"))
+        lines.append(f"  stopped: {record['reason']}")
+    else:
+        lines.append(f"  not finished: {len(state['rounds'])} round(s) recorded")
+    return "\n".join(lines)
+
+
+def _selector(campaign: Campaign) -> dict[str, str]:
+    return {"campaign": campaign.name, "tool": "probe",
+            "op": campaign.tools[0].options["ops"][0]}
+
+
+def run_adaptive(out: Path, *, run: RunRound = run_local,
+                 echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or resume) the adaptive campaign :func:`prepare` started in ``out``, one folder
+    per round, each round's jobs run by ``run``; returns the design record (also written to
+    ``out`` and the dataset)."""
+    out = out.resolve()
+    state = _read_state(out)
+    if (out / DESIGN_FILE).is_file():
+        record: dict[str, Any] = json.loads((out / DESIGN_FILE).read_text(encoding="utf-8"))
+        echo(f"adaptive design: already finished after {len(record['rounds'])} rounds, "
+             f"{record['total_samples']} samples: {record['reason']} (see {out / DESIGN_FILE})")
+        return record
+    campaign_path = Path(state["campaign"])
+    if not campaign_path.is_file():
+        raise CampaignError("the adaptive campaign's file is gone", where=str(campaign_path),
+                            hint=f"put it back to resume the campaign in {out} (its rounds "
+                            "are kept)")
+    campaign = load_campaign(campaign_path)
+    design = design_of(campaign)
+    if state.get("settings") != _settings(design):
+        raise CampaignError("the campaign file's design changed since its rounds began",
+                            where=str(campaign_path), hint="restore its design settings to "
+                            f"resume the rounds in {out}, or plan it into a new folder")
+    source = yaml.safe_load(campaign_path.read_text(encoding="utf-8"))
+    dataset = Path(state["dataset"])
+    selector = _selector(campaign)
+    if state["rounds"]:
+        echo(f"adaptive design: resuming after round {state['rounds'][-1]['round']} "
+             f"({state['rounds'][-1]['total_samples']} samples)")
 
     def measure(k: int, sizes: np.ndarray, reps: int) -> tuple[Array, Array]:
         round_dir = out / f"round-{k:02d}"
         plan_file = out / f"round-{k:02d}.yaml"
-        write_text(plan_file, _round_file(source, sizes, reps, campaign.seed, k))
-        plan_campaign(plan_file, round_dir)
+        if not (round_dir / "manifest.json").is_file():
+            write_text(plan_file, _round_file(source, sizes, reps, campaign.seed, k))
+            plan_campaign(plan_file, round_dir)
+        echo(f"round {k}: {len(sizes)} sizes x {reps} in {round_dir}")
         results = run(round_dir)
         bad = [r for r in results if r.state not in ("completed", "skipped")]
         if bad:
             raise CampaignError(f"round {k}: job {bad[0].job} ended {bad[0].state}"
                                 + (f" ({bad[0].reason})" if bad[0].reason else ""),
                                 where=str(round_dir),
-                                hint="see its run-local.log; run the same command again to "
-                                     "resume (finished rounds and jobs are kept)")
+                                hint="see the job's folder (job.json, stdout.txt); run "
+                                     "the same command again to run the round's unfinished "
+                                     "jobs again and go on (recorded rounds are kept)")
         report = collect(round_dir, dataset)
         echo(format_report(report))
         data = ds.select_series(dataset, selector)
         return data.size, data.time
 
     def progress(r: dict[str, Any]) -> None:
+        state["rounds"].append(r)
+        _save_state(out, state)  # from here on this round is not measured again
         worst = max((d["width"] for d in r["decades"]), default=float("nan"))
         echo(f"round {r['round']}: {r['samples']} samples ({r['total_samples']} in all), "
              f"widest median interval ±{worst:.1%} (target ±{design.target.median:.1%})"
              + (", target reached" if r["met"] else ""))
 
-    record, _, _ = run_design(measure, design, on_round=progress)
+    record, _, _ = run_design(measure, design, on_round=progress, done=list(state["rounds"]))
     record["campaign"] = {"name": campaign.name, "source": str(campaign.source),
                           "series": selector}
     text = json.dumps(record, indent=1) + "\n"
+    write_text(dataset / DESIGN_FILE, text)
     write_text(out / DESIGN_FILE, text)
-    write_text(Path(dataset) / DESIGN_FILE, text)
     echo(f"adaptive design: stopped after {len(record['rounds'])} rounds, "
          f"{record['total_samples']} samples: {record['reason']}")
     return record

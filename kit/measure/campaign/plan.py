@@ -451,9 +451,9 @@ def plan_campaign(campaign_path: Path, out_dir: Path, *, force: bool = False,
     if campaign.adaptive is not None:  # its rounds are planned one by one as they are chosen
         raise CampaignError("an adaptive campaign ('design: adaptive') is planned round by "
                             "round, as the measurements decide", where=str(campaign_path),
-                            hint="run it with 'pt2pt run-local CAMPAIGN.yaml -o DIR "
-                                 "[--dataset D]' (Slurm submission of adaptive rounds is "
-                                 "not there yet), or write 'design: fixed'")
+                            hint="run it with 'pt2pt plan CAMPAIGN.yaml -o DIR' then "
+                                 "'pt2pt submit DIR' (or 'pt2pt run-local DIR'), or write "
+                                 "'design: fixed'")
     out_dir = out_dir.resolve()
     node_pairs = (pairs.resolve(campaign.pairs, campaign.seed, campaign.slurm.partition,
                                 slurm_env) if campaign.pairs else None)

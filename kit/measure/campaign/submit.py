@@ -146,6 +146,16 @@ def submit(campaign_dir: Path, *, dry_run: bool = False,
     return done
 
 
+def forget(campaign_dir: Path, groups: set[str]) -> None:
+    """Drop the records of ``groups``' arrays (ended, some task failed), so that the next
+    :func:`submit` sends them again; the jobs move their earlier outputs to previous/."""
+    arrays, jobs = read_submission(campaign_dir)
+    manifest = read_manifest(campaign_dir)
+    tasks = {task for g in groups for task in manifest["arrays"].get(g, {}).get("tasks", [])}
+    _save(campaign_dir, {g: a for g, a in arrays.items() if g not in groups},
+          {j: sid for j, sid in jobs.items() if j not in tasks})
+
+
 def format_submissions(subs: list[Submission]) -> str:
     lines = []
     for s in subs:
