@@ -76,17 +76,36 @@ def _plan(job_dir: Path) -> dict[str, Any]:
     return json.loads((job_dir / "plan.json").read_text(encoding="utf-8"))
 
 
-def net_bytes() -> int:
-    """rx + tx bytes over the node's interfaces (/proc/net/dev)."""
-    total = 0
+def net_counters() -> dict[str, int]:
+    """rx + tx bytes per network interface of the node (/proc/net/dev)."""
+    out: dict[str, int] = {}
     try:
         lines = Path("/proc/net/dev").read_text().splitlines()[2:]
     except OSError:
-        return 0
+        return out
     for line in lines:
-        fields = line.split(":", 1)[1].split()
-        total += int(fields[0]) + int(fields[8])
-    return total
+        name, _, rest = line.partition(":")
+        fields = rest.split()
+        if len(fields) > 8:
+            out[name.strip()] = int(fields[0]) + int(fields[8])
+    return out
+
+
+def net_bytes() -> int:
+    """rx + tx bytes over the node's interfaces (/proc/net/dev)."""
+    return sum(net_counters().values())
+
+
+def net_moved(before: dict[str, Any]) -> int:
+    """Bytes the node's interfaces moved since ``before`` (a job's start counters): summed
+    per interface present at both ends. A total over all interfaces shrank when another
+    job's network namespaces and veth pairs went away mid-run (a tcp probe job on a shared
+    host then read 445 MB moved for a 461 MB payload and failed its transport check)."""
+    start = before.get("net_if")
+    if not isinstance(start, dict):  # counters of a job begun by an older kit
+        return net_bytes() - int(before.get("net", 0))
+    now = net_counters()
+    return sum(max(0, now[i] - int(v)) for i, v in start.items() if i in now)
 
 
 def ib_bytes() -> int:
@@ -321,8 +340,8 @@ def transport_check(plan: dict[str, Any], job_dir: Path) -> tuple[str, str]:
             before = json.loads((job_dir / COUNTERS).read_text())
         except (OSError, ValueError):
             before = {}
-        key = "net" if kind == "netdev" else "ib"
-        moved = (net_bytes() if kind == "netdev" else ib_bytes()) - int(before.get(key, 0))
+        moved = (net_moved(before) if kind == "netdev"
+                 else ib_bytes() - int(before.get("ib", 0)))
         what = ("network interface bytes (/proc/net/dev)" if kind == "netdev"
                 else "InfiniBand port bytes")
         payload = probe_payload(job_dir) if plan.get("tool") == "probe" else None
@@ -454,7 +473,9 @@ def _begin(args: argparse.Namespace, job_dir: Path) -> int:
     (job_dir / "job.json").unlink(missing_ok=True)
     for old in [*job_dir.glob("rank-*.rc"), *job_dir.glob("rank-*.cpu"), job_dir / DURING]:
         old.unlink(missing_ok=True)
-    snap = {"start": _now(), "epoch": time.time(), "net": net_bytes(), "ib": ib_bytes(),
+    net = net_counters()
+    snap = {"start": _now(), "epoch": time.time(), "net": sum(net.values()), "net_if": net,
+            "ib": ib_bytes(),
             "command": list(args.command), "conditions": nodestate.before(),
             # the job script (this helper's parent): collect asks whether it still runs
             "host": socket.gethostname(), "pid": os.getppid(),
