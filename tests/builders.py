@@ -78,3 +78,17 @@ def write_contention_run(folder: Path, k: int, rounds: list[tuple[int, list[floa
             **meta, "samples_written": max(meta.get("samples_written", 0), len(lines))}
     (folder / f"{prefix}.meta.json").write_text(json.dumps(full))
     return samples
+
+
+def adaptive_campaign(name: str, *, seed: int = 4, budget: int = 600, round_samples: int = 200,
+                      launcher: str = "mpirun", slurm: str = "") -> str:
+    """The adaptive probe campaign the adaptive-design tests run (driver, run-local, Slurm):
+    one tcp ping-pong series over 1 B - 64 KiB, a ±0.1 % median target the budget stops
+    first. ``slurm``: the campaign's slurm line (without the key), for submit."""
+    slurm_line = f"slurm: {slurm}\n" if slurm else ""
+    return (f"name: {name}\nmpi: openmpi\ntransports: [tcp]\nplacement: intra-node\n"
+            f"seed: {seed}\nlauncher: {launcher}\n{slurm_line}"
+            "tools:\n  - tool: probe\n    ops: [pingpong]\n    sizes: loguniform:1:64K\n"
+            "    warmup: 5\ndesign:\n"
+            f"  adaptive: {{median: 0.001, breaks: null, budget: {budget}, rounds: 4, "
+            f"round_samples: {round_samples}, repetitions: 2}}\n")

@@ -10,24 +10,10 @@ from pathlib import Path
 import pytest
 
 from kit.data import dataset as ds
+from tests.builders import adaptive_campaign
 from tests.conftest_slurm import pt2pt_here
 
-CAMPAIGN = """\
-name: adaptive-local
-mpi: openmpi
-transports: [tcp]
-placement: intra-node
-seed: 4
-launcher: mpirun
-tools:
-  - tool: probe
-    ops: [pingpong]
-    sizes: loguniform:1:64K
-    warmup: 5
-design:
-  adaptive: {median: 0.001, breaks: null, budget: 600, rounds: 4, round_samples: 200,
-             repetitions: 2}
-"""
+CAMPAIGN = adaptive_campaign("adaptive-local")
 
 pytestmark = [pytest.mark.mpi, pytest.mark.usefixtures("tcp_campaign_env")]
 

@@ -24,24 +24,10 @@ from kit.core.errors import CampaignError
 from kit.data import dataset as ds
 from kit.fit.adaptive_campaign import is_adaptive_dir, prepare, run_adaptive, use_dataset
 from kit.measure.campaign.runlocal import LocalResult
+from tests.builders import adaptive_campaign
 from tests.conftest_slurm import pt2pt_here
 
-CAMPAIGN = """\
-name: adaptive-unit
-mpi: openmpi
-transports: [tcp]
-placement: intra-node
-seed: 4
-launcher: mpirun
-tools:
-  - tool: probe
-    ops: [pingpong]
-    sizes: loguniform:1:64K
-    warmup: 5
-design:
-  adaptive: {median: 0.001, breaks: null, budget: 600, rounds: 4, round_samples: 200,
-             repetitions: 2}
-"""
+CAMPAIGN = adaptive_campaign("adaptive-unit")
 
 
 @pytest.fixture(autouse=True)

@@ -12,34 +12,19 @@ import pytest
 
 from kit.data import dataset as ds
 from kit.measure.localcluster import Cluster
+from tests.builders import adaptive_campaign
 from tests.conftest_slurm import pt2pt
 
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi, pytest.mark.slow,
               pytest.mark.usefixtures("campaign_env")]
 
-CAMPAIGN = """\
-name: adaptive-slurm
-mpi: openmpi
-transports: [tcp]
-placement: intra-node
-seed: 9
-launcher: srun --mpi=pmix
-slurm: {{partition: {partition}, time: "00:05:00"}}
-tools:
-  - tool: probe
-    ops: [pingpong]
-    sizes: loguniform:1:64K
-    warmup: 5
-design:
-  adaptive: {{median: 0.001, breaks: null, budget: 200, rounds: 4, round_samples: 100,
-              repetitions: 2}}
-"""
-
 
 def test_submit_runs_the_rounds_through_slurm_until_the_budget(slurm_cluster: Cluster,
                                                                tmp_path: Path) -> None:
     campaign = tmp_path / "c.yaml"
-    campaign.write_text(CAMPAIGN.format(partition=slurm_cluster.partition))
+    campaign.write_text(adaptive_campaign(
+        "adaptive-slurm", seed=9, budget=200, round_samples=100, launcher="srun --mpi=pmix",
+        slurm=f'{{partition: {slurm_cluster.partition}, time: "00:05:00"}}'))
     out = tmp_path / "adaptive"
     planned = pt2pt(slurm_cluster, "plan", campaign, "-o", out)
     assert planned.returncode == 0, planned.stderr
