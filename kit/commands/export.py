@@ -118,6 +118,11 @@ def run(args: argparse.Namespace) -> int:
     bandwidth = (parse_quantity(args.bandwidth, _BW_UNITS, "--bandwidth",
                                 BANDWIDTH_RANGE)
                  if args.bandwidth else None)
+    if args.hosts is None:  # refused before any model file is read
+        for option in ("intra", "backbone", "cabinet", "uplink"):
+            if getattr(args, option) is not None:
+                raise UserError("needs --hosts (it describes a cluster platform)",
+                                where=f"option --{option}", hint="add --hosts N")
     fitted = read_model(args.model)
     model = fitted.model
     others = {opt: read_model(getattr(args, opt)) for opt in ("send", "recv", "isend", "intra")
@@ -130,10 +135,6 @@ def run(args: argparse.Namespace) -> int:
         intra = others["intra"].model if "intra" in others else None
         return _run_cluster(args, model, send, recv, intra, latency, bandwidth,
                             fitted.provenance, notes)
-    for option in ("intra", "backbone", "cabinet", "uplink"):
-        if getattr(args, option) is not None:
-            raise UserError("needs --hosts (it describes a cluster platform)",
-                            where=f"option --{option}", hint="add --hosts N")
     result = export_simgrid(model, latency=latency, bandwidth=bandwidth, send_model=send,
                             recv_model=recv, isend_model=isend, version=args.simgrid_version,
                             center=args.center,
