@@ -368,6 +368,31 @@ def _verdict(ratio: Estimate) -> str:
     return "undecided"
 
 
+def _gross_ratios(probe: dict[tuple[str, int], dict[int, float]],
+                  osu: dict[tuple[str, int], dict[int, float]],
+                  means: dict[str, dict[tuple[str, int], dict[int, float]]],
+                  transport: str, rounds: list[int], size: int) -> dict[str, float]:
+    """Three probe/OSU ratios at one cell that a probe timing something else than
+    osu_latency moves together (a round trip not halved doubles all three), each robust to
+    a different accident, so the gross check holds when any one is within GROSS_TOLERANCE:
+
+    - ``fastest P50``: each tool's fastest round (a busy machine slows some rounds of either
+      tool by 1.5x: shm 1 MiB per-round ratios 0.72, 0.67, 1.45 at load 3-4);
+    - ``paired P50``: the median of the per-round paired ratios (the ±5 % statistic);
+    - ``fastest mean``: each tool's fastest round by its mean. Over vader 8 B times
+      alternate message by message between two modes (0.25/0.47 us, kit/probe/README.md),
+      so a run's P50 sits on a knife-edge and each tool's fastest round can sit on a
+      different mode: CI, stop 65, shm 8 B fastest P50 0.65 while every paired ratio was
+      1.01-1.20. The mean averages the two modes.
+    """
+    def fastest(table: dict[tuple[str, int], dict[int, float]]) -> float:
+        return min(table[(transport, r)][size] for r in rounds)
+    paired = statistics.median(probe[(transport, r)][size] / osu[(transport, r)][size]
+                               for r in rounds)
+    return {"fastest P50": fastest(probe) / fastest(osu), "paired P50": paired,
+            "fastest mean": fastest(means["probe"]) / fastest(means["osu"])}
+
+
 @runs_spack_built_tools
 def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
         spack_view: Path, tmp_path: Path) -> None:
@@ -451,12 +476,10 @@ def test_probe_is_ingested_fitted_and_within_5_percent_of_osu(
             # over shm can turn slow (94 us pooled against 64 quiet, at load 11) while the
             # fit continues the 64-512 KiB line (54 us): no regime starts at the last size.
             model_misses.append((transport, size, model_p50, fitted_p50[size]))
-            # A probe timing another thing than osu_latency, whatever the load: each tool's
-            # fastest round (a busy machine slows some rounds of either tool by 1.5x: shm
-            # 1 MiB per-round ratios 0.72, 0.67, 1.45 at load 3-4).
-            best = (min(probe[(transport, r)][size] for r in rounds)
-                    / min(osu_p50[(transport, r)][size] for r in rounds))
-            assert abs(best - 1) <= GROSS_TOLERANCE, (transport, size, best, ratios)
+            # A probe timing another thing than osu_latency, whatever the load.
+            gross = _gross_ratios(probe, osu_p50, means, transport, rounds, size)
+            assert any(abs(x - 1) <= GROSS_TOLERANCE for x in gross.values()), \
+                (transport, size, gross, ratios)
     text = "\n".join(
         f"{t:4} {s:>8} B  probe/OSU P50 {q.value:.3f} [{q.lo:.3f}, {q.hi:.3f}] {v:9} "
         f"(rounds {' '.join(f'{x:.3f}' for x in rs)})  probe P50 {p * 1e6:.3f} us  "
