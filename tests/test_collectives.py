@@ -133,7 +133,7 @@ def test_the_hard_caps_stop_a_run_inside_simgrid_and_the_sweep_goes_on(
     # driver malloc'ed them, 8 ranks x 2 x 32 MiB of private data would not fit)
     points = collsweep.run_sweep(collsweep.Sweep(
         platform, {"alltoall": ["bruck", "pair"]}, [8], [4 << 20], reps=1,
-        memory_limit=64 << 20), tmp_path / "mem")
+        data_cap=64 << 20), tmp_path / "mem")
     assert [(p.algorithm, p.status) for p in points] == [("bruck", "memory"), ("pair", "ok")]
     assert "bad_alloc" in points[0].reason and "killed" not in points[0].reason
     # 200,000 repetitions take ~25 CPU-s: stopped at 1 CPU-s, whatever the wall clock

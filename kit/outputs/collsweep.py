@@ -36,13 +36,15 @@ every alltoall algorithm) become memory, once: 2 x numproc x size at most (2 GiB
 
 A point that exceeds the time limit or the memory limit is killed and recorded as
 ``timeout`` / ``memory``; one SimGrid stops for lack of memory (a failed mapping, an
-allocation) is ``memory`` too. The memory limit is applied twice: sampled (the figure above,
-killed over it) and as a hard cap, each process's RLIMIT_DATA (``prlimit --data``, util-linux)
-at the same value, so an allocation burst between two samples (``bruck`` allocates numproc x
-size per rank at once) fails inside SimGrid (``std::bad_alloc``) instead of pushing the host
-into its OOM killer. RLIMIT_DATA counts private writable mappings (heap, the ranks' stacks),
-not the shared-malloc file mappings, which RLIMIT_AS would count once per rank (terabytes of
-address space at 1,024 ranks x 1 MiB); the sampled figure bounds those. An optional CPU
+allocation) is ``memory`` too. Memory is limited twice: the sampled figure above, killed over
+the memory limit, and a hard cap, each process's RLIMIT_DATA (``prlimit --data``, util-linux),
+by default the host's physical memory, so an allocation burst between two samples (``bruck``
+allocates numproc x size per rank at once) fails inside SimGrid (``std::bad_alloc``) instead of
+pushing the host into its OOM killer. RLIMIT_DATA counts private writable mappings (heap, the
+ranks' stacks), not the shared-malloc file mappings, which RLIMIT_AS would count once per rank
+(terabytes of address space at 1,024 ranks x 1 MiB). Why not the memory limit itself: it
+counts address space, touched or not (``2dmesh`` at 32 x 1 MiB reserves over 4 GiB and
+touches 0.3). An optional CPU
 limit (``cpu_limit``, RLIMIT_CPU through the same prlimit) stops a run after so many CPU
 seconds (``timeout``): on a shared machine the wall-time limit measures the neighbours too.
 Any other failure is ``failed``, with SimGrid's words; the sweep goes on. The journal
@@ -133,6 +135,7 @@ class Sweep:
     time_limit: float = 600.0
     memory_limit: int = 8 << 30
     cpu_limit: int | None = None  # CPU seconds of the run (RLIMIT_CPU), None: none
+    data_cap: int | None = None  # RLIMIT_DATA per process; None: the host's memory (doc)
     ranks_per_host: int | None = None
     shared_malloc: str = "local"
 
@@ -247,7 +250,9 @@ def _caps(sweep: Sweep) -> list[str]:
     if tool is None:
         return []
     cpu = [f"--cpu={sweep.cpu_limit}:{sweep.cpu_limit + 5}"] if sweep.cpu_limit else []
-    return [tool, f"--data={max(sweep.memory_limit, DATA_CAP_FLOOR)}", *cpu, "--"]
+    cap = sweep.data_cap or max(sweep.memory_limit, os.sysconf("SC_PHYS_PAGES")
+                                * os.sysconf("SC_PAGE_SIZE"))
+    return [tool, f"--data={max(cap, DATA_CAP_FLOOR)}", *cpu, "--"]
 
 
 def _parse(out: str) -> list[float]:
