@@ -512,6 +512,7 @@ tools:
     sizes: [1K, 65536]
     reps: 2
     deterministic: true
+    cpu_limit: 120
 """
 
 
@@ -545,6 +546,7 @@ def test_a_collectives_campaign_plans_one_array_task_per_algorithm_and_numproc(
     script = (out / job["dir"] / "job.sbatch").read_text()
     assert "collectives sweep" in script and f"{out / job['dir'] / 'sweep'}" in script
     for words in ("--algorithms pair", "--np 4", "--sizes 1024,65536", "--deterministic",
+                  "--cpu-limit 120",
                   f"--platform {platform.resolve()}", f"--seed {job['seed']}"):
         assert words in script, words
     assert job["outputs"] == []  # the journal stays for a rerun (not moved aside)
@@ -556,7 +558,8 @@ def test_a_bad_collectives_section_names_its_line(platform: Path, tmp_path: Path
 
     for bad, word in (("collective: alltoal", "alltoal"), ("sizes: [1K, big]", "big"),
                       ("np: [2, 0]", "np"), ("algorithms: []", "algorithms"),
-                      ("platform: nowhere", "not a platform folder")):
+                      ("platform: nowhere", "not a platform folder"),
+                      ("cpu_limit: 0", "cpu_limit")):
         key = bad.split(":")[0] + ":"
         text = "".join("    " + bad + "\n" if line.strip().startswith(key) else line
                        for line in COLL_CAMPAIGN.splitlines(keepends=True))
