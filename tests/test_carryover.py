@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ RATE = 25e6  # bytes/s of the shaped link
 SIZES = 4 ** np.arange(0, 12)  # 1 B .. 4 MiB
 
 
-def _truth_pingpong(size: np.ndarray) -> np.ndarray:
+def _truth_pingpong(size: Any) -> Any:
     return 10e-6 + size / RATE
 
 
@@ -111,3 +112,20 @@ def test_an_async_op_after_its_own_kind_is_not_carry_over(op: str) -> None:
     time = _truth_pingpong(size)
     found = assess(op, size, time, [op] * len(size))
     assert found.n_after_async == 0 and not found.found
+
+
+def test_pt2pt_fit_says_it_and_keeps_it_when_told(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from kit.cli import main
+    from kit.model.io import read_model
+
+    data, after = _dataset(tmp_path, backlog=True)
+    out = tmp_path / "m.json"
+    assert main(["fit", str(data), "--series", "op=pingpong", "--no-intervals",
+                 "--no-validate", "-o", str(out)]) == 0
+    assert "carry-over:" in capsys.readouterr().err
+    prov = read_model(out).provenance
+    assert prov["carry_over"]["excluded"] and prov["carry_over"]["n_after_async"] == after
+    assert main(["fit", str(data), "--series", "op=pingpong", "--no-intervals",
+                 "--no-validate", "--keep-carry-over", "-o", str(out)]) == 0
+    assert read_model(out).provenance["carry_over"]["kept_by_request"]
