@@ -19,7 +19,8 @@ the samples per pair allow for the figure's statistic; a recall below it is the 
 (bias, node-vs-link attribution), a recall at it the budget's.
 
     PYTHONPATH=$PWD nice .venv/bin/python benchmarks/bench_cluster_synth.py \\
-        [--seeds 5] [--nodes 64] [--samples 400] [--runs taurus,stampede] [--held-out 1]
+        [--seeds 5] [--first-seed 0] [--nodes 64] [--samples 400] [--runs taurus,stampede] \\
+        [--held-out 1]
 """
 
 from __future__ import annotations
@@ -142,6 +143,8 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds first-seed .. first-seed + seeds - 1 (split a run in parts)")
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--samples", type=int, default=400, help="samples per visit (2 visits)")
     ap.add_argument("--runs", default="taurus,stampede")
@@ -163,8 +166,9 @@ def main() -> None:
         false: dict[str, int] = defaultdict(int)
         flagged: dict[str, int] = defaultdict(int)
         cpus, walls, coverage = [], [], []
-        for seed in range(args.seeds):
-            r = one_seed(population, args.nodes, args.samples, seed, seed < args.held_out,
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            r = one_seed(population, args.nodes, args.samples, seed,
+                         seed - args.first_seed < args.held_out,
                          args.plan, args.threshold)
             cpus.append(r["cpu"])
             walls.append(r["wall"])
@@ -187,7 +191,8 @@ def main() -> None:
                      f"{r['held_out']['coverage_nodes']:.3f})" if "held_out" in r else ""),
                   flush=True)
             # the table so far after every seed (a long run cut short keeps it)
-            print(f"\n{run}: recall per effect size (found / planted over {seed + 1} seeds)")
+            done = seed + 1 - args.first_seed
+            print(f"\n{run}: recall per effect size (found / planted over {done} seeds)")
             for kind in ("node", "link", *FIGURES):
                 cells = [f"{e:.0%}: {found[(kind, e)]}/{plant[(kind, e)]} = "
                          f"{found[(kind, e)] / max(plant[(kind, e)], 1):.2f}" for e in EFFECTS]
