@@ -176,3 +176,30 @@ from tests.conftest_slurm import (  # noqa: E402, F401
 
 # The kit's Spack environment, concretized and installed once per session.
 from tests.conftest_spack import spack_env, spack_tools  # noqa: E402, F401
+
+
+@pytest.fixture()
+def shaped_namespace() -> Iterator[str]:
+    """A network namespace of the test's own whose loopback is shaped to 200 Mbit/s
+    (tbf, burst 256 kB): TCP between ranks run inside it crosses the shaped link and nothing
+    outside the namespace is touched. Root only; deleted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a network namespace and shape its loopback")
+    if not shutil.which("ip") or not shutil.which("tc"):
+        pytest.skip("needs iproute2 (ip, tc)")
+    name = f"pt2pt-k{os.getpid()}"
+    try:
+        subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"cannot create a network namespace: {exc.stderr.decode().strip()}")
+    try:
+        for cmd in (["ip", "link", "set", "lo", "up"],
+                    ["tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "200mbit",
+                     "burst", "256kb", "latency", "50ms"]):
+            proc = subprocess.run(["ip", "netns", "exec", name, *cmd], capture_output=True,
+                                  text=True)
+            if proc.returncode != 0:
+                pytest.skip(f"cannot shape the namespace's loopback: {proc.stderr.strip()}")
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)

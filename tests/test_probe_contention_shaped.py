@@ -23,11 +23,8 @@ of each pair's samples, not the best round) must be 1, 1/2, 1/4 within the same 
 from __future__ import annotations
 
 import csv
-import os
-import shutil
 import statistics
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,30 +37,6 @@ RATE_BPS = 200e6 / 8
 TOLERANCE = 0.15
 SIZE = 1 << 20
 WINDOW = 16
-
-
-@pytest.fixture()
-def shaped_namespace() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create a network namespace and shape its loopback")
-    if not shutil.which("ip") or not shutil.which("tc"):
-        pytest.skip("needs iproute2 (ip, tc)")
-    name = f"pt2pt-k{os.getpid()}"
-    try:
-        subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
-    except subprocess.CalledProcessError as exc:
-        pytest.skip(f"cannot create a network namespace: {exc.stderr.decode().strip()}")
-    try:
-        for cmd in (["ip", "link", "set", "lo", "up"],
-                    ["tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "200mbit",
-                     "burst", "256kb", "latency", "50ms"]):
-            proc = subprocess.run(["ip", "netns", "exec", name, *cmd], capture_output=True,
-                                  text=True)
-            if proc.returncode != 0:
-                pytest.skip(f"cannot shape the namespace's loopback: {proc.stderr.strip()}")
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 def per_pair_bandwidth(probe: Path, ns: str, k: int, out: Path) -> tuple[float, dict]:

@@ -18,6 +18,10 @@ tail ``TAIL_Q`` at least ``TAIL_FACTOR`` times the clean samples'), and if so le
 (``pt2pt fit --keep-carry-over`` keeps them); what was found is in the model's provenance.
 A series measured alone (OSU, a single-op probe run, the reference data) has no such sample
 and is fitted exactly as before.
+
+The probe itself now waits, after a timed ``send``/``isend``, for the receiver to confirm
+delivery (kit/probe/README.md), so its newer runs carry nothing over; this test keeps
+guarding older runs and other tools' interleaved data.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 /* Each op is self-synchronising: when both ranks return, every message of the sample has been
- * matched, so any op may follow any other in the shuffled plan. Only the measured MPI calls sit
+ * delivered, so any op may follow any other in the shuffled plan. Only the measured MPI calls sit
  * between the two timer readings; handshakes happen before t0 or after t1. */
 #include "ops.h"
 
@@ -32,7 +32,9 @@ static void pingpong(const struct op_ctx *c, int n, struct sample *s)
     }
 }
 
-/* send/isend: rank 1 pre-posts the receive and says so; rank 0 times its send. */
+/* send/isend: rank 1 pre-posts the receive and says so; rank 0 times its send. The send
+ * completes locally while its bytes may still be queued (socket, shaped link): after t1 rank 0
+ * waits for rank 1 to confirm delivery, so the next sample does not queue behind them. */
 static void send_side(const struct op_ctx *c, int n, int nonblocking, struct sample *s)
 {
     if (c->role == 0) {
@@ -47,11 +49,13 @@ static void send_side(const struct op_ctx *c, int n, int nonblocking, struct sam
             MPI_Send(c->sbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm);
         }
         s->time = c->now() - t0;
+        MPI_Recv(NULL, 0, MPI_BYTE, c->peer, TAG_CTRL, c->comm, MPI_STATUS_IGNORE);
     } else {
         MPI_Request req;
         MPI_Irecv(c->rbuf, n, MPI_BYTE, c->peer, TAG_DATA, c->comm, &req);
         MPI_Send(NULL, 0, MPI_BYTE, c->peer, TAG_CTRL, c->comm);
         MPI_Wait(&req, MPI_STATUS_IGNORE);
+        MPI_Send(NULL, 0, MPI_BYTE, c->peer, TAG_CTRL, c->comm);
     }
 }
 
