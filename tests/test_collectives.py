@@ -122,6 +122,62 @@ def test_points_over_the_limits_are_recorded_and_the_sweep_goes_on(platform: Pat
     assert ranking(rows)["best"].is_null().all()
 
 
+@needs_simgrid
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="prlimit (util-linux) missing")
+def test_the_hard_caps_stop_a_run_inside_simgrid_and_the_sweep_goes_on(
+        platform: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the sampler looks once, at the start: what stops the runs is the per-process caps
+    monkeypatch.setattr(collsweep, "SAMPLE_PERIOD_S", 3600.0)
+    # bruck allocates numproc x size per rank (8 x 32 MiB here) past a 64 MiB data cap;
+    # pair's buffers are shared-malloc file mappings, which the cap leaves alone (had the
+    # driver malloc'ed them, 8 ranks x 2 x 32 MiB of private data would not fit)
+    points = collsweep.run_sweep(collsweep.Sweep(
+        platform, {"alltoall": ["bruck", "pair"]}, [8], [4 << 20], reps=1,
+        data_cap=64 << 20), tmp_path / "mem")
+    assert [(p.algorithm, p.status) for p in points] == [("bruck", "memory"), ("pair", "ok")]
+    assert "bad_alloc" in points[0].reason and "killed" not in points[0].reason
+    # 200,000 repetitions take ~25 CPU-s: stopped at 1 CPU-s, whatever the wall clock
+    slow = collsweep.run_sweep(collsweep.Sweep(
+        platform, {"alltoall": ["pair"]}, [2, 4], [1024], reps=200000, cpu_limit=1),
+        tmp_path / "cpu")
+    assert [p.status for p in slow] == ["timeout", "timeout"]
+    assert all("CPU limit" in p.reason and not p.times for p in slow)
+    assert collsweep.read_dataset(tmp_path / "cpu")["status"].to_list() == ["timeout"] * 2
+
+
+_MAPPER = """
+import mmap, os, sys, tempfile
+fd, path = tempfile.mkstemp(dir="/dev/shm")
+os.unlink(path)  # as SimGrid's shared-malloc buffers: unlinked, held open
+os.ftruncate(fd, 32 << 20)
+maps = [mmap.mmap(fd, 32 << 20) for _ in range(16)]  # 16 "ranks" map the same 32 MiB
+for m in maps:
+    for off in range(0, 32 << 20, 4096):
+        m[off] = 1
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm")
+def test_the_memory_figure_counts_a_shared_file_once_however_often_it_is_mapped() -> None:
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _MAPPER], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        shmem = int(next(ln.split()[1] for ln in status.splitlines()
+                         if ln.startswith("RssShmem:"))) * 1024
+        figure = collsweep._session_memory(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert shmem >= 16 * (32 << 20)  # RSS counts every mapping: 512 MiB
+    assert 32 << 20 <= figure < 128 << 20  # the file once, plus Python's own heap
+
+
 def _rows(times: dict[str, list[float | None]], numprocs: list[int]) -> pl.DataFrame:
     rows = []
     for alg, values in times.items():

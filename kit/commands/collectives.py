@@ -81,7 +81,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--time-limit", type=real(0.1, 86400.0, "seconds"), default=600.0,
                    metavar="S", help="per point (default 600 s)")
     s.add_argument("--memory-limit", type=real(0.01, 4096.0, "GiB"), default=8.0,
-                   metavar="GIB", help="peak anonymous resident memory per point (default 8 GiB)")
+                   metavar="GIB", help="per point: peak resident memory (sampled) and each "
+                   "process's private data (RLIMIT_DATA) (default 8 GiB)")
+    s.add_argument("--cpu-limit", type=integer(1, 86400, "CPU seconds"), metavar="S",
+                   help="per point, CPU seconds (RLIMIT_CPU; default none): unlike "
+                   "--time-limit, not stretched by a busy machine")
     s.add_argument("--ranks-per-host", type=integer(1, 4096, "ranks per host"), metavar="K")
     s.add_argument("--shared-malloc", choices=("local", "global"), default="local",
                    help="SimGrid's shared buffers: local (default: one copy per buffer in "
@@ -153,7 +157,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     sweep = Sweep(platform=args.platform, algorithms={args.collective: args.algorithms},
                   numprocs=args.np, sizes=args.sizes, reps=args.reps, seed=args.seed,
                   noise=not args.deterministic, time_limit=args.time_limit,
-                  memory_limit=int(args.memory_limit * 2**30),
+                  memory_limit=int(args.memory_limit * 2**30), cpu_limit=args.cpu_limit,
                   ranks_per_host=args.ranks_per_host, shared_malloc=args.shared_malloc)
 
     def show(p: Any, i: int, n: int) -> None:

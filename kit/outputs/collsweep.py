@@ -11,10 +11,13 @@ plugin's noise.
 
 Each point records the simulated time of every repetition (the slowest rank's, see
 collbench), the host's wall time and CPU seconds of the whole smpirun, and its peak memory:
-the anonymous and shared resident memory plus the page tables (``RssAnon`` + ``RssShmem`` +
-``VmPTE`` of /proc/PID/status) summed over the run's processes, sampled while it runs. Why not
-max RSS: with ``SMPI_SHARED_MALLOC`` buffers every rank maps the same pages again and RSS
-counts each mapping (187 GB for 512 ranks at 1 MiB that used 0.1 GB); why not PSS:
+the anonymous resident memory plus the page tables (``RssAnon`` + ``VmPTE`` of
+/proc/PID/status) summed over the run's processes, plus the pages of the /dev/shm files they
+hold open (SimGrid's ``local`` shared-malloc buffers: unlinked, kept open), each file once,
+sampled while it runs. Why not max RSS, nor ``RssShmem``: with ``SMPI_SHARED_MALLOC`` buffers
+every rank maps the same pages again and RSS counts each mapping (187 GB for 512 ranks at 1 MiB
+that used 0.1 GB; ``bruck``, whose ranks touch all of their buffers, 2 GiB of ``RssShmem`` at
+32 ranks x 1 MiB for 64 MiB of files, which PSS confirms); why not PSS:
 /proc/PID/smaps_rollup walks those mappings, 8.5 s (0.7 s of kernel CPU, under the run's
 memory-map lock) per read at 512 ranks. Why the page tables: they are what the ranks' mappings
 cost (0.66 GB at 512 ranks x 1 MiB in SimGrid's ``global`` shared-malloc mode). The figure
@@ -33,9 +36,20 @@ every alltoall algorithm) become memory, once: 2 x numproc x size at most (2 GiB
 
 A point that exceeds the time limit or the memory limit is killed and recorded as
 ``timeout`` / ``memory``; one SimGrid stops for lack of memory (a failed mapping, an
-allocation) is ``memory`` too; any other failure ``failed`` with SimGrid's words; the sweep
-goes on. The journal ``points.jsonl`` gets one line per finished point (flushed and synced),
-so an interrupted sweep resumes where it stopped; ``collectives.parquet`` (one row per
+allocation) is ``memory`` too. Memory is limited twice: the sampled figure above, killed over
+the memory limit, and a hard cap, each process's RLIMIT_DATA (``prlimit --data``, util-linux),
+by default the host's physical memory, so an allocation burst between two samples (``bruck``
+allocates numproc x size per rank at once) fails inside SimGrid (``std::bad_alloc``) instead of
+pushing the host into its OOM killer. RLIMIT_DATA counts private writable mappings (heap, the
+ranks' stacks), not the shared-malloc file mappings, which RLIMIT_AS would count once per rank
+(terabytes of address space at 1,024 ranks x 1 MiB). Why not the memory limit itself: it
+counts address space, touched or not (``2dmesh`` at 32 x 1 MiB reserves over 4 GiB and
+touches 0.3). An optional CPU
+limit (``cpu_limit``, RLIMIT_CPU through the same prlimit) stops a run after so many CPU
+seconds (``timeout``): on a shared machine the wall-time limit measures the neighbours too.
+Any other failure is ``failed``, with SimGrid's words; the sweep goes on. The journal
+``points.jsonl`` gets one line per finished point (flushed and synced), so an interrupted
+sweep resumes where it stopped; ``collectives.parquet`` (one row per
 repetition, or one per point that did not complete) is rewritten from it at the end.
 """
 
@@ -47,6 +61,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -71,6 +86,9 @@ STATUSES = ("ok", "timeout", "memory", "failed")
 JOURNAL = "points.jsonl"
 DATASET = "collectives.parquet"
 SAMPLE_PERIOD_S = 0.2
+#: The smallest RLIMIT_DATA the runs get: under a few MiB smpirun's shell and SimGrid die at
+#: start (SIGSEGV), which would read as a failure instead of the memory limit it is.
+DATA_CAP_FLOOR = 32 << 20
 #: What lets 1,024 ranks fit on one host (../shared/notes/simgrid-scale.md): small stacks, no
 #: privatization (collbench has no globals to privatize), computation not simulated.
 SCALE_CFG = ("--cfg=contexts/stack-size:256", "--cfg=smpi/privatization:no",
@@ -84,7 +102,10 @@ SHARED_MALLOC = {"local": ("--cfg=smpi/shared-malloc:local",),
 #: (a shared-malloc page that /dev/shm has no room for), as signals or as a shell reports them.
 _MEMORY_EXITS = (-9, 137, -7, 135)
 _MEMORY = re.compile(r"Could not map|bad_alloc|out of memory|Cannot allocate memory|"
+                     r"Memory allocation of \d+ bytes failed|"
                      r"mmap|MAP_FAILED", re.IGNORECASE)
+#: SIGXCPU (the CPU limit), as a signal or as smpirun's shell reports it.
+_CPU_EXITS = (-24, 152)
 _VALID = re.compile(r"has no algorithm '[^']*'! Valid algorithms: ([^.]+)\.")
 
 #: Columns of ``collectives.parquet``.
@@ -113,6 +134,8 @@ class Sweep:
     noise: bool = True
     time_limit: float = 600.0
     memory_limit: int = 8 << 30
+    cpu_limit: int | None = None  # CPU seconds of the run (RLIMIT_CPU), None: none
+    data_cap: int | None = None  # RLIMIT_DATA per process; None: the host's memory (doc)
     ranks_per_host: int | None = None
     shared_malloc: str = "local"
 
@@ -187,10 +210,23 @@ def check_algorithms(algorithms: dict[str, list[str]]) -> None:
 # --------------------------------------------------------------------------- one point
 
 
+def _shared_files(pid: str) -> dict[tuple[int, int], int]:
+    """The /dev/shm files process ``pid`` holds open (SimGrid's shared-malloc buffers, unlinked
+    but kept open), each once: (device, inode) -> the bytes it occupies."""
+    found = {}
+    for fd in os.scandir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(fd.path).startswith("/dev/shm/"):
+                st = os.stat(fd.path)
+                found[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+    return found
+
+
 def _session_memory(sid: int) -> int:
-    """Resident anonymous and shared bytes plus page tables (RssAnon + RssShmem + VmPTE) of
-    the processes of session ``sid``."""
+    """Resident anonymous bytes and page tables (RssAnon + VmPTE) of the processes of session
+    ``sid``, plus the pages of the shared-memory files they hold, each file once."""
     total = 0
+    shared: dict[tuple[int, int], int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -199,11 +235,24 @@ def _session_memory(sid: int) -> int:
             if int(stat.rsplit(")", 1)[1].split()[3]) != sid:
                 continue
             for line in Path(entry.path, "status").read_text().splitlines():
-                if line.startswith(("RssAnon:", "RssShmem:", "VmPTE:")):
+                if line.startswith(("RssAnon:", "VmPTE:")):
                     total += int(line.split()[1]) * 1024
+            shared.update(_shared_files(entry.name))
         except (OSError, ValueError, IndexError):
             continue
-    return total
+    return total + sum(shared.values())
+
+
+def _caps(sweep: Sweep) -> list[str]:
+    """``prlimit --data=MEMORY [--cpu=SOFT:HARD] --``: the hard half of the memory limit and
+    the CPU-time limit, per process of the run (see the module doc); none without prlimit."""
+    tool = shutil.which("prlimit")
+    if tool is None:
+        return []
+    cpu = [f"--cpu={sweep.cpu_limit}:{sweep.cpu_limit + 5}"] if sweep.cpu_limit else []
+    cap = sweep.data_cap or max(sweep.memory_limit, os.sysconf("SC_PHYS_PAGES")
+                                * os.sysconf("SC_PAGE_SIZE"))
+    return [tool, f"--data={max(cap, DATA_CAP_FLOOR)}", *cpu, "--"]
 
 
 def _parse(out: str) -> list[float]:
@@ -241,7 +290,7 @@ def run_point(sweep: Sweep, collective: str, algorithm: str, numproc: int, size:
     if not sweep.noise:
         env.append("PT2PT_SIMGRID_DETERMINISTIC=1")
     cfg = (platform / "smpi-config.txt").read_text().split()
-    cmd = ["smpirun", "-wrapper", "env " + " ".join(env), "-platform",
+    cmd = [*_caps(sweep), "smpirun", "-wrapper", "env " + " ".join(env), "-platform",
            str(platform / "platform.xml"), "-hostfile", str(work / "hostfile"), "-np",
            str(numproc), *cfg, *SCALE_CFG, *SHARED_MALLOC[sweep.shared_malloc],
            f"--cfg=smpi/{collective}:{algorithm}",
@@ -272,6 +321,9 @@ def run_point(sweep: Sweep, collective: str, algorithm: str, numproc: int, size:
     elif killed == "timeout":
         point.status = "timeout"
         point.reason = f"killed after {sweep.time_limit:g} s (time limit)"
+    elif proc.returncode in _CPU_EXITS and sweep.cpu_limit:
+        point.status = "timeout"
+        point.reason = f"stopped after {sweep.cpu_limit} CPU-s (CPU limit, SIGXCPU)"
     else:
         times = _parse(stdout)
         if proc.returncode == 0 and len(times) == sweep.reps and "Deadlock" not in stderr:

@@ -1,0 +1,135 @@
+"""Per alltoall algorithm: the largest numproc within 60 CPU-s and 4 GiB, and the law of cost.
+
+Issue 61's target: "a 1,024-rank point at 1 MiB takes under 60 s and 4 GiB; state the law of
+cost in numproc". ``bench_collectives.py`` measures one algorithm at fixed counts; this one
+walks numproc 2, 4, 8, ... per (algorithm, size) through the kit's own sweep (its time and
+memory limits: a point over 4 GiB is killed and recorded ``memory``), stops an (algorithm,
+size) at its first point over budget (or failed; the sweep's CPU limit stops a run at the
+CPU budget, ``timeout``), and prints per (algorithm, size): the
+largest numproc within budget, what stopped it, and the law: the exponent b of
+``CPU-s ~ numproc^b`` and ``memory ~ numproc^b``, a least-squares fit of log-log over the
+counts from 16 up (below, SimGrid's start-up dominates), and the extrapolation to 1,024 ranks
+from the largest measured count. The budget is judged on CPU seconds (the run is one
+process; on a shared machine its wall time measures the neighbours too).
+
+A next count whose cost, extrapolated from the last two at the fitted exponent, is above
+3 x the budget is not run (``predicted``): it would cost minutes to learn what the law says.
+The output folder is a sweep folder (resumable; ``pt2pt collectives analyze`` reads it).
+
+    nice -n 19 .venv/bin/python benchmarks/bench_collectives_limits.py OUT
+        [--algorithms all] [--sizes 1K,1M] [--max-np 1024] [--cpu 60] [--gib 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kit.outputs.collsweep import Point
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+#: ``automatic`` runs every algorithm on each call to pick one (a tuning aid, not an algorithm).
+SKIP = ("automatic",)
+
+
+def exponent(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope of log(value) on log(numproc) over counts >= 16 (or the last two)."""
+    use = [(n, v) for n, v in points if n >= 16 and v > 0] or points[-2:]
+    if len(use) < 2:
+        return math.nan
+    xs = [math.log(n) for n, _ in use]
+    ys = [math.log(v) for _, v in use]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else math.nan
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--algorithms", default="all")
+    ap.add_argument("--sizes", default="1K,1M")
+    ap.add_argument("--max-np", type=int, default=1024)
+    ap.add_argument("--cpu", type=float, default=60.0, help="CPU-s budget per point")
+    ap.add_argument("--gib", type=float, default=4.0, help="memory budget per point")
+    ap.add_argument("--time-limit", type=float, default=600.0, help="wall s (kill)")
+    ap.add_argument("--per-byte", type=float, default=9e-10)
+    a = ap.parse_args()
+
+    from kit.core.checks import parse_size
+    from kit.outputs import collsweep
+    from kit.outputs.export.platform import cluster_platform
+    from tests.builders import three_linear_regimes
+
+    algorithms = [x for x in collsweep.valid_algorithms("alltoall") if x not in SKIP] \
+        if a.algorithms == "all" else a.algorithms.split(",")
+    sizes = [parse_size(s) for s in a.sizes.split(",")]
+    folder = a.out / "platform"
+    if not (folder / "platform.json").is_file():
+        cluster_platform(three_linear_regimes(a.per_byte), hosts=a.max_np, cores=1).write(folder)
+    limit = int(a.gib * 2**30)
+    print(f"load average at start {os.getloadavg()[0]:.1f}", flush=True)
+    for alg in algorithms:
+        for size in sizes:
+            done = {p.numproc: p for p in collsweep.read_journal(a.out)
+                    if p.algorithm == alg and p.size == size}
+            n, stop, fit = 2, "", 2.0
+            while n <= a.max_np:
+                p = done.get(n)
+                if p is None:
+                    ok = sorted((m, q.cpu_s) for m, q in done.items() if q.status == "ok")
+                    if len(ok) >= 2:
+                        fit = exponent(ok)
+                        guess = ok[-1][1] * (n / ok[-1][0]) ** fit
+                        if guess > 3 * a.cpu:
+                            stop = f"np {n} predicted {guess:.0f} CPU-s"
+                            break
+                    sweep = collsweep.Sweep(platform=folder, algorithms={"alltoall": [alg]},
+                                            numprocs=[n], sizes=[size], reps=1,
+                                            time_limit=a.time_limit, memory_limit=limit,
+                                            cpu_limit=math.ceil(a.cpu))
+                    p = next(q for q in collsweep.run_sweep(sweep, a.out)
+                             if q.key == ("alltoall", alg, n, size))
+                    done[n] = p
+                    print(f"  {alg} {size} np {n}: {p.status} {p.cpu_s:.1f} CPU-s "
+                          f"{p.wall_s:.1f} s wall {p.peak_memory_bytes / 2**30:.2f} GiB "
+                          f"(load {os.getloadavg()[0]:.1f}) {p.reason[:80]}", flush=True)
+                if p.status == "failed" and "returned" in p.reason:
+                    n *= 2  # the algorithm refuses this count (2dmesh, 3dmesh): the next
+                    continue
+                if p.status != "ok" or p.cpu_s > a.cpu or p.peak_memory_bytes > limit:
+                    stop = f"np {n} {p.status}, {p.cpu_s:.1f} CPU-s, " \
+                           f"{p.peak_memory_bytes / 2**30:.2f} GiB"
+                    break
+                n *= 2
+            report(alg, size, done, stop, a.cpu, limit)
+    print(f"load average at end {os.getloadavg()[0]:.1f}")
+
+
+def report(alg: str, size: int, done: dict[int, Point], stop: str, cpu: float,
+           limit: int) -> None:
+    ok = sorted(((n, p) for n, p in done.items()
+                 if p.status == "ok" and p.cpu_s <= cpu and p.peak_memory_bytes <= limit),
+                key=lambda t: t[0])
+    if not ok:
+        print(f"RESULT {alg} {size}: nothing within budget ({stop})")
+        return
+    top, tp = ok[-1]
+    b_cpu = exponent([(n, p.cpu_s) for n, p in ok])
+    b_mem = exponent([(n, p.peak_memory_bytes) for n, p in ok])
+    at = 1024 / top
+    print(f"RESULT {alg} {size}: largest np {top} ({tp.cpu_s:.1f} CPU-s, "
+          f"{tp.peak_memory_bytes / 2**30:.2f} GiB); CPU-s ~ np^{b_cpu:.2f}, memory ~ "
+          f"np^{b_mem:.2f}; at 1024: {tp.cpu_s * at ** b_cpu:.0f} CPU-s, "
+          f"{tp.peak_memory_bytes * at ** b_mem / 2**30:.1f} GiB; "
+          f"stopped: {stop or 'max np'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
