@@ -8,16 +8,18 @@ size) at its first point over budget (or failed; the sweep's CPU limit stops a r
 CPU budget, ``timeout``), and prints per (algorithm, size): the
 largest numproc within budget, what stopped it, and the law: the exponent b of
 ``CPU-s ~ numproc^b`` and ``memory ~ numproc^b``, a least-squares fit of log-log over the
-counts from 16 up (below, SimGrid's start-up dominates), and the extrapolation to 1,024 ranks
-from the largest measured count. The budget is judged on CPU seconds (the run is one
-process; on a shared machine its wall time measures the neighbours too).
+last three counts well above SimGrid's start-up cost (:func:`exponent`), and the
+extrapolation to 1,024 ranks from the largest measured count. The budget is judged on CPU
+seconds (the run is one process; on a shared machine its wall time measures the neighbours
+too).
 
-A next count whose cost, extrapolated from the last two at the fitted exponent, is above
-3 x the budget is not run (``predicted``): it would cost minutes to learn what the law says.
+A next count whose cost, extrapolated from the last count at the fitted exponent, is above
+the budget (``--skip-over`` x the budget) is not run (``predicted``): it would cost a minute
+of CPU to learn what the law says.
 The output folder is a sweep folder (resumable; ``pt2pt collectives analyze`` reads it).
 
     nice -n 19 .venv/bin/python benchmarks/bench_collectives_limits.py OUT
-        [--algorithms all] [--sizes 1K,1M] [--max-np 1024] [--cpu 60] [--gib 4]
+        [--algorithms all] [--sizes 1K,1M] [--max-np 1024] [--cpu 60] [--gib 4] [--report-only]
 """
 
 from __future__ import annotations
@@ -39,8 +41,14 @@ SKIP = ("automatic",)
 
 
 def exponent(points: list[tuple[int, float]]) -> float:
-    """Least-squares slope of log(value) on log(numproc) over counts >= 16 (or the last two)."""
-    use = [(n, v) for n, v in points if n >= 16 and v > 0] or points[-2:]
+    """Least-squares slope of log(value) on log(numproc) over the last three counts whose value
+    is at least 4x the smallest count's (SimGrid's start-up, ~0.1 CPU-s and a few MiB, hides
+    the law below), or the last two."""
+    points = sorted(points)
+    floor = 4 * max(points[0][1], 1e-9) if points else 0.0
+    use = [(n, v) for n, v in points if v >= floor][-3:]
+    if len(use) < 2:
+        use = [(n, v) for n, v in points if v > 0][-2:]
     if len(use) < 2:
         return math.nan
     xs = [math.log(n) for n, _ in use]
@@ -60,6 +68,9 @@ def main() -> None:
     ap.add_argument("--gib", type=float, default=4.0, help="memory budget per point")
     ap.add_argument("--time-limit", type=float, default=600.0, help="wall s (kill)")
     ap.add_argument("--per-byte", type=float, default=9e-10)
+    ap.add_argument("--skip-over", type=float, default=1.0,
+                    help="skip a count predicted above this many budgets (default 1)")
+    ap.add_argument("--report-only", action="store_true", help="print OUT's results, run none")
     a = ap.parse_args()
 
     from kit.core.checks import parse_size
@@ -82,12 +93,15 @@ def main() -> None:
             n, stop, fit = 2, "", 2.0
             while n <= a.max_np:
                 p = done.get(n)
+                if p is None and a.report_only:
+                    stop = stop or f"np {n} not run"
+                    break
                 if p is None:
                     ok = sorted((m, q.cpu_s) for m, q in done.items() if q.status == "ok")
                     if len(ok) >= 2:
                         fit = exponent(ok)
                         guess = ok[-1][1] * (n / ok[-1][0]) ** fit
-                        if guess > 3 * a.cpu:
+                        if guess > a.skip_over * a.cpu:
                             stop = f"np {n} predicted {guess:.0f} CPU-s"
                             break
                     sweep = collsweep.Sweep(platform=folder, algorithms={"alltoall": [alg]},

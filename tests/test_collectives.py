@@ -128,11 +128,12 @@ def test_the_hard_caps_stop_a_run_inside_simgrid_and_the_sweep_goes_on(
         platform: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the sampler looks once, at the start: what stops the runs is the per-process caps
     monkeypatch.setattr(collsweep, "SAMPLE_PERIOD_S", 3600.0)
-    # bruck allocates numproc x size per rank (8 x 32 MiB here) past a 64 MiB data cap;
+    # bruck allocates numproc x size per rank (8 x 16 MiB here) past a 64 MiB data cap;
     # pair's buffers are shared-malloc file mappings, which the cap leaves alone (had the
-    # driver malloc'ed them, 8 ranks x 2 x 32 MiB of private data would not fit)
+    # driver malloc'ed them, 8 ranks x 2 x 16 MiB of private data would not fit; the files
+    # take 32 MiB of /dev/shm, which a container's default 64 MiB holds)
     points = collsweep.run_sweep(collsweep.Sweep(
-        platform, {"alltoall": ["bruck", "pair"]}, [8], [4 << 20], reps=1,
+        platform, {"alltoall": ["bruck", "pair"]}, [8], [2 << 20], reps=1,
         data_cap=64 << 20), tmp_path / "mem")
     assert [(p.algorithm, p.status) for p in points] == [("bruck", "memory"), ("pair", "ok")]
     assert "bad_alloc" in points[0].reason and "killed" not in points[0].reason
@@ -512,6 +513,7 @@ tools:
     sizes: [1K, 65536]
     reps: 2
     deterministic: true
+    cpu_limit: 120
 """
 
 
@@ -545,6 +547,7 @@ def test_a_collectives_campaign_plans_one_array_task_per_algorithm_and_numproc(
     script = (out / job["dir"] / "job.sbatch").read_text()
     assert "collectives sweep" in script and f"{out / job['dir'] / 'sweep'}" in script
     for words in ("--algorithms pair", "--np 4", "--sizes 1024,65536", "--deterministic",
+                  "--cpu-limit 120",
                   f"--platform {platform.resolve()}", f"--seed {job['seed']}"):
         assert words in script, words
     assert job["outputs"] == []  # the journal stays for a rerun (not moved aside)
@@ -556,7 +559,8 @@ def test_a_bad_collectives_section_names_its_line(platform: Path, tmp_path: Path
 
     for bad, word in (("collective: alltoal", "alltoal"), ("sizes: [1K, big]", "big"),
                       ("np: [2, 0]", "np"), ("algorithms: []", "algorithms"),
-                      ("platform: nowhere", "not a platform folder")):
+                      ("platform: nowhere", "not a platform folder"),
+                      ("cpu_limit: 0", "cpu_limit")):
         key = bad.split(":")[0] + ":"
         text = "".join("    " + bad + "\n" if line.strip().startswith(key) else line
                        for line in COLL_CAMPAIGN.splitlines(keepends=True))

@@ -456,3 +456,38 @@ def test_each_size_distribution_is_closer_to_the_truth_than_its_own_samples() ->
     assert ratio <= 0.93, with_layer
     model, lookup = _w1_to_truth(RegimeModel(per_size=False), 35, 0)
     assert model > lookup, (model, lookup)
+
+
+def test_export_reuses_the_read_checks_base_quantiles_at_the_stored_sizes(
+        shrink_fit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a model file checks it at its stored sizes, through their maps' base
+    quantiles (root searches at every stored size and level); the export's own-size
+    entries need the same quantiles and take the ones the model kept instead of searching
+    again (issue 56: half of that step of a taurus export). What it writes is what a model
+    that kept nothing writes."""
+    import copy
+
+    import kit.model.estimator as estimator
+    from kit.outputs.export.simgrid import export_simgrid
+
+    loaded = load_model(save_model(shrink_fit[0], tmp_path / "m.json"))
+    stored = loaded.stored_sizes()
+    found = loaded.per_size_.warp_rows(stored)
+    assert found is not None and len(found[0]) == len(stored) > 10  # the case: maps
+    levels = loaded.per_size_.levels[found[2]]
+    fresh = copy.deepcopy(loaded)  # a copy keeps no base quantiles
+    searched: list[int] = []
+    real = estimator._quantiles
+
+    def counting(tl: list, n: int, q: np.ndarray) -> np.ndarray:
+        if n == len(stored) and np.array_equal(q, levels):
+            searched.append(n)
+        return real(tl, n, q)
+
+    monkeypatch.setattr(estimator, "_quantiles", counting)
+    got = export_simgrid(loaded, version="3.32")
+    assert searched == []
+    want = export_simgrid(fresh, version="3.32")
+    assert searched == [len(stored)]  # the copy searched: the counter sees the search
+    assert got.noise_table == want.noise_table and got.config == want.config
+    assert got.document == want.document

@@ -52,6 +52,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--keep-disturbed", action="store_true",
                         help="fit disturbed windows and runs too (default: run quality "
                         "excludes them; see docs/architecture.md 'Run quality')")
+    parser.add_argument("--keep-carry-over", action="store_true",
+                        help="fit the samples slowed by the bytes an earlier send/isend of the "
+                        "same run left in flight too (default: left out when slower; see "
+                        "docs/architecture.md 'Carry-over')")
     parser.add_argument("--no-intervals", action="store_true",
                         help="skip the bootstrap intervals on breakpoints, parameters and noise")
     parser.add_argument("--no-validate", action="store_true",
@@ -83,7 +87,8 @@ def _options(args: argparse.Namespace) -> FitOptions:
     return FitOptions(aggregates=args.aggregates, breakpoints=bps, max_regimes=args.max_regimes,
                       min_support=args.min_support, overlap=not args.no_overlap,
                       mixture=not args.no_mixture, seed=args.seed,
-                      keep_disturbed=args.keep_disturbed, intervals=not args.no_intervals,
+                      keep_disturbed=args.keep_disturbed,
+                      keep_carry_over=args.keep_carry_over, intervals=not args.no_intervals,
                       validate=not args.no_validate,
                       max_samples=MAX_FIT_SAMPLES if args.max_samples is None
                       else args.max_samples)

@@ -50,6 +50,7 @@ from kit.model.contract import ModelFile
 from kit.model.families import FAMILIES
 
 if TYPE_CHECKING:
+    from kit.fit.carryover import CarryOver
     from kit.fit.runquality import RunQuality
     from kit.model.estimator import RegimeModel
 
@@ -90,6 +91,8 @@ class FitOptions:
     seed: int = 0
     #: fit the samples run quality flags as disturbed too
     keep_disturbed: bool = False
+    #: fit the samples slowed by an earlier asynchronous op's bytes too (kit.fit.carryover)
+    keep_carry_over: bool = False
     intervals: bool = True
     validate: bool = True
     #: above this many rows, a uniform subsample of this many (None or 0: every row)
@@ -117,6 +120,8 @@ class SeriesSamples:
     n_rows: int = 0  # rows of the series, before subsampling and run quality
     #: provenance of a subsample (rows, max_samples, rule), None when every row was read
     subsample: dict[str, Any] | None = None
+    #: kit.fit.carryover's finding (None: not judged: aggregates, arrays)
+    carry_over: CarryOver | None = None
 
     @property
     def aggregate(self) -> bool:
@@ -215,6 +220,7 @@ def read_series(dataset: str | Path, series: Mapping[str, str] | None,
     if keys.get("stat", ds.RAW) != ds.RAW:
         frame = ds.series_frame(path, keys)
         return SeriesSamples(path, keys, frame, None, frame.height)
+    from kit.fit.carryover import exclusion_mask
     from kit.fit.runquality import assess_frame, drop_disturbed, run_conditions
 
     subsample: dict[str, Any] | None = None
@@ -230,6 +236,10 @@ def read_series(dataset: str | Path, series: Mapping[str, str] | None,
         n_rows = frame.height
     else:
         frame = read_subsample(path, keys, int(opts.max_samples or 0), n_rows)
+    carry_over, kept_rows = exclusion_mask(path, keys.get("op", ""), frame,
+                                           keep=opts.keep_carry_over)
+    if carry_over.excluded:
+        frame = frame.filter(pl.Series(kept_rows))
     quality = assess_frame(frame, conditions=run_conditions(path))
     if not opts.keep_disturbed and quality.n_disturbed:
         from kit.model.estimator import MIN_SAMPLES
@@ -242,7 +252,7 @@ def read_series(dataset: str | Path, series: Mapping[str, str] | None,
                 "to fit. " + " ".join(quality.lines()[:3]), where=str(dataset),
                 hint="re-measure on a quiet node, or fit them anyway with --keep-disturbed")
         frame = kept
-    return SeriesSamples(path, keys, frame, quality, n_rows, subsample)
+    return SeriesSamples(path, keys, frame, quality, n_rows, subsample, carry_over)
 
 
 def read_subsample(dataset: str | Path, chosen: Mapping[str, str], rows: int, n_total: int,
@@ -338,6 +348,8 @@ def fit_samples(samples: SeriesSamples, opts: FitOptions = FitOptions()) -> Mode
         fitted.provenance["subsample"] = {**samples.subsample, "fitted": len(size)}
     if dropped:
         fitted.provenance["per_size_dropped"] = dropped
+    if samples.carry_over is not None and samples.carry_over.found:
+        fitted.provenance["carry_over"] = samples.carry_over.to_dict()
     return fitted
 
 
@@ -411,6 +423,8 @@ def fit_read(samples: SeriesSamples, opts: FitOptions = FitOptions()) -> FitResu
     """:func:`fit_series` on rows already read with :func:`read_series` (the TUI reads a
     series once and refits it after each edit)."""
     result = FitResult(fit_samples(samples, opts), samples)
+    if samples.carry_over is not None and samples.carry_over.found:
+        result.notes.append(samples.carry_over.line())
     if samples.subsample is not None:
         result.notes.append(f"fitted on a uniform subsample of {len(samples)} of "
                             f"{samples.subsample['rows']} rows (--max-samples "

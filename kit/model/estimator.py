@@ -585,7 +585,10 @@ class RegimeModel(Params):
         if found is None:
             return None
         at, rows, cols = found
-        sub = [(w[at], sc[at], nz) for w, sc, nz in tl]
+        # only the terms these sizes have: the same answer, and the same key for the same
+        # sizes whatever else was asked with them (a model file's check asks for its grid
+        # too, whose Gauss-Hermite terms weigh nothing here; export then asks for these alone)
+        sub = [(w[at], sc[at], nz) for w, sc, nz in tl if w[at].any()]
         return ps, at, rows, self._base_knots(ps, sub, len(at), ps.levels[cols]), sub
 
     def _base_knots(self, ps: PerSize, sub: list, n: int, levels: NDArray) -> NDArray:

@@ -748,10 +748,13 @@ def check_physical(model: Any, where: str) -> None:
                         i = int(np.flatnonzero(bad)[0])
                         raise _physical_error(model, where, f"has a curve of {c[i]:.3g} s",
                                               float(mine[used][i]), k)
-            # The bounds at every size, through the CDF; draws on the regimes' grids.
+            # Draws on the regimes' grids, then the bounds at every size through the CDF,
+            # judged in that order below: the bounds' base quantiles at the stored sizes
+            # stay the model's kept ones (estimator._base_knots), which export reuses.
+            grid, _ = _check_grids(model)
+            draws = np.asarray(model.sample(grid, CHECK_DRAWS, random_state=0), dtype=float)
             _check_bounds(model, where, sizes)
-            sizes, _ = _check_grids(model)
-            draws = np.asarray(model.sample(sizes, CHECK_DRAWS, random_state=0), dtype=float)
+            sizes = grid
     except ModelError:
         raise
     except Exception as exc:  # the model is untrusted: any failure refuses it

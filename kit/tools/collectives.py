@@ -58,7 +58,7 @@ class Collectives(Tool):
                    "collectives sweep per job; collected by pt2pt collectives collect)")
     order = 70
     option_keys = ("platform", "collective", "algorithms", "np", "sizes", "reps",
-                   "deterministic", "time_limit", "memory_limit", "ranks_per_host",
+                   "deterministic", "time_limit", "memory_limit", "cpu_limit", "ranks_per_host",
                    "shared_malloc")
     variant_tag = "np"
     collected_by = "pt2pt collectives collect CAMPAIGN OUT"
@@ -99,6 +99,7 @@ class Collectives(Tool):
             raise ck.fail((*path, "shared_malloc"), f"unknown mode {mode!r}",
                           " or ".join(SHARED_MALLOC_MODES))
         rph = entry.get("ranks_per_host")
+        cpu = entry.get("cpu_limit")
         if not (folder / "platform.json").is_file():
             raise ck.fail((*path, "platform"), f"{folder} is not a platform folder (no "
                           "platform.json)", "write one with 'pt2pt export MODEL --simgrid "
@@ -113,6 +114,8 @@ class Collectives(Tool):
                                      1, 86400),
             "memory_limit": ck.integer(entry.get("memory_limit", 8), (*path, "memory_limit"),
                                        1, 4096),
+            "cpu_limit": None if cpu is None else ck.integer(cpu, (*path, "cpu_limit"), 1,
+                                                             86400),
             "ranks_per_host": None if rph is None else ck.integer(
                 rph, (*path, "ranks_per_host"), 1, 4096),
             "shared_malloc": mode,
@@ -143,6 +146,8 @@ class Collectives(Tool):
                    "--shared-malloc", o["shared_malloc"]]
         if o["deterministic"]:
             command.append("--deterministic")
+        if o.get("cpu_limit"):
+            command += ["--cpu-limit", str(o["cpu_limit"])]
         if o["ranks_per_host"]:
             command += ["--ranks-per-host", str(o["ranks_per_host"])]
         # no outputs: the job helper moves a rerun's outputs aside, and the journal must stay
