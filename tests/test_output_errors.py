@@ -201,3 +201,28 @@ def test_any_write_failure_leaves_the_old_file_and_no_temp(code: int, where: str
             atomicwrite.os.replace = real_replace  # type: ignore[assignment]
         assert path.read_bytes() == b"old"
         assert sorted(p.name for p in Path(folder).iterdir()) == ["out.bin"]
+
+
+def test_a_figure_is_saved_whole_or_not_at_all_and_always_closed(tmp_path: Path) -> None:
+    """save_png (every PNG the kit writes: report, cluster heat maps, compare, diff): the
+    picture replaces the old one in one step, a full disk is an OutputError that leaves the
+    old picture and no temp file, and the figure is closed either way."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kit.core.atomicwrite import save_png
+
+    path = tmp_path / "f.png"
+    fig, _ = plt.subplots()
+    assert save_png(fig, path, dpi=50) == path
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not plt.fignum_exists(fig.number)
+    old = path.read_bytes()
+    fig, _ = plt.subplots()
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    fig.savefig = lambda *_a, **_k: (_ for _ in ()).throw(full)  # type: ignore[method-assign]
+    with pytest.raises(OutputError) as err:
+        save_png(fig, path, dpi=50)
+    assert str(path) in err.value.paragraph() and not plt.fignum_exists(fig.number)
+    assert path.read_bytes() == old and _leftovers(tmp_path) == []

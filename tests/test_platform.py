@@ -270,3 +270,34 @@ def test_a_platform_calibrated_on_a_disturbed_node_says_so(
             assert "not quiet" in out and "calibrate again on a quiet node" in out
         else:
             assert "not quiet" not in notes and "not quiet" not in out
+
+
+def test_a_single_pair_export_says_so_too_and_a_quiet_one_loads_no_run_quality_machinery(
+        tmp_path: Path) -> None:
+    """The note is not the cluster platform's alone; and asking a quiet model the question
+    (kit.fit.qualitynote) must not load kit.fit.runquality and its Polars."""
+    import sys
+
+    from kit.model.contract import ModelFile
+    from kit.model.io import write_model
+
+    busy = {"verdict": "disturbed", "n_samples": 100, "n_disturbed": 10,
+            "windows": [{"run_id": "r1", "seq_start": 0, "seq_end": 9, "n_samples": 10}],
+            "runs": []}
+    quiet = {"verdict": "quiet", "n_samples": 100, "n_disturbed": 0, "windows": [],
+             "runs": []}
+    probe = ("import sys; from kit.cli import main; rc = main(sys.argv[1:]); "
+             "print('loaded:', sorted(m for m in ('polars', 'kit.fit.runquality') "
+             "if m in sys.modules)); sys.exit(rc)")
+    for name, quality in (("busy", busy), ("quiet", quiet)):
+        path = write_model(ModelFile(_inter(), run_quality=quality), tmp_path / f"{name}.json")
+        proc = subprocess.run([sys.executable, "-c", probe, "export", str(path), "--simgrid",
+                               "-o", str(tmp_path / name)],
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr
+        out = " ".join(proc.stdout.split())
+        if name == "busy":
+            assert ("note: the model busy.json was fitted to runs that were not quiet "
+                    "(1 disturbed window(s) left out)") in out
+        else:
+            assert "not quiet" not in out and "loaded: []" in out

@@ -252,3 +252,27 @@ def test_the_tui_reports_a_fifo_model_instead_of_hanging(tmp_path: Path) -> None
     good.write_text(json.dumps(base_model()))
     loaded, errors = load_models([fifo, good])
     assert len(loaded) == 1 and len(errors) == 1 and "named pipe" in errors[0].paragraph()
+
+
+def test_the_reader_names_the_noise_and_its_ratios() -> None:
+    with pytest.raises(ModelError) as info:
+        model_from_dict(_doc(ABSURD["weibull-c0.02"]), "w.json")
+    text = " ".join(info.value.paragraph().split())
+    assert "w.json" in text and "has a weibull noise whose p0.1, median and p99.9 are" in text
+    assert "times its curve (at most 1e+06 either way)" in text and "regime 1" in text
+
+
+def test_the_fitter_keeps_only_noise_families_the_reader_accepts() -> None:
+    """One rule (kit.model.schema.noise_ratios) for both: a candidate the reader would
+    refuse (Weibull c=0.02: p0.1 at ~1e-150 of its median) is dropped, whatever its AIC,
+    unless no candidate is physical; an unanchored scale does not matter to the fitter."""
+    from kit.model.noise import Noise, _physical
+    from kit.model.schema import noise_ratios
+
+    absurd, sane = {"c": 0.02, "scale": 1.0}, {"s": 0.5, "scale": 1e9}
+    assert not noise_ratios(Noise("weibull", absurd))[1]
+    assert not noise_ratios(Noise("lognormal", sane))[1]  # 1e9 times its curve
+    assert noise_ratios(Noise("lognormal", sane), anchored=True)[1]
+    fits = {"weibull": (-1e9, absurd), "lognormal": (0.0, sane)}
+    assert list(_physical(fits)) == ["lognormal"]
+    assert _physical({"weibull": fits["weibull"]}) == {"weibull": fits["weibull"]}

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kit.core.atomicwrite import make_dirs, replacing
+from kit.core.atomicwrite import make_dirs, replacing, save_png
 from kit.core.errors import UserError
 from kit.data.schema import pairs_label
 
@@ -278,11 +278,7 @@ def plot_comparison(result: Comparison, path: Path) -> None:
     ax2.set_ylabel("median / best")
     ax2.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        with replacing(path, suffix=".png") as tmp:
-            fig.savefig(tmp, dpi=110)
-    finally:
-        plt.close(fig)
+    save_png(fig, path, dpi=110)
 
 
 def summary_lines(result: Comparison) -> list[str]:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from kit.core.atomicwrite import replacing
+from kit.core.atomicwrite import save_png
 from kit.core.errors import UserError
 from kit.figures import sanity
 from kit.figures.series import LEGEND
@@ -974,11 +974,7 @@ def plot_diff(result: DiffResult, a: Side, b: Side, path: Path) -> None:
     ax2.legend(fontsize=8, ncol=3)
     fig.suptitle(result.verdict[:110], fontsize=9)
     fig.tight_layout()
-    try:
-        with replacing(path, suffix=".png") as tmp:
-            fig.savefig(tmp, dpi=110)
-    finally:
-        plt.close(fig)
+    save_png(fig, path, dpi=110)
 
 
 def render_html(result: DiffResult) -> str:

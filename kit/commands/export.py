@@ -157,15 +157,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _quality_notes(inter: ModelFile, others: dict[str, ModelFile]) -> list[str]:
     """What the platform says about the runs its models were fitted to (each model file's
-    ``run_quality``; kit.fit.runquality owns the sentence, imported only when needed)."""
+    ``run_quality``; kit.fit.qualitynote owns the verdict's check and the sentence)."""
+    from kit.fit.qualitynote import calibration_note
+
     files = [(f"the model {inter.name}", inter)] + [
         (f"the --{opt} model {f.name}", f) for opt, f in others.items()]
-    from kit.measure.conditions import DISTURBED
-
-    if not any(f.run_quality.get("verdict") == DISTURBED for _, f in files):
-        return []
-    from kit.fit.runquality import calibration_note
-
     return [n for what, f in files if (n := calibration_note(f.run_quality, what))]
 
 

@@ -23,6 +23,7 @@ import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from kit.core.errors import UserError
 
@@ -173,3 +174,17 @@ def write_text(path: str | Path, text: str, *, mode: int | None = None,
                encoding: str = "utf-8") -> Path:
     """Write ``text`` to ``path`` atomically (see :func:`replacing`)."""
     return write_bytes(path, text.encode(encoding), mode=mode)
+
+
+def save_png(fig: Any, path: Path, dpi: int) -> Path:
+    """Write the matplotlib figure ``fig`` as the PNG ``path`` (through :func:`replacing`:
+    a reader never sees half a picture, a full disk is an :class:`OutputError`) and close it
+    whatever happens, so that a report of many figures does not keep them all in memory."""
+    import matplotlib.pyplot as plt
+
+    try:
+        with replacing(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=dpi)
+    finally:
+        plt.close(fig)
+    return path

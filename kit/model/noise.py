@@ -988,22 +988,16 @@ def fit_noise(ratio: NDArray, rng: np.random.Generator,
 
 def _physical(fits: dict[str, tuple[float, dict[str, Any]]]
               ) -> dict[str, tuple[float, dict[str, Any]]]:
-    """The candidates every model reader accepts (kit.model.schema's RATIO_RANGE at p0.1
-    and p99.9), or all of them when none is.
+    """The candidates every model reader accepts (kit.model.schema.noise_ratios, anchored
+    to the median as the fit will be), or all of them when none is.
 
     A bimodal sample (a 5 us body, 30 % scheduler hiccups 2,000x slower) made a Weibull
     of shape ~0.1 win on AIC, with p0.1 at 3e-11 of its median: a model then refused by
     its own reader."""
-    from kit.model.schema import RATIO_RANGE
+    from kit.model.schema import noise_ratios
 
-    lo, hi = RATIO_RANGE
-    ok = {}
-    for fam, fit in fits.items():
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            q = np.asarray(Noise(fam, fit[1]).ppf(np.array([0.001, 0.5, 0.999])), dtype=float)
-        if np.all(np.isfinite(q)) and q[1] > 0 and lo <= q[0] / q[1] and q[2] / q[1] <= hi:
-            ok[fam] = fit
+    ok = {fam: fit for fam, fit in fits.items()
+          if noise_ratios(Noise(fam, fit[1]), anchored=True)[1]}
     return ok or fits
 
 

@@ -629,20 +629,35 @@ def _physical_error(model: Any, where: str, what: str, at: float | None = None,
                       f"between {TIME_MIN_S:g} s and {TIME_MAX_S:g} s)", where=where, hint=_HINT)
 
 
+def noise_ratios(noise: Any, anchored: bool = False) -> tuple[np.ndarray, bool]:
+    """A noise's p0.1, median and p99.9 (divided by its median when ``anchored``) and
+    whether they are physical: finite and within :data:`RATIO_RANGE`.
+
+    The one plausibility rule for a noise distribution: the reader applies it to every
+    noise of an untrusted model file, and the fitter to each candidate family (not yet
+    anchored to its median) so that it never writes a model its own reader refuses."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        r = np.asarray(noise.ppf(np.array([0.001, 0.5, 0.999])), dtype=float)
+        if anchored:
+            r = r / r[1] if r[1] > 0 else np.full(3, np.nan)
+    lo, hi = RATIO_RANGE
+    return r, bool(np.all(np.isfinite(r)) and np.all(r >= lo) and np.all(r <= hi))
+
+
 def _check_noises(model: Any, where: str) -> None:
     """Each noise's p0.1, median and p99.9 ratio: finite, within RATIO_RANGE (closed forms:
     microseconds, so the commonest absurd files are refused before any prediction)."""
-    lo, hi = RATIO_RANGE
     for k, reg in enumerate(model.regimes_):
         named = [("noise", reg.noise)] + [(f"band {i} noise", c.noise)
                                           for i, c in enumerate(reg.components)]
         for label, noise in named:
-            r = np.asarray(noise.ppf(np.array([0.001, 0.5, 0.999])), dtype=float)
-            if not (np.all(np.isfinite(r)) and np.all(r >= lo) and np.all(r <= hi)):
+            r, ok = noise_ratios(noise)
+            if not ok:
                 raise _physical_error(model, where, f"has a {noise.family} {label} whose p0.1, "
                                       f"median and p99.9 are {r[0]:.3g}, {r[1]:.3g} and "
-                                      f"{r[2]:.3g} times its curve (at most {hi:g} either way)",
-                                      regime=k)
+                                      f"{r[2]:.3g} times its curve (at most "
+                                      f"{RATIO_RANGE[1]:g} either way)", regime=k)
 
 
 def check_sizes(model: Any) -> np.ndarray:

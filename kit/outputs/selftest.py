@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from kit.core.errors import UserError
 from kit.data.collect import collect
 from kit.measure.campaign.manifest import read_job_json, read_manifest, read_submitted
 from kit.measure.campaign.plan import plan_campaign
-from kit.measure.campaign.slurm import SlurmUnreachable, squeue_states
+from kit.measure.campaign.slurm import SlurmWaitTimeout, wait_gone
 from kit.measure.campaign.submit import submit
 
 SHAPE = ("1gbit", "256kb")
@@ -120,22 +119,18 @@ def fit_bandwidth(size: np.ndarray, one_way: np.ndarray) -> tuple[float, str]:
     return 1.0 / slope, "Theil-Sen slope"
 
 
-def _wait(campaign_dir: Path, env: dict[str, str], timeout: float,
-          log: Callable[[str], None]) -> None:
+def _wait(campaign_dir: Path, env: dict[str, str], timeout: float) -> None:
+    """Until the self-test's jobs left the queue and each wrote its job.json (collect reads
+    it next), with the self-test's own sentence when that takes longer than ``timeout``."""
     manifest = read_manifest(campaign_dir)
     ids = list(read_submitted(campaign_dir).values())
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done = all(read_job_json(campaign_dir, j) is not None for j in manifest["jobs"])
-        try:
-            if done and not squeue_states(ids, env):
-                return
-        except SlurmUnreachable:  # a stalled controller: ask again until the deadline
-            pass
-        time.sleep(1.0)
-    raise UserError(f"the self-test job did not finish within {timeout:.0f} s",
-                    where=str(campaign_dir), hint="check 'pt2pt status' and the slurm-*.out "
-                    "files in the campaign's arrays/ directory")
+    try:
+        wait_gone(ids, env, timeout, until=lambda: all(
+            read_job_json(campaign_dir, j) is not None for j in manifest["jobs"]))
+    except SlurmWaitTimeout as exc:
+        raise UserError(f"the self-test job did not finish within {timeout:.0f} s",
+                        where=str(campaign_dir), hint="check 'pt2pt status' and the "
+                        "slurm-*.out files in the campaign's arrays/ directory") from exc
 
 
 def run_selftest(*, samples: int = 12, state_dir: Path | None = None,
@@ -164,7 +159,7 @@ def run_selftest(*, samples: int = 12, state_dir: Path | None = None,
         submit(campaign_dir, env=env)
         log(f"selftest: probe pingpong over tcp between {', '.join(cluster.nodes)}, "
             f"{samples} repetitions of {', '.join(SIZES)} bytes")
-        _wait(campaign_dir, env, timeout, log)
+        _wait(campaign_dir, env, timeout)
         dataset = work / "dataset"
         report = collect(campaign_dir, dataset, env=env)
         bad = [j for j in report.jobs if j.outcome != "ingested"]

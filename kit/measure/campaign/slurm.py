@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kit.core.errors import UserError
 
@@ -68,25 +68,53 @@ def squeue_states(ids: Sequence[str], env: Mapping[str, str] | None = None
     return found
 
 
-def wait_gone(ids: Sequence[str], env: Mapping[str, str] | None = None,
-              timeout: float = 600.0, poll: float = 1.0) -> None:
-    """Return once none of ``ids`` is pending or running any more.
+class SlurmWaitTimeout(UserError):
+    """:func:`wait_gone` reached its deadline (jobs still queued, or the controller silent):
+    a caller with a better sentence for its users (the self-test) catches this one only."""
 
+
+#: What :func:`wait_gone` tells ``on_poll``: the jobs still queued, or None (no answer).
+Queue = dict[str, dict[str, str]]
+
+
+def wait_gone(ids: Sequence[str], env: Mapping[str, str] | None = None,
+              timeout: float | None = 600.0, poll: float = 1.0, *,
+              silence: float | None = None, until: Callable[[], bool] | None = None,
+              on_poll: Callable[[Queue | None], None] | None = None) -> None:
+    """Return once none of ``ids`` is pending or running any more (and ``until()`` holds).
+
+    The one wait for Slurm jobs (tests, the self-test, ``pt2pt submit``'s adaptive rounds).
     A controller that does not answer (:class:`SlurmUnreachable`: stopped, or stalled past
-    MessageTimeout, as when the machine itself is paused for tens of seconds) is asked again
-    until ``timeout``; then the last reason is raised as a :class:`UserError`.
+    MessageTimeout, as when the VM itself pauses for 34-54 s) says nothing about the jobs,
+    so it is asked again: until ``timeout`` (then :class:`SlurmWaitTimeout` with the last
+    reason), or, with ``silence``, until it stayed silent that long (then the
+    :class:`SlurmUnreachable` itself). ``timeout=None`` waits as long as the jobs run.
+    ``until`` adds a condition checked once the queue is empty (e.g. every job wrote its
+    record); ``on_poll`` sees each answer (a progress bar).
     """
-    deadline = time.monotonic() + timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
+    silent_since: float | None = None
     while True:
         try:
-            if not squeue_states(ids, env):
+            queued = squeue_states(ids, env)
+            silent_since = None
+            if on_poll is not None:
+                on_poll(queued)
+            if not queued and (until is None or until()):
                 return
-            why = f"jobs {', '.join(ids)} still queued"
+            why = (f"jobs {', '.join(ids)} still queued" if queued
+                   else f"jobs {', '.join(ids)} left the queue, but not every job ended")
         except SlurmUnreachable as exc:
+            silent_since = silent_since or time.monotonic()
+            if silence is not None and time.monotonic() - silent_since > silence:
+                raise
+            if on_poll is not None:
+                on_poll(None)
             why = exc.message
-        if time.monotonic() >= deadline:
-            raise UserError(f"{why} after {timeout:.0f} s", where="squeue",
-                            hint="see squeue, scontrol show job and the jobs' slurm-*.out")
+        if deadline is not None and time.monotonic() >= deadline:
+            raise SlurmWaitTimeout(f"{why} after {timeout:.0f} s", where="squeue",
+                                   hint="see squeue, scontrol show job and the jobs' "
+                                        "slurm-*.out")
         time.sleep(poll)
 
 

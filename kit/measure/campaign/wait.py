@@ -11,15 +11,14 @@ submits those jobs' arrays again, as run-local runs an unfinished job again.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from kit.core.progress import bar
 from kit.measure.campaign.manifest import read_manifest, read_submitted
 from kit.measure.campaign.runlocal import LocalResult
-from kit.measure.campaign.slurm import SlurmUnreachable, squeue_states
-from kit.measure.campaign.status import job_statuses
+from kit.measure.campaign.slurm import Queue, wait_gone
+from kit.measure.campaign.status import JobStatus, job_statuses
 from kit.measure.campaign.submit import forget, format_submissions, submit
 
 #: Seconds between two squeue calls (one call per array, cheap for the controller).
@@ -58,29 +57,26 @@ def submit_and_wait(campaign_dir: Path, *, env: Mapping[str, str] | None = None,
     subs = submit(campaign_dir, env=env)
     ids = list(read_submitted(campaign_dir).values())
     label = f"slurm {campaign_dir.name}"
+    rows: list[JobStatus] = []
+
+    def ended() -> bool:
+        # status's own squeue must agree: a job requeued meanwhile is waited for too
+        rows[:] = job_statuses(campaign_dir, env=env)
+        return not any(r.slurm_source == "squeue" for r in rows)
+
     with bar(label, total=len(ids), transient=False) as shown:
         shown.print(format_submissions(subs))
-        silent_since: float | None = None
-        while True:
-            try:
-                queued = squeue_states(ids, env)
-            except SlurmUnreachable:
-                # a stalled controller says nothing about the jobs: ask again, a while
-                silent_since = silent_since or time.monotonic()
-                if time.monotonic() - silent_since > UNREACHABLE_S:
-                    raise
+
+        def show(queued: Queue | None) -> None:
+            if queued is None:
                 shown.update(description="the controller does not answer; asking again")
-                time.sleep(poll)
-                continue
-            silent_since = None
+                return
             running = sum(1 for v in queued.values() if v["state"] == "RUNNING")
             shown.update(completed=len(ids) - sum(1 for i in ids if i in queued),
                          description=f"{running} running, {len(queued) - running} queued")
-            if not queued:
-                rows = job_statuses(campaign_dir, env=env)
-                # a squeue that failed once looks like an empty queue: ask again
-                if not any(r.slurm_source == "squeue" for r in rows):
-                    break
-            time.sleep(poll)
+
+        # no deadline: a round runs as long as its jobs; only a silent controller ends it
+        wait_gone(ids, env, timeout=None, poll=poll, silence=UNREACHABLE_S, until=ended,
+                  on_poll=show)
     return [LocalResult(job=r.job, state=r.result, exit_status=_exit(r.exit_status),
                         reason=r.note) for r in rows]

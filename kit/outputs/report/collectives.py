@@ -18,9 +18,8 @@ from pathlib import Path
 import matplotlib
 
 from kit.analyses.collectives import Share, ranking, selector_lines
-from kit.core.atomicwrite import make_dirs, write_text
+from kit.core.atomicwrite import make_dirs, save_png, write_text
 from kit.core.paths import PACKAGE_DIR
-from kit.outputs.report.plots import _save
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -59,7 +58,7 @@ def times_plot(path: Path, ranked: pl.DataFrame, collective: str) -> Path:
         ax.set_visible(False)
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_png(fig, path, dpi=100)
 
 
 def shares_plot(path: Path, found: list[Share], collective: str) -> Path:
@@ -84,7 +83,7 @@ def shares_plot(path: Path, found: list[Share], collective: str) -> Path:
         ax.grid(True, axis="x", alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    return _save(fig, path)
+    return save_png(fig, path, dpi=100)
 
 
 def write_report(out_dir: Path, rows: pl.DataFrame, found: list[Share], *, source: str,

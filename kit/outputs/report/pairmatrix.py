@@ -24,6 +24,7 @@ import numpy as np
 
 from kit.analyses.clusterview import PairMatrix, describe_model, fit_or_read, pair_matrix
 from kit.analyses.slowlinks import Findings, find
+from kit.core.atomicwrite import save_png
 from kit.core.errors import UserError
 from kit.data.pairrows import MIN_PAIRS, clusters
 from kit.figures.deviation import FIGURES
@@ -88,11 +89,7 @@ def heatmap(path: Path, matrix: PairMatrix) -> Path:
     ax.set_title(f"{matrix.title}\ntypical pair {matrix.cell_text_typical()}; "
                  "framed: flagged slow", fontsize=10)
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_png(fig, path, dpi=100)
 
 
 def cluster_part(model: ClusterModel, findings: Findings, out_dir: Path, slug: str,

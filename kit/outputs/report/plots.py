@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
-from kit.core.atomicwrite import replacing
+from kit.core.atomicwrite import save_png
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -29,15 +29,6 @@ if TYPE_CHECKING:
 #: Cap on plotted points: beyond this the scatter is a random subsample (stated in the title).
 MAX_POINTS = 40_000
 _COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-
-
-def _save(fig: Any, path: Path) -> Path:
-    try:
-        with replacing(path, suffix=".png") as tmp:
-            fig.savefig(tmp, dpi=100)
-    finally:
-        plt.close(fig)
-    return path
 
 
 def _subsample(x: NDArray, y: NDArray, rng: np.random.Generator) -> tuple[NDArray, NDArray, str]:
@@ -95,7 +86,7 @@ def scatter_plot(path: Path, model: RegimeModel, size: NDArray | None, time: NDA
     ax.set_title(title + note, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", ncol=2)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_png(fig, path, dpi=100)
 
 
 def _regime_grid(n: int) -> tuple[Any, list[Any]]:
@@ -112,7 +103,7 @@ def _finish_grid(fig: Any, unused: list[Any], title: str, path: Path) -> Path:
         ax.axis("off")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_png(fig, path, dpi=100)
 
 
 def residual_plot(path: Path, model: RegimeModel, size: NDArray, time: NDArray, title: str,
@@ -237,7 +228,7 @@ def sequence_plot(path: Path, run_id: NDArray, seq: NDArray, size: NDArray, time
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    return _save(fig, path)
+    return save_png(fig, path, dpi=100)
 
 
 #: Bins per decade of message size for the held-out scores: per-size scores of a few
@@ -305,4 +296,4 @@ def validation_plot(path: Path, validation: Mapping[str, Any], title: str,
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4,
               frameon=False)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_png(fig, path, dpi=100)
