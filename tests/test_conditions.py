@@ -26,10 +26,10 @@ PLAN = {"outputs": ["osu_latency.txt"], "nodes": 1, "ntasks_per_node": 2,
 
 def record(load_during: float | None, *, cpus: int = 2, before: float = 0.3,
            pressure: float | None = 0.01, steal: float | None = 0.0,
-           tenants: list[str] | None = None) -> dict[str, object]:
+           tenants: list[str] | None = None, samples: int = 5) -> dict[str, object]:
     """A job.json ``conditions`` as jobrecord writes it."""
     return {"before": {"load1": before, "steal": 0.0},
-            "during": {"load": load_during, "samples": 5, "cpu_pressure": pressure,
+            "during": {"load": load_during, "samples": samples, "cpu_pressure": pressure,
                        "steal": steal, "load1_max": before},
             "after": {"load1": before, "steal": 0.0}, "cpus_online": cpus,
             "ranks_per_node": 2, "governor": None, "tenants": tenants}
@@ -43,10 +43,18 @@ def record(load_during: float | None, *, cpus: int = 2, before: float = 0.3,
     (record(2.0, pressure=0.6), "disturbed", "waited for a CPU 60 %"),
     (record(2.0, steal=0.2), "disturbed", "stole 20 %"),
     (record(2.0, tenants=["41", "42"]), "disturbed", "41,42"),
-    (record(None, before=6.0), "disturbed", "load average 6.0 around the run"),
+    (record(None, before=6.0, pressure=None), "disturbed", "load average 6.0 around the run"),
     (None, "unknown", "no load recorded"),
+    # A 0.25 s run, one watcher sample: the count caught mpirun / the job shell (measured at
+    # rest, 54); judged by CPU pressure over the whole run, not by that instant.
+    (record(3.0, samples=1, pressure=0.08, before=0.5), "quiet", "CPU pressure 8 %"),
+    (record(2.0, samples=1, pressure=0.45, before=0.5), "disturbed", "waited for a CPU 45 %"),
+    # no PSI: the minute around, less the ranks (a campaign's own previous jobs are in it)
+    (record(3.0, samples=2, pressure=None, before=2.3), "quiet", "load 2.3 before"),
+    (record(3.0, samples=1, pressure=None, before=4.6), "disturbed", "load average 4.6"),
 ], ids=["rest", "two-burners", "load-7", "big-node", "pressure", "steal", "tenants",
-        "before-only", "nothing"])
+        "before-only", "nothing", "short-launcher-seen", "short-beside-hog",
+        "short-no-psi-own-jobs", "short-no-psi-busy"])
 def test_one_rule_judges_a_run(rec: dict[str, object] | None, verdict: str, word: str) -> None:
     found, why = cond.judge(cond.Conditions.from_record(rec, order="shuffled",
                                                         binding="cores 0,1"))

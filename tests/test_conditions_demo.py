@@ -1,4 +1,7 @@
 """A demo run beside two CPU burners is disturbed everywhere a user looks; at rest it is quiet.
+A short run (shorter than the watcher's few samples) is judged by CPU pressure: quiet at rest
+although one instant of the job's own launcher can read as a third runnable task, disturbed
+beside CPU hogs.
 
 Real MPI, real probe, the demo's own path (``pt2pt demo --campaign``): the run's conditions
 land in ``runs.parquet``, the models' ``run_quality``, the report's summary and ``pt2pt
@@ -22,7 +25,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from kit.measure import conditions as cond
 from kit.measure.campaign import nodestate
+from kit.measure.campaign.plan import plan_campaign
+from kit.measure.campaign.runlocal import run_local
 from kit.model.io import read_model
 from tests.conftest import mpi_env
 
@@ -49,6 +55,24 @@ tools:
 """
 
 BURNERS = 2
+
+#: A run of well under a second (200 samples over 0-64 KiB): the watcher samples it once or
+#: twice, like each run of tests/test_real_tools.py's cross-check.
+SHORT = """\
+name: short
+mpi: openmpi
+transports: [shm]
+placement: intra-node
+repetitions: 1
+seed: 3
+launcher: mpirun
+tools:
+  - tool: probe
+    ops: [pingpong]
+    sizes: loguniform:1:64K
+    samples: 200
+    warmup: 5
+"""
 
 
 def _demo(out: Path, campaign: Path) -> subprocess.CompletedProcess[str]:
@@ -149,3 +173,43 @@ def test_a_demo_beside_two_burners_is_disturbed_and_at_rest_quiet(
                             timeout=600)
     assert called.returncode in (0, 3), called.stdout + called.stderr
     assert "no verdict" not in called.stdout
+
+
+def _short_run(tmp_path: Path, name: str) -> tuple[dict[str, object], tuple[str, str]]:
+    """One short probe run through the kit's job script: (its recorded conditions, verdict)."""
+    campaign = tmp_path / "short.yaml"
+    campaign.write_text(SHORT, encoding="utf-8")
+    out = tmp_path / name
+    plan_campaign(campaign, out)
+    (result,) = run_local(out, env=mpi_env())
+    assert result.state == "completed", result.reason
+    (job,) = out.glob("jobs/*/job.json")
+    record = json.loads(job.read_text())["conditions"]
+    return record, cond.judge(cond.Conditions.from_record(record))
+
+
+def test_a_short_run_is_judged_by_cpu_pressure_quiet_at_rest_disturbed_beside_hogs(
+        tmp_path: Path, campaign_env: None) -> None:
+    if nodestate.pressure_us() is None:
+        pytest.skip("this kernel has no CPU pressure (PSI): short runs are judged by the "
+                    "load average around them (tests/test_conditions.py)")
+    other = _runnable_now()
+    if other <= 0.5:  # at rest: the launcher's own tasks must not make it disturbed
+        record, (verdict, why) = _short_run(tmp_path, "rest")
+        assert verdict == "quiet", (why, record)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                             stdin=subprocess.DEVNULL) for _ in range(os.cpu_count() or 2)]
+    try:
+        record, (verdict, why) = _short_run(tmp_path, "busy")
+    finally:
+        for hog in hogs:
+            os.kill(hog.pid, signal.SIGKILL)
+            hog.wait()
+    during = record["during"]
+    assert isinstance(during, dict), record
+    assert verdict == "disturbed", (why, record)
+    if (during.get("samples") or 0) < cond.MIN_LOAD_SAMPLES:  # judged without the count
+        assert "waited for a CPU" in why, (why, record)
+    if other > 0.5:
+        pytest.skip(f"beside the hogs: disturbed (checked); the machine is not at rest for "
+                    f"the quiet run: {other:.1f} runnable tasks besides this test")
