@@ -13,12 +13,14 @@ would be wrong, not the test).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,17 +83,24 @@ def _demo(out: Path, campaign: Path) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=900, stdin=subprocess.DEVNULL)
 
 
-@pytest.fixture
-def burners() -> Iterator[list[int]]:
-    """Two busy loops beside the run (each keeps one CPU busy); stopped by PID."""
+@contextlib.contextmanager
+def _hogs(n: int) -> Iterator[list[int]]:
+    """``n`` busy loops (each keeps one CPU busy); stopped by PID."""
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                              stdin=subprocess.DEVNULL) for _ in range(BURNERS)]
+                              stdin=subprocess.DEVNULL) for _ in range(n)]
     try:
         yield [p.pid for p in procs]
     finally:
         for p in procs:
             os.kill(p.pid, signal.SIGKILL)
             p.wait()
+
+
+@pytest.fixture
+def burners() -> Iterator[list[int]]:
+    """Two busy loops beside the run; stopped by PID."""
+    with _hogs(BURNERS) as pids:
+        yield pids
 
 
 def _runnable_now(seconds: float = 3.0) -> float:
@@ -197,19 +206,14 @@ def test_a_short_run_is_judged_by_cpu_pressure_quiet_at_rest_disturbed_beside_ho
     if other <= 0.5:  # at rest: the launcher's own tasks must not make it disturbed
         record, (verdict, why) = _short_run(tmp_path, "rest")
         assert verdict == "quiet", (why, record)
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                             stdin=subprocess.DEVNULL) for _ in range(os.cpu_count() or 2)]
-    try:
+    with _hogs(os.cpu_count() or 2):
         record, (verdict, why) = _short_run(tmp_path, "busy")
-    finally:
-        for hog in hogs:
-            os.kill(hog.pid, signal.SIGKILL)
-            hog.wait()
     during = record["during"]
     assert isinstance(during, dict), record
     assert verdict == "disturbed", (why, record)
     if (during.get("samples") or 0) < cond.MIN_LOAD_SAMPLES:  # judged without the count
         assert "waited for a CPU" in why, (why, record)
-    if other > 0.5:
-        pytest.skip(f"beside the hogs: disturbed (checked); the machine is not at rest for "
-                    f"the quiet run: {other:.1f} runnable tasks besides this test")
+    if other > 0.5:  # withheld, not skipped: the busy half was tested
+        warnings.warn(UserWarning(f"short run beside hogs: disturbed (checked); the quiet "
+                                  f"run not tested, the machine was not at rest: {other:.1f} "
+                                  "runnable tasks besides this test"), stacklevel=1)
