@@ -44,7 +44,7 @@ class CollectivesView:
         """The X's of the shares, in the order the analysis gave them."""
         return list(dict.fromkeys(s.within_percent for s in self.found))
 
-    def share_chart(self, collective: str, within: float, width: int = 30) -> Text:
+    def share_chart(self, collective: str, within: float, width: int | None = None) -> Text:
         """The 2015 study's figure of the shares as text: per numproc range (side by side) one
         line per algorithm on a 0-1 axis, the share ``●`` and its 95 % interval ``━``; where
         configurations were left out, their bounds ``╎┄╎`` (what the missing times could make
@@ -52,6 +52,7 @@ class CollectivesView:
         mine = [s for s in self.found if s.collective == collective and s.within_percent == within]
         ranges = list(dict.fromkeys(s.numprocs for s in mine))
         algs = sorted({s.algorithm for s in mine})
+        width = width or {1: 30, 2: 22}.get(len(ranges), 16)  # the time plot keeps room
         name_w = max((len(a) for a in algs), default=4) + 1
         cell = {(s.numprocs, s.algorithm): s for s in mine}
 

@@ -77,22 +77,29 @@ def shares_plot(path: Path, found: list[Share], collective: str) -> Path:
                              squeeze=False, sharey=True)
     for ax, label in zip(axes[0], ranges, strict=True):
         for k, x in enumerate(xs):
-            pts = [s for s in mine if s.numprocs == label and s.within_percent == x
-                   and s.configurations]
+            pts = [s for s in mine if s.numprocs == label and s.within_percent == x]
             pts.sort(key=lambda s: algs.index(s.algorithm))
             y = [algs.index(s.algorithm) + (k - (len(xs) - 1) / 2) * 0.22 for s in pts]
+            out = [(yy, s) for yy, s in zip(y, pts, strict=True) if s.left_out]
+            if out:  # what the left-out configurations could make the share over all
+                ax.hlines([yy for yy, _ in out], [s.bound_lo for _, s in out],
+                          [s.bound_hi for _, s in out], colors="grey", lw=5, alpha=0.3,
+                          label="bounds (left out)" if k == 0 else None)
+            y = [yy for yy, s in zip(y, pts, strict=True) if s.configurations]
+            pts = [s for s in pts if s.configurations]
             ax.errorbar([s.share for s in pts], y,
                         xerr=[[s.share - s.lo for s in pts], [s.hi - s.share for s in pts]],
                         fmt="o", ms=4, capsize=2, label=f"within {x:g} %")
-        n, out = next(((s.configurations, s.left_out) for s in mine if s.numprocs == label),
-                      (0, 0))
+        n, gone = next(((s.configurations, s.left_out) for s in mine if s.numprocs == label),
+                       (0, 0))
         ax.set(xlim=(-0.02, 1.02), title=f"numproc {label} ({n} configurations"
-               + (f", {out} left out)" if out else ")"),
+               + (f", {gone} left out)" if gone else ")"),
                xlabel="share of configurations (95 % interval)")
         ax.set_yticks(range(len(algs)), algs)
         ax.grid(True, axis="x", alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=len(labels))
+    fig.tight_layout(rect=(0, 0.35 / (0.35 * len(algs) + 1.6), 1, 1))  # room for the legend
     return save_png(fig, path, dpi=100)
 
 
