@@ -30,6 +30,12 @@
  *   link NAME BANDWIDTH_BPS LATENCY_S
  *   set that link's nominal bandwidth and latency when the platform is created (per-link
  *   values a <cluster> tag cannot say); an unknown link name is an error.
+ *   shaper RATE_BPS BURST_BYTES
+ *   a token bucket on every host's messages to other hosts (kit/outputs/export/shaper.py):
+ *   the factors describe a message on an idle link (a full bucket, as the ping-pong that
+ *   calibrated them saw); the bucket is replayed in simulated time per sending host, and a
+ *   message that finds it shorter than an idle link would (messages sent just before it)
+ *   waits the difference as extra latency. A message on an idle link keeps its factors.
  * Each message draws one u ~ U(0,1) and r = Q(u); it gets latency factor LAT*r and
  * bandwidth factor BW/r, so its whole network time is multiplied by r.
  * PT2PT_SIMGRID_SEED (default 1) seeds the generator; PT2PT_SIMGRID_DETERMINISTIC=1 keeps
@@ -79,6 +85,18 @@ std::map<std::string, RouteClass> classes;
 const RouteClass* intra_class = nullptr;
 const RouteClass* inter_class = nullptr;
 std::vector<LinkValue> link_values;
+
+// The token bucket of a sending host: `tokens` bytes are available at time `t`, the time
+// its queue (messages already admitted) is empty.
+struct Bucket {
+  double t;
+  double tokens;
+};
+bool shaped = false;
+double shaper_rate = 0.0;
+double shaper_burst = 0.0;
+std::unordered_map<const simgrid::s4u::Host*, Bucket> buckets;
+double pending_wait = 0.0;  // the shaper's wait for the message whose factors are pending
 std::mt19937_64 rng;
 bool deterministic = false;
 // The ratio drawn by the bandwidth callback, reused by the latency callback of the same
@@ -124,6 +142,13 @@ void load(const std::string& path) {
       if (!(ls >> word >> v.name >> v.bandwidth >> v.latency) || !(v.bandwidth > 0) || !(v.latency >= 0))
         throw bad(path, lineno, "expected link NAME BANDWIDTH_BPS LATENCY_S");
       link_values.push_back(v);
+      continue;
+    }
+    if (line.rfind("shaper ", 0) == 0) {
+      std::string word;
+      if (!(ls >> word >> shaper_rate >> shaper_burst) || !(shaper_rate > 0) || !(shaper_burst >= 0))
+        throw bad(path, lineno, "expected shaper RATE_BPS BURST_BYTES (rate > 0, burst >= 0)");
+      shaped = true;
       continue;
     }
     RouteClass& rc = classes[current];
@@ -227,8 +252,31 @@ double draw(const Segment& s, double size) {
   return quantile(tb[j - 1], u) * (1 - w) + quantile(tb[j], u) * w;
 }
 
+/* Admit a message of `size` bytes from `src` now; the extra time (s) it waits for the bucket
+ * beyond what it would wait on an idle link (full bucket: max(0, size - burst) / rate). */
+double shaper_wait(double size, const simgrid::s4u::Host* src) {
+  double now = simgrid::s4u::Engine::get_clock();
+  auto it = buckets.find(src);
+  if (it == buckets.end())
+    it = buckets.emplace(src, Bucket{now, shaper_burst}).first;
+  Bucket& b = it->second;
+  double start = std::max(now, b.t);
+  double tokens = std::min(shaper_burst, b.tokens + (start - b.t) * shaper_rate);
+  double finish = start;
+  if (size <= tokens) {
+    b.tokens = tokens - size;
+  } else {
+    finish = start + (size - tokens) / shaper_rate;
+    b.tokens = 0.0;
+  }
+  b.t = finish;
+  double idle = std::max(0.0, size - shaper_burst) / shaper_rate;
+  return std::max(0.0, finish - now - idle);
+}
+
 double bw_factor(double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
                  const std::vector<simgrid::s4u::Link*>&, const std::unordered_set<simgrid::s4u::NetZone*>&) {
+  pending_wait = (shaped && src != dst) ? shaper_wait(size, src) : 0.0;
   const Segment* s = route_segment(size, src, dst);
   if (!s) {
     pending = false;
@@ -240,13 +288,21 @@ double bw_factor(double size, const simgrid::s4u::Host* src, const simgrid::s4u:
 }
 
 double lat_factor(double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
-                  const std::vector<simgrid::s4u::Link*>&, const std::unordered_set<simgrid::s4u::NetZone*>&) {
+                  const std::vector<simgrid::s4u::Link*>& links, const std::unordered_set<simgrid::s4u::NetZone*>&) {
+  double wait = pending_wait;
+  pending_wait = 0.0;
+  // SimGrid multiplies the route's latency by this factor: the shaper's wait is added as a
+  // share of it (a route without latency cannot carry a wait).
+  double route_latency = 0.0;
+  for (auto const* link : links)
+    route_latency += link->get_latency();
+  double extra = (wait > 0 && route_latency > 0) ? wait / route_latency : 0.0;
   const Segment* s = route_segment(size, src, dst);
   if (!s)
-    return 1.0;
+    return 1.0 + extra;
   double r = pending ? pending_ratio : draw(*s, size);
   pending = false;
-  return s->lat * r;
+  return s->lat * r + extra;
 }
 
 void install() {
