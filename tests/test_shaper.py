@@ -28,9 +28,11 @@ RATE, BURST, LINE, LAT, WINDOW = 25e6, 64000.0, 50e6, 10e-6, 16
 
 
 def one_way(size: np.ndarray, burst: float = BURST) -> np.ndarray:
-    """A message on an idle link: line speed up to the burst, the sustained rate after it."""
+    """A message on an idle link through a tbf: at line speed while the bucket has tokens
+    (they drain at LINE - RATE: burst * LINE / (LINE - RATE) bytes), at the rate after."""
     s = np.asarray(size, dtype=float)
-    return LAT + np.minimum(s, burst) / LINE + np.maximum(0.0, s - burst) / RATE
+    fast = burst * LINE / (LINE - RATE)
+    return LAT + np.minimum(s, fast) / LINE + np.maximum(0.0, s - fast) / RATE
 
 
 def gap(size: np.ndarray, burst: float = BURST) -> np.ndarray:
@@ -53,9 +55,8 @@ def test_rate_and_burst_are_recovered_from_a_ping_pong_and_a_stream() -> None:
     pingpong, stream = _models()
     shaper = shaper_from_models(pingpong, stream)
     assert shaper.rate == pytest.approx(RATE, rel=0.03)
-    # the bytes a lone message gets ahead of the sustained rate (the bucket refills while
-    # the line drains it)
-    assert shaper.burst == pytest.approx(BURST * (1 - RATE / LINE), rel=0.15)
+    assert shaper.burst == pytest.approx(BURST, rel=0.15)
+    assert shaper.line == pytest.approx(LINE, rel=0.10)
     # the ping-pong's own bandwidth is not the sustained rate: a lone 64 KiB message is
     # nearly twice as fast as the sustained rate would carry it
     assert float(pingpong.predict(np.array([65536.0]))[0]) < 0.6 * 65536 / RATE
@@ -66,7 +67,7 @@ def test_a_link_without_a_bucket_has_no_burst() -> None:
     pingpong, stream = _models(0.0)
     shaper = shaper_from_models(pingpong, stream)
     assert shaper.rate == pytest.approx(RATE, rel=0.03)
-    assert shaper.burst < 0.1 * BURST
+    assert shaper.burst < 0.1 * BURST  # a few bytes ahead at most: harmless
 
 
 def test_cli_exports_the_sustained_rate(tmp_path: Path,
@@ -82,7 +83,8 @@ def test_cli_exports_the_sustained_rate(tmp_path: Path,
     assert "token bucket" in capsys.readouterr().out
     doc = json.loads((out / "platform.json").read_text())
     assert doc["shaper"]["rate_Bps"] == pytest.approx(RATE, rel=0.03)
-    assert doc["shaper"]["burst_bytes"] == pytest.approx(BURST * (1 - RATE / LINE), rel=0.15)
+    assert doc["shaper"]["burst_bytes"] == pytest.approx(BURST, rel=0.15)
+    assert doc["shaper"]["line_Bps"] == pytest.approx(LINE, rel=0.10)
     # the ping-pong's factors are what they were without the bucket
     assert main(["export", str(pp), "--simgrid", "--hosts", "2", "-o", str(tmp_path / "b")]) == 0
     table = (out / "network.tsv").read_text().splitlines()
@@ -191,3 +193,4 @@ def test_simgrid_streams_at_the_sustained_rate_and_lone_messages_keep_their_fact
 
 def test_the_table_line_is_what_the_plugin_reads() -> None:
     assert Shaper(25e6, 64000.0).table_line() == "shaper 25000000 64000"
+    assert Shaper(25e6, 64000.0, 5e7).table_line() == "shaper 25000000 64000 50000000"

@@ -15,13 +15,18 @@ waits the difference as extra latency; one on an idle link keeps its factors exa
 
 * **rate** = 1 / the slope of the stream model's per-message gap over the top octave of its
   sizes (the median curve: the window's start-up and the bucket's burst cancel in the slope);
-* **burst** = the bytes a lone message gets ahead of the sustained rate, per ping-pong size
-  ``S - rate * (t(S) - t(smallest))``: it grows with the size while the message fits in the
-  bucket and is flat beyond (a tbf of burst b on a line of speed C gives b (1 - rate / C):
-  the bucket refills while it drains, and the plugin admits a message's bytes at once, the
-  line's time being the factors'). Read where it stops growing (the median of that size and
-  the next two: larger sizes only add noise in proportion to their size); 0 when it never
-  grows (no bucket: the plugin then only queues a host's messages at the sustained rate).
+* **burst and line**: the bytes a lone message gets ahead of the sustained rate, per
+  ping-pong size ``S - rate * (t(S) - t(smallest))``, grow with the size while the message
+  fits in the bucket and are flat beyond, at the bucket's size b (a tbf of b bytes on a line
+  of speed C sends ``b C / (C - rate)`` bytes at C, the bucket refilling while it drains).
+  The plateau is read where the growth stops (the median of that size and the next two:
+  larger sizes only add noise in proportion to their size), C as the ping-pong's slope over
+  the three octaves below it (inf when not faster than the rate). No plateau: no bucket
+  (burst 0; the plugin then only queues a host's messages at the sustained rate).
+
+The plugin replays the bucket as a fluid: a message's bytes leave at C while the bucket has
+tokens (which drain at C - rate), at the rate after; it waits what this takes beyond the same
+message on an idle link.
 """
 
 from __future__ import annotations
@@ -34,9 +39,6 @@ import numpy as np
 
 from kit.core.errors import ModelError
 
-#: Sizes (per decade) at which the ping-pong curve is read for the burst.
-_PER_DECADE = 16
-
 
 @dataclass(frozen=True)
 class Shaper:
@@ -44,14 +46,18 @@ class Shaper:
 
     rate: float  #: sustained rate, B/s
     burst: float  #: bucket size, bytes
-    source: str = ""  #: where the two numbers come from (for the notes)
+    line: float = math.inf  #: speed while the bucket has tokens, B/s (inf: at once)
+    source: str = ""  #: where the numbers come from (for the notes)
 
     def table_line(self) -> str:
-        """The network plugin's line (``shaper RATE_BPS BURST_BYTES``)."""
-        return f"shaper {self.rate:.10g} {self.burst:.10g}"
+        """The network plugin's line (``shaper RATE_BPS BURST_BYTES [LINE_BPS]``)."""
+        line = f" {self.line:.10g}" if math.isfinite(self.line) else ""
+        return f"shaper {self.rate:.10g} {self.burst:.10g}{line}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rate_Bps": self.rate, "burst_bytes": self.burst, "source": self.source}
+        return {"rate_Bps": self.rate, "burst_bytes": self.burst,
+                "line_Bps": self.line if math.isfinite(self.line) else None,
+                "source": self.source}
 
 
 def _size_range(model: Any, what: str) -> tuple[float, float]:
@@ -62,28 +68,24 @@ def _size_range(model: Any, what: str) -> tuple[float, float]:
     return float(regimes[0].size_min), float(regimes[-1].size_max)
 
 
-def _read_sizes(model: Any, lo: float, hi: float) -> np.ndarray:
-    """Where to read ``model``'s median: its measured sizes (their own medians: a regime's
-    line cannot bend at a burst, a measured size's median does), else a log grid."""
-    own = np.asarray(model.stored_sizes(), dtype=float) if hasattr(model, "stored_sizes") else (
-        np.zeros(0))
-    own = np.unique(own[(own >= lo) & (own <= hi)])
-    if own.size >= 2:
-        return own
-    return np.geomspace(lo, hi, max(2, int(math.log10(hi / lo) * _PER_DECADE) + 1))
+def _octaves(model: Any, what: str) -> np.ndarray:
+    """The sizes ``model``'s median is read at: octaves down from its largest size (the
+    calibration's power-of-2 grid: measured sizes' own medians, where a regime's line cannot
+    bend at a burst and a measured size's median does)."""
+    lo, hi = _size_range(model, what)
+    k = math.floor(math.log2(hi / max(lo, 1.0)) + 1e-9)
+    return hi / 2.0 ** np.arange(k, -1, -1)
 
 
 def sustained_rate(stream_model: Any) -> float:
     """B/s: 1 / the slope of the median per-message gap over the top octave of the sizes."""
-    lo, hi = _size_range(stream_model, "stream model")
-    sizes = _read_sizes(stream_model, lo, hi)
-    below = sizes[sizes <= sizes[-1] / 2]
-    lo, hi = (float(below[-1]) if below.size else lo), float(sizes[-1])
-    if not hi >= 2 * lo:
-        raise ModelError(f"the stream model covers {lo:g}-{hi:g} B, less than an octave: no "
-                         "slope to read a sustained rate from", where="stream model",
+    sizes = _octaves(stream_model, "stream model")
+    if sizes.size < 2:
+        raise ModelError(f"the stream model covers {sizes[0]:g} B only, less than an octave: "
+                         "no slope to read a sustained rate from", where="stream model",
                          hint="measure the stream op up to sizes well above the burst "
                          "(e.g. sizes grid:1:1M:2)")
+    lo, hi = float(sizes[-2]), float(sizes[-1])
     g = np.asarray(stream_model.predict(np.array([lo, hi])), dtype=float)
     slope = (g[1] - g[0]) / (hi - lo)
     if not (math.isfinite(slope) and slope > 0):
@@ -95,31 +97,34 @@ def sustained_rate(stream_model: Any) -> float:
     return 1.0 / slope
 
 
-def burst_bytes(pingpong_model: Any, rate: float) -> float:
-    """The bytes a message on an idle link gets ahead of ``rate`` (module docstring)."""
-    lo, hi = _size_range(pingpong_model, "ping-pong model")
-    lo = max(lo, 1.0)
-    sizes = _read_sizes(pingpong_model, lo, hi)
-    t = np.asarray(pingpong_model.predict(np.concatenate([[lo], sizes])), dtype=float)
-    ahead = sizes - rate * (t[1:] - t[0])
-    # ahead grows with the size while the message fits in the burst, then stays flat (its
-    # noise grows with the size): the plateau is where it stops growing at half its pace.
-    for i in range(len(sizes) - 1):
-        if ahead[i] > 0 and ahead[i + 1] < ahead[i] * math.sqrt(sizes[i + 1] / sizes[i]):
-            return float(max(0.0, np.median(ahead[i:i + 3])))
-    return 0.0
+def bucket_of(pingpong_model: Any, rate: float) -> tuple[float, float]:
+    """(burst bytes, line speed B/s) of the bucket in front of ``rate`` (module docstring);
+    (0, inf) when the ping-pong shows none."""
+    sizes = _octaves(pingpong_model, "ping-pong model")
+    t = np.asarray(pingpong_model.predict(sizes), dtype=float)
+    ahead = sizes - rate * (t - t[0])  # t[0]: the smallest size's, the latency
+    # ahead grows with the size while the message fits in the burst (doubles per octave),
+    # then stays flat (its noise grows with the size): the plateau starts at the first size
+    # the next two octaves grow by less than half an octave's doubling.
+    for i in range(1, len(sizes) - 2):
+        if ahead[i] > 0 and max(ahead[i + 1], ahead[i + 2]) < math.sqrt(2) * ahead[i]:
+            plateau = float(np.median(ahead[i:i + 3]))
+            j = max(0, i - 3)  # the line: the ping-pong's slope over three octaves below it
+            slope = (t[i] - t[j]) / (sizes[i] - sizes[j])
+            line = 1.0 / slope if slope > 0 else float("inf")
+            return max(0.0, plateau), (line if line > 1.05 * rate else float("inf"))
+    return 0.0, float("inf")
 
 
 def shaper_from_models(pingpong_model: Any, stream_model: Any,
                        burst: float | None = None) -> Shaper:
     """The bucket of a link measured by a ping-pong and a stream (``burst``: given, bytes)."""
     rate = sustained_rate(stream_model)
-    if burst is None:
-        b = burst_bytes(pingpong_model, rate)
-        how = "burst from the ping-pong's departure from that rate"
-    else:
+    b, line = bucket_of(pingpong_model, rate)
+    how = "burst and line speed from the ping-pong's departure from that rate"
+    if burst is not None:
         if not (burst >= 0 and math.isfinite(burst)):
             raise ModelError(f"burst {burst} bytes", where="option --burst",
                              hint="give a size >= 0, e.g. 64k")
-        b, how = float(burst), "burst as given"
-    return Shaper(rate, b, f"sustained rate from the stream model's top octave, {how}")
+        b, how = float(burst), "burst as given, line speed from the ping-pong"
+    return Shaper(rate, b, line, f"sustained rate from the stream model's top octave, {how}")

@@ -30,12 +30,14 @@
  *   link NAME BANDWIDTH_BPS LATENCY_S
  *   set that link's nominal bandwidth and latency when the platform is created (per-link
  *   values a <cluster> tag cannot say); an unknown link name is an error.
- *   shaper RATE_BPS BURST_BYTES
+ *   shaper RATE_BPS BURST_BYTES [LINE_BPS]
  *   a token bucket on every host's messages to other hosts (kit/outputs/export/shaper.py):
  *   the factors describe a message on an idle link (a full bucket, as the ping-pong that
- *   calibrated them saw); the bucket is replayed in simulated time per sending host, and a
- *   message that finds it shorter than an idle link would (messages sent just before it)
- *   waits the difference as extra latency. A message on an idle link keeps its factors.
+ *   calibrated them saw); the bucket is replayed in simulated time per sending host as a
+ *   fluid (bytes leave at LINE while it has tokens, which drain at LINE - RATE, at RATE
+ *   after; LINE absent: at once), and a message that takes longer through it than on an idle
+ *   link (messages sent just before it) waits the difference as extra latency. A message on
+ *   an idle link keeps its factors.
  * Each message draws one u ~ U(0,1) and r = Q(u); it gets latency factor LAT*r and
  * bandwidth factor BW/r, so its whole network time is multiplied by r.
  * PT2PT_SIMGRID_SEED (default 1) seeds the generator; PT2PT_SIMGRID_DETERMINISTIC=1 keeps
@@ -95,6 +97,7 @@ struct Bucket {
 bool shaped = false;
 double shaper_rate = 0.0;
 double shaper_burst = 0.0;
+double shaper_line = INFINITY;
 std::unordered_map<const simgrid::s4u::Host*, Bucket> buckets;
 double pending_wait = 0.0;  // the shaper's wait for the message whose factors are pending
 std::mt19937_64 rng;
@@ -147,7 +150,13 @@ void load(const std::string& path) {
     if (line.rfind("shaper ", 0) == 0) {
       std::string word;
       if (!(ls >> word >> shaper_rate >> shaper_burst) || !(shaper_rate > 0) || !(shaper_burst >= 0))
-        throw bad(path, lineno, "expected shaper RATE_BPS BURST_BYTES (rate > 0, burst >= 0)");
+        throw bad(path, lineno, "expected shaper RATE_BPS BURST_BYTES [LINE_BPS] (rate > 0, burst >= 0)");
+      double line;
+      if (ls >> line) {
+        if (!(line > 0))
+          throw bad(path, lineno, "the shaper's LINE_BPS must be > 0");
+        shaper_line = line;
+      }
       shaped = true;
       continue;
     }
@@ -252,8 +261,29 @@ double draw(const Segment& s, double size) {
   return quantile(tb[j - 1], u) * (1 - w) + quantile(tb[j], u) * w;
 }
 
+/* How long `size` bytes take through a bucket holding `tokens`; `left` gets its tokens after.
+ * Fluid: at the line's speed while tokens last (they drain at line - rate), then at rate. */
+double through(double size, double tokens, double* left) {
+  if (std::isinf(shaper_line)) {  // bytes leave at once while tokens last
+    *left = std::max(0.0, tokens - size);
+    return size <= tokens ? 0.0 : (size - tokens) / shaper_rate;
+  }
+  double drain = shaper_line - shaper_rate;
+  if (!(drain > 0)) {  // the line is no faster than the bucket: it never empties
+    *left = std::min(shaper_burst, tokens - size * drain / shaper_line);
+    return size / shaper_line;
+  }
+  double fast = tokens / drain * shaper_line;  // bytes that leave at the line's speed
+  if (size <= fast) {
+    *left = tokens - size * drain / shaper_line;
+    return size / shaper_line;
+  }
+  *left = 0.0;
+  return fast / shaper_line + (size - fast) / shaper_rate;
+}
+
 /* Admit a message of `size` bytes from `src` now; the extra time (s) it waits for the bucket
- * beyond what it would wait on an idle link (full bucket: max(0, size - burst) / rate). */
+ * beyond what it would take on an idle link (a full bucket). */
 double shaper_wait(double size, const simgrid::s4u::Host* src) {
   double now = simgrid::s4u::Engine::get_clock();
   auto it = buckets.find(src);
@@ -262,15 +292,12 @@ double shaper_wait(double size, const simgrid::s4u::Host* src) {
   Bucket& b = it->second;
   double start = std::max(now, b.t);
   double tokens = std::min(shaper_burst, b.tokens + (start - b.t) * shaper_rate);
-  double finish = start;
-  if (size <= tokens) {
-    b.tokens = tokens - size;
-  } else {
-    finish = start + (size - tokens) / shaper_rate;
-    b.tokens = 0.0;
-  }
+  double left;
+  double finish = start + through(size, tokens, &left);
   b.t = finish;
-  double idle = std::max(0.0, size - shaper_burst) / shaper_rate;
+  b.tokens = std::max(0.0, left);
+  double unused;
+  double idle = through(size, shaper_burst, &unused);
   return std::max(0.0, finish - now - idle);
 }
 
