@@ -225,9 +225,10 @@ def tail_width_of(codes: NDArray, r: NDArray, n_groups: int) -> tuple[NDArray, N
     frequent, i.e. a longer upper tail; a two-sided scale also reads the fast side, which on
     real links is bounded by the wire and does not widen. On the reference runs' noise a
     two-sided spread (the mean ``|r - median|`` winsorized at its p95) has 1.2-1.7x less
-    standard error, but reads a 20 % wider upper tail as +9 to +17 % and a 20 % wider
-    lower half (faster fast messages) as +2 to +10 % noisier
-    (``benchmarks/bench_noise_statistic.py``).
+    standard error, but reads a 20 % wider upper tail as about +10 % (+9 to +18 % by size
+    decade) and a 20 % wider fast side (faster fast messages) as +2 to +10 % noisier, and
+    still misses 20 % noise links at 800 samples per pair
+    (``benchmarks/bench_noise_statistic.py``, BENCHMARKS.md).
     """
     g = group_quantiles(codes, r, n_groups, (0.5, 0.95))
     return g.value[:, 1] - g.value[:, 0], g.count
