@@ -117,6 +117,39 @@ def test_per_size_shift_of_e20_is_refused(fitted: Doc, shift: float) -> None:
         model_from_dict(doc, "persize")
 
 
+def _verdict(doc: Doc) -> str:
+    try:
+        model_from_dict(copy.deepcopy(doc), "persize")
+    except ModelError as exc:
+        return exc.paragraph()
+    return "accepted"
+
+
+def test_stored_sizes_are_judged_as_their_exact_cdf_would(fitted: Doc,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """The read check clears stored sizes by bounds on their CDF (RegimeModel.cdf_bounds)
+    and computes the exact CDF only where the bounds do not decide: tampered shifts on
+    both sides of every limit (1 ns, 1 day, 10^6 times the curve) get the verdict, and the
+    message, that the exact CDF at every stored size gives."""
+    from kit.model.estimator import RegimeModel
+
+    docs = []
+    for k, shift in enumerate([-12.0, -9.0, -7.8, -7.7, 0.5, 9.0, 12.2, 12.42, 12.5, 19.0]):
+        doc = copy.deepcopy(fitted)
+        ps = doc["per_size"]
+        row = 3 + k % 5
+        start = sum(int(m).bit_count() for m in ps["knots"][:row])
+        bits = int(ps["knots"][row]).bit_count()
+        for i in range(start, start + bits):  # the row's levels, rising by up to 0.5
+            ps["shape"][i] = round((shift + 0.5 * (i - start) / bits) / ps["shape_unit"])
+        docs.append(doc)
+    fast = [_verdict(d) for d in docs]
+    monkeypatch.delattr(RegimeModel, "cdf_bounds")
+    assert fast == [_verdict(d) for d in docs]
+    assert "accepted" in fast and any("not physical" in v for v in fast), fast
+
+
 def test_a_real_fit_is_accepted(fitted: Doc) -> None:
     model = model_from_dict(copy.deepcopy(fitted), "fit")
     q = model.predict_quantiles(np.geomspace(1, 2**20, 50), [0.001, 0.999])

@@ -115,13 +115,19 @@ def previous_ops(dataset: str | Path, frame: pl.DataFrame, op: str) -> pl.Series
     return joined["prev_op"]
 
 
+def after_async(op: str, prev_op: Any) -> np.ndarray:
+    """Which samples of ``op`` came right after an asynchronous op of another kind: the one
+    rule both the test and the exclusion read."""
+    return (pl.Series("prev_op", prev_op, dtype=pl.String).is_in(list(ASYNC_OPS - {op}))
+            .fill_null(False).to_numpy())
+
+
 def assess(op: str, size: Any, time: Any, prev_op: Any, *, keep: bool = False) -> CarryOver:
     """Whether samples of ``op`` right after an asynchronous op of another kind are slower
     than the others at the same sizes (see the module's docstring)."""
     size = np.asarray(size, dtype=np.float64)
     time = np.asarray(time, dtype=np.float64)
-    after = (pl.Series("prev_op", prev_op, dtype=pl.String).is_in(list(ASYNC_OPS - {op}))
-             .fill_null(False).to_numpy())
+    after = after_async(op, prev_op)
     n_after = int(after.sum())
     none = CarryOver(n_after, len(size), None, None, None, False)
     if n_after < MIN_SIDE or len(size) - n_after < MIN_SIDE:
@@ -153,5 +159,4 @@ def exclusion_mask(dataset: str | Path, op: str, frame: pl.DataFrame, *, keep: b
                    keep=keep)
     if not found.excluded:
         return found, np.ones(frame.height, dtype=bool)
-    after = prev.is_in(list(ASYNC_OPS - {op})).fill_null(False).to_numpy()
-    return found, ~after
+    return found, ~after_async(op, prev)

@@ -63,6 +63,11 @@ REFINE_FACTOR = 1.25
 MAX_MERGE_SAMPLES = 20000
 #: Fewest samples for trying a two-band mixture in a regime.
 MIN_MIXTURE_SAMPLES = 200
+#: Slack of :meth:`RegimeModel.cdf_bounds` in ln time and in level: above the root
+#: search's tolerance on a stored size's base quantiles (1e-10 relative) and scipy's ppf
+#: wobble (up to 1e-5 relative, see predict_quantiles), far below any margin a physical
+#: model has (a size nearer a limit than that gets the exact CDF).
+_BOUND_MARGIN = 1e-4
 #: Candidate curve fits already made on the same samples (see :mod:`kit.model.memo`).
 _CURVE_FITS = ContentMemo()
 
@@ -703,6 +708,48 @@ class RegimeModel(Params):
             lt = np.log(np.maximum(t[at], 1e-300))
             out[at] = _cdf(sub, np.exp(ps.warp_map(rows, knots, lt, inverse=True)))
         return out
+
+    def cdf_bounds(self, size: ArrayLike, time: ArrayLike) -> tuple[NDArray, NDArray]:
+        """(lower, upper) bounds on :meth:`cdf` at ``time`` ((n, m)), without the base
+        quantiles a stored size's own map rests on (a root search per size and level: most
+        of a model file's read check at 490 stored sizes). Exact where a size has no map
+        of its own; at a stored size, from its shifts alone.
+
+        Why they hold: the map g (kit.model.persize.PerSize.warp_map) goes through knots
+        (x_j, y_j) with y_j - x_j between the row's least and greatest stored shift
+        (s_min, s_max; fill_rows interpolates between stored shifts, the running maximum
+        only moves y_j to an earlier x_i + s_i with x_i <= x_j), is linear between knots and
+        beyond the ends keeps a ratio in (0, 1] of the base's tail. So g(z) >= z + s_min
+        up to the last knot x_L (and >= y_L beyond), g(z) <= z + s_max from the first knot
+        x_0 on (and <= y_0 below). Hence F(t) <= F_base(t·e^-s_min) while that is below
+        the row's last stored level (then ln t - s_min < x_L), and F(t) >= F_base(t·e^-s_max)
+        while that is above its first stored level; otherwise 1 and 0. A margin of
+        :data:`_BOUND_MARGIN` in ln time covers the root search's tolerance on the knots."""
+        s, tl = self._terms(size)
+        t = np.asarray(time, dtype=float)
+        exact = _cdf(tl, t)
+        lo, hi = exact, exact.copy()
+        ps = getattr(self, "per_size_", None)
+        found = None if ps is None else ps.warp_rows(s)
+        if ps is None or found is None:
+            return lo, hi
+        at, rows, cols = found
+        sub = [(w[at], sc[at], nz) for w, sc, nz in tl if w[at].any()]
+        kept = ~np.isnan(rows)
+        has = kept.any(axis=1)
+        with np.errstate(all="ignore"):
+            s_min = np.where(has, np.nanmin(np.where(kept, rows, np.inf), axis=1), np.nan)
+            s_max = np.where(has, np.nanmax(np.where(kept, rows, -np.inf), axis=1), np.nan)
+            levels = ps.levels[cols]
+            first = levels[np.argmax(kept, axis=1)]
+            last = levels[len(cols) - 1 - np.argmax(kept[:, ::-1], axis=1)]
+            tt = t[at]
+            f_hi = _cdf(sub, tt * np.exp(-(s_min - _BOUND_MARGIN))[:, None])
+            f_lo = _cdf(sub, tt * np.exp(-(s_max + _BOUND_MARGIN))[:, None])
+        # NaN (a row without shifts, a failed evaluation) compares False: the trivial bounds
+        hi[at] = np.where(f_hi < (last - _BOUND_MARGIN)[:, None], f_hi, 1.0)
+        lo[at] = np.where(f_lo > (first + _BOUND_MARGIN)[:, None], f_lo, 0.0)
+        return lo, hi
 
     def sample(self, size: ArrayLike, n: int = 1,
                random_state: int | np.random.Generator | None = None) -> NDArray:
