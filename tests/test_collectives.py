@@ -208,7 +208,12 @@ def test_shares_and_intervals_on_synthetic_truth() -> None:
     found = {(s.algorithm, s.numprocs, s.within_percent): s for s in shares(rows)}
     assert {k[1] for k in found} == {"all", "<=256", ">256"}
     assert found["close", "all", 2.0].share == 0 and found["close", "all", 5.0].share == 1
-    assert found["fails", "all", 10.0].share == pytest.approx(0.75)
+    # a configuration where "fails" did not complete is left out of every share; the
+    # bounds say what its missing time could change
+    fails = found["fails", "all", 10.0]
+    assert (fails.share, fails.configurations, fails.left_out) == (1.0, 30, 10)
+    assert (fails.bound_lo, fails.bound_hi) == (0.75, 1.0)
+    assert found["close", "all", 2.0].bound_hi == 0  # slower than a completed best: certain
     half = found["half", "all", 5.0]
     assert half.share == 0.5 and half.lo < 0.5 < half.hi and half.hi - half.lo < 0.5
     # a selector's irregularity: how often what it picks is more than X % slower
@@ -217,7 +222,7 @@ def test_shares_and_intervals_on_synthetic_truth() -> None:
     assert ("alltoall selector mpich: more than 5 % slower than the best in 10 of 40 "
             "configurations") in "\n".join(selector_lines(shares(mixed, within=(5.0,))))
     assert selector_lines(list(found.values())) == []  # no selector swept
-    whole = found["best", "<=256", 2.0]
+    whole = found["best", ">256", 2.0]  # every point completed there
     assert whole.share == 1 and whole.hi == 1 and 0.8 < whole.lo < 1  # exact bound at n/n
     assert whole.configurations == n // 2
     # the intervals cover the truth of a population the configurations are drawn from
@@ -232,6 +237,74 @@ def test_shares_and_intervals_on_synthetic_truth() -> None:
                  if s.algorithm == "b")
         covered += s.lo <= 0.3 <= s.hi
     assert covered >= 33  # 95 % nominal; 40 trials
+
+
+def test_a_killed_run_keeps_its_cpu_seconds() -> None:
+    """A run killed over a limit dies unreaped by the sweep (its smpirun shell dies first),
+    so its CPU time is read from the session before the kill: here a process that burned
+    0.4 CPU-s in its own session, the same way smpirun is started."""
+    import signal
+    import sys
+
+    code = ("import time\nwhile time.process_time() < 0.4: pass\nprint('burnt', flush=True)\n"
+            "time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "burnt"
+        assert 0.35 <= collsweep._session_cpu(proc.pid) < 30
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert collsweep._session_cpu(proc.pid) == 0  # gone: nothing of it is left to count
+
+
+def test_a_point_that_did_not_complete_is_left_out_not_counted_slow(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The bias the censoring rule removes: "fast" is the best everywhere but times out (on
+    the host) above 64 ranks. Counting its timeouts as "not within" would give it a share of
+    0.5 and make "slow" (5 % behind it) the best at large numproc; the shares are over the
+    configurations where both completed, the rest left out and bounded."""
+    from kit.analyses.collectives import CENSORING, not_completed
+
+    numprocs = [16, 32, 64, 128, 256, 512] * 4
+    rows = _rows({"fast": [1.0 if n <= 64 else None for n in numprocs],
+                  "slow": [1.05] * len(numprocs)}, numprocs)
+    found = {(s.algorithm, s.numprocs, s.within_percent): s
+             for s in shares(rows, within=(2.0, 10.0), split=64)}
+    fast, slow = found["fast", "all", 2.0], found["slow", "all", 2.0]
+    assert (fast.share, fast.configurations, fast.left_out) == (1.0, 12, 12)
+    assert slow.share == 0.0 and slow.hi < 0.3  # never within 2 % where both ran
+    assert (fast.bound_lo, fast.bound_hi) == (0.5, 1.0)
+    assert (slow.bound_lo, slow.bound_hi) == (0.0, 0.5)  # it may be the best where fast is not
+    above = found["slow", ">64", 10.0]
+    assert math.isnan(above.share) and above.configurations == 0 and above.left_out == 12
+    assert above.to_dict()["share"] is None
+    assert set(not_completed(rows)["status"]) == {"timeout"} and not_completed(rows).height == 12
+    # restricted to "slow", the large numprocs count again (it is then its own best)
+    alone = {s.numprocs: s for s in shares(rows, within=(2.0,), split=64, algorithms=("slow",))}
+    assert alone[">64"].share == 1.0 and alone[">64"].configurations == 12
+    assert "no simulated time" in CENSORING
+    # what the CLI prints, from a journal of the same points
+    from dataclasses import asdict
+
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / collsweep.JOURNAL).write_text("".join(json.dumps(asdict(collsweep.Point(
+        "alltoall", alg, n, 1024 * (1 + i // 6), "ok" if t else "timeout",
+        times=[t] * 3 if t else [], reason="" if t else "CPU limit 20 s"))) + "\n"
+        for alg, f in (("fast", 1.0), ("slow", 1.05)) for i, n in enumerate(numprocs)
+        for t in [f if alg == "slow" or n <= 64 else None]))
+    assert main(["collectives", "analyze", str(out), "--split", "64", "--within", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "alltoall np=128 size=1024: fast timeout" in text and "left out" in text
+    import re
+
+    assert re.search(r"fast +all +12 +12 +1\.00 \[0\.\d\d, 1\.00\] \{0\.50-1\.00\}", text)
+    assert re.search(r"slow +>64 +0 +12 +- \{0\.00-1\.00\}", text)
+    assert "np=128 size=1024: best of those that completed slow" in text
+    assert main(["collectives", "analyze", str(out), "--algorithms", "fast,nope"]) == 2
+    assert "nope" in capsys.readouterr().err
 
 
 def _session_of(word: str) -> set[int]:

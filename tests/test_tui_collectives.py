@@ -41,8 +41,23 @@ def test_the_view_ranks_the_sweep_with_the_analysis_figures(sweep: Path) -> None
     assert "bruck 1.030" in last[5] and "ring not completed" in last[5]
     assert view.share_headers[-3:] == ["within 2 %", "within 5 %", "within 10 %"]
     shares = {row[1]: row for row in view.shares}
-    assert shares["pair"][4].startswith("1.00 [") and shares["ring"][6].startswith("0.00 [")
-    assert shares["bruck"][4].startswith("0.00") and shares["bruck"][5].startswith("1.00")
+    # ring's killed point leaves its configuration out of every share, bounded in braces
+    assert shares["pair"][3:5] == ["5", "1"]
+    assert shares["pair"][5].startswith("1.00 [") and shares["pair"][5].endswith("{0.83-1.00}")
+    assert shares["ring"][7].startswith("0.00 [") and shares["ring"][7].endswith("{0.00-0.17}")
+    assert shares["bruck"][5].startswith("0.00") and shares["bruck"][6].startswith("1.00")
+    assert "ring not completed (timeout)" in last[5] and "left out" in view.statistic
+    # the study's figure of the shares: per range, a point, its interval and the bounds
+    chart = view.share_chart("alltoall", 5.0, width=21).plain.splitlines()
+    assert "within 5 %" in chart[0] and "numproc all" in chart[1]
+    assert "5 configs, 1 left out" in chart[2]
+    bars = {line.split()[0]: line for line in chart[3:-1]}
+    assert set(bars) == {"bruck", "pair", "ring"}
+    ring = bars["ring"][bars["ring"].index("│") + 1: bars["ring"].rindex("│")]
+    # 0 with its exact upper bound ~0.52 (5 configurations); bounds 0-1/6 end at ╎
+    assert ring[0] == "●" and ring[3] == "╎" and ring[4:10] == "━" * 6 and ring.endswith("·")
+    pair = bars["pair"][bars["pair"].index("│") + 1: bars["pair"].rindex("│")]
+    assert pair[-1] == "●" and pair[17] == "╎" and pair[10:17] == "━" * 7  # bounds 5/6-1
     assert "bootstrap" in view.statistic
     # the study's panel: time / size against numproc, ring's killed point left out
     assert view.curves[("alltoall", 1 << 20)]["ring"] == ([2, 4], [pytest.approx(1.2e-5 * n / 1024)
@@ -77,6 +92,13 @@ def test_ctrl_l_opens_the_collectives_view(sweep: Path) -> None:
             from tui.widgets.plot import Plot
 
             assert len(app.screen.query_one("#coll-plot", Plot).spec.layers) == 6
+            from textual.widgets import Static
+
+            chart = app.screen.query_one("#coll-chart", Static)
+            assert "within 2 %" in str(chart.render())
+            await pilot.press("x")
+            await pilot.pause(0.1)
+            assert "within 5 %" in str(chart.render())
             app.save_screenshot("collectives.svg", str(sweep))
             await pilot.press("escape")
             await pilot.pause(0.1)

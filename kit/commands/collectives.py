@@ -112,6 +112,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="numproc at which the ranges split (default: where the topology "
                    "changes, a cabinet's ranks on a platform with cabinets; on a flat one the "
                    "2015 study's 256)")
+    a.add_argument("--algorithms", type=_list(str, "algorithm names"), metavar="A,B,...",
+                   help="shares among these algorithms only (default: all swept): the best is "
+                   "the best of them, so configurations where only the others did not complete "
+                   "count")
     a.add_argument("--resamples", type=argtypes.resamples, default=2000)
     a.add_argument("--seed", type=argtypes.seed, default=1, help="bootstrap seed (default 1)")
     a.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -185,11 +189,30 @@ def run_collect(args: argparse.Namespace) -> int:
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    from kit.analyses.collectives import ranking, selector_lines, shares
+    import polars as pl
+
+    from kit.analyses.collectives import (
+        CENSORING,
+        not_completed,
+        ranking,
+        selector_lines,
+        share_cell,
+        shares,
+    )
+    from kit.core.errors import UserError
     from kit.outputs.collsweep import read_dataset, topology_split
 
     rows = read_dataset(args.out)
+    if args.algorithms is not None:
+        unknown = sorted(set(args.algorithms) - set(rows["algorithm"].unique().to_list()))
+        if unknown:
+            raise UserError(f"{', '.join(unknown)} not in the sweep {args.out}",
+                            where="option --algorithms",
+                            hint="give algorithms the sweep ran: " + ", ".join(
+                                sorted(rows["algorithm"].unique().to_list())))
+        rows = rows.filter(pl.col("algorithm").is_in(args.algorithms))
     ranked = ranking(rows)
+    missing = not_completed(rows)
     split, why = ((args.split, f"{args.split} (option --split)") if args.split is not None
                   else topology_split(args.out))
     found = shares(rows, within=tuple(args.within), split=split,
@@ -201,7 +224,8 @@ def run_analyze(args: argparse.Namespace) -> int:
                             within=list(args.within), split=why)
     if args.json:
         print(json.dumps({"ranking": ranked.to_dicts(), "shares": [s.to_dict() for s in found],
-                          "split": split, "split_reason": why,
+                          "split": split, "split_reason": why, "censoring": CENSORING,
+                          "not_completed": missing.to_dicts(),
                           "selectors": selector_lines(found)}, indent=1, default=str))
         return 0
     print("time = median simulated time over repetitions (slowest rank); ratio = time / the "
@@ -212,21 +236,28 @@ def run_analyze(args: argparse.Namespace) -> int:
                  else f"{r['algorithm']} not completed"
                  for r in part.iter_rows(named=True)]
         best = part["best_time"][0]
-        head = f"{coll} np={n} size={size}: best {part['best'][0]} " + (
+        some = "" if part["ratio"].is_finite().all() else "of those that completed "
+        head = f"{coll} np={n} size={size}: best {some}{part['best'][0]} " + (
             f"{best:.4g} s" if best is not None else "(none completed)")
         print(head + " | " + ", ".join(cells))
+    if missing.height:
+        print("\ndid not complete (no simulated time):")
+        for (coll, n, size), part in missing.partition_by(
+                "collective", "numproc", "size", as_dict=True, maintain_order=True).items():
+            print(f"{coll} np={n} size={size}: " + ", ".join(
+                f"{r['algorithm']} {r['status']}" for r in part.iter_rows(named=True)))
     print("\nshare of configurations within X % of the best, 95 % bootstrap interval over "
-          f"configurations; numproc ranges split at {why}")
+          f"configurations; numproc ranges split at {why}; {CENSORING}")
     xs = list(dict.fromkeys(s.within_percent for s in found))
-    print(f"{'collective':<10} {'algorithm':<22} {'numproc':<7} {'n':>4}"
-          + "".join(f"{f'within {x:g} %':>21}" for x in xs))
+    print(f"{'collective':<10} {'algorithm':<22} {'numproc':<7} {'n':>4} {'left out':>8}"
+          + "".join(f"{f'within {x:g} % (bounds)':>34}" for x in xs))
     table: dict[tuple[str, str, str], dict[float, Any]] = {}
     for s in found:
         table.setdefault((s.collective, s.numprocs, s.algorithm), {})[s.within_percent] = s
     for (coll, numprocs, alg), by_x in table.items():
-        n = next(iter(by_x.values())).configurations
-        print(f"{coll:<10} {alg:<22} {numprocs:<7} {n:>4}" + "".join(
-            f"{f'{by_x[x].share:.2f} [{by_x[x].lo:.2f}, {by_x[x].hi:.2f}]':>21}" for x in xs))
+        first = next(iter(by_x.values()))
+        print(f"{coll:<10} {alg:<22} {numprocs:<7} {first.configurations:>4} "
+              f"{first.left_out:>8}" + "".join(f"{share_cell(by_x[x]):>34}" for x in xs))
     lines = selector_lines(found)
     if lines:
         print()

@@ -106,6 +106,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cluster.add_argument("--uplink", metavar="B[,L]",
                          help="each cabinet's uplink: bandwidth and optional latency, e.g. "
                          "10Gbps,2us (default: one host link's bandwidth, no latency)")
+    cluster.add_argument("--stream", type=Path, metavar="MODEL",
+                         help="model of the probe's stream op between the same hosts (pt2pt "
+                         "fit DS --series op=stream): each host's messages pass a token bucket "
+                         "at its sustained rate, so windows and collectives see that rate while "
+                         "a lone message keeps MODEL's factors (docs/simgrid.md)")
+    cluster.add_argument("--burst", metavar="BYTES",
+                         help="with --stream: the bucket's size, e.g. 64K (default: where "
+                         "MODEL's ping-pong leaves line speed)")
     p.set_defaults(func=run)
 
 
@@ -119,13 +127,17 @@ def run(args: argparse.Namespace) -> int:
                                 BANDWIDTH_RANGE)
                  if args.bandwidth else None)
     if args.hosts is None:  # refused before any model file is read
-        for option in ("intra", "backbone", "cabinet", "uplink"):
+        for option in ("intra", "backbone", "cabinet", "uplink", "stream", "burst"):
             if getattr(args, option) is not None:
                 raise UserError("needs --hosts (it describes a cluster platform)",
                                 where=f"option --{option}", hint="add --hosts N")
     fitted = read_model(args.model)
     model = fitted.model
-    others = {opt: read_model(getattr(args, opt)) for opt in ("send", "recv", "isend", "intra")
+    if args.burst is not None and args.stream is None:
+        raise UserError("needs --stream (it is the size of the stream's token bucket)",
+                        where="option --burst", hint="add --stream STREAM.json")
+    others = {opt: read_model(getattr(args, opt))
+              for opt in ("send", "recv", "isend", "intra", "stream")
               if getattr(args, opt, None) is not None}
     send = others["send"].model if "send" in others else None
     recv = others["recv"].model if "recv" in others else None
@@ -133,8 +145,9 @@ def run(args: argparse.Namespace) -> int:
     notes = _quality_notes(fitted, others)
     if args.hosts is not None:
         intra = others["intra"].model if "intra" in others else None
+        shaper = _shaper(args, model, others.get("stream"))
         return _run_cluster(args, model, send, recv, intra, latency, bandwidth,
-                            fitted.provenance, notes)
+                            fitted.provenance, notes, shaper)
     result = export_simgrid(model, latency=latency, bandwidth=bandwidth, send_model=send,
                             recv_model=recv, isend_model=isend, version=args.simgrid_version,
                             center=args.center,
@@ -165,9 +178,32 @@ def _quality_notes(inter: ModelFile, others: dict[str, ModelFile]) -> list[str]:
     return [n for what, f in files if (n := calibration_note(f.run_quality, what))]
 
 
+def _shaper(args: argparse.Namespace, model: Any, stream: ModelFile | None) -> Any:
+    """The token bucket of ``--stream``/``--burst`` (None without ``--stream``)."""
+    from kit.core.checks import parse_size
+    from kit.outputs.export.shaper import shaper_from_models
+
+    if stream is None:
+        return None
+    op = (stream.series or {}).get("op")
+    if op is not None and op != "stream":
+        raise UserError(f"{stream.name} is a model of op={op}, not of the probe's stream op",
+                        where="option --stream",
+                        hint="fit the stream series: pt2pt fit DS --series op=stream")
+    burst = None
+    if args.burst is not None:
+        try:
+            burst = float(parse_size(args.burst.strip()))
+        except ValueError:
+            raise UserError(f"cannot read '{args.burst}' as a size", where="option --burst",
+                            hint="give bytes, e.g. 65536 or 64K") from None
+    return shaper_from_models(model, stream.model, burst)
+
+
 def _run_cluster(args: argparse.Namespace, model: Any, send: Any, recv: Any, intra: Any,
                  latency: float | None, bandwidth: float | None,
-                 provenance: dict[str, Any], quality_notes: list[str]) -> int:
+                 provenance: dict[str, Any], quality_notes: list[str],
+                 shaper: Any = None) -> int:
     from kit.outputs.export.platform import LinkValue, cluster_platform
 
     if args.isend is not None or args.center != "median":
@@ -194,7 +230,8 @@ def _run_cluster(args: argparse.Namespace, model: Any, send: Any, recv: Any, int
                                 send_model=send, recv_model=recv, latency=latency,
                                 bandwidth=bandwidth, backbone=backbone,
                                 cabinet=args.cabinet, uplink=uplink,
-                                version=args.simgrid_version, provenance=provenance)
+                                version=args.simgrid_version, provenance=provenance,
+                                shaper=shaper)
     platform.notes.extend(quality_notes)
     out = args.output or args.model.with_name(args.model.stem + "-platform")
     for path in platform.write(out):

@@ -56,6 +56,7 @@ from typing import Any
 from kit.core.atomicwrite import write_text
 from kit.core.errors import ModelError, UserError
 from kit.model.contract import PointToPointModel
+from kit.outputs.export.shaper import Shaper
 from kit.outputs.export.simgrid import SimgridExport, _num, export_simgrid, factor_keys
 
 #: Oldest SimGrid whose network model takes factor callbacks (the plugin needs them).
@@ -105,6 +106,8 @@ class ClusterPlatform:
     cabinet: int | None = None
     #: each cabinet's uplink to the core (``<name>_uplink_<c>_UP`` / ``_DOWN``)
     uplink: LinkValue | None = None
+    #: a token bucket on every host's outgoing inter-node traffic (None: none)
+    shaper: Shaper | None = None
 
     # ---------------------------------------------------------------- names
     def host_names(self) -> list[str]:
@@ -222,6 +225,8 @@ class ClusterPlatform:
                     if row and not row.startswith("#")]
         out += [f"link {name} {_num(v.bandwidth)} {_num(v.latency)}"
                 for name, v in sorted(self.link_values.items())]
+        if self.shaper:
+            out.append(self.shaper.table_line())
         return "\n".join(out) + "\n"
 
     def cfg_args(self) -> list[str]:
@@ -252,6 +257,7 @@ class ClusterPlatform:
             "simgrid_version": "{}.{}".format(*self.version), "config": self.config,
             "inter": _summary(self.inter), "intra": _summary(self.intra) if self.intra else None,
             "notes": self.notes,
+            "shaper": self.shaper.to_dict() if self.shaper else None,
         }
 
     def write(self, out_dir: Path, ranks_per_host: int = 1) -> list[Path]:
@@ -297,7 +303,8 @@ def cluster_platform(inter_model: PointToPointModel, *, hosts: int, cores: int =
                      link_values: Mapping[str, LinkValue] | None = None,
                      cabinet: int | None = None, uplink: LinkValue | None = None,
                      version: tuple[int, int] | str | None = None, name: str = "pt2pt",
-                     provenance: Mapping[str, Any] | None = None) -> ClusterPlatform:
+                     provenance: Mapping[str, Any] | None = None,
+                     shaper: Shaper | None = None) -> ClusterPlatform:
     """The cluster platform of ``hosts`` hosts with ``cores`` cores for a campaign's models.
 
     ``inter_model``: the ping-pong (one-way time) model between two hosts, on every route
@@ -311,7 +318,8 @@ def cluster_platform(inter_model: PointToPointModel, *, hosts: int, cores: int =
     ``link_values``: nominal values of named links (:meth:`ClusterPlatform.link_names`),
     set by the plugin at load: per-host/per-link deviations. ``cabinet``: hosts per cabinet
     (None: flat), joined by one ``uplink`` per cabinet (default: a host link's bandwidth, no
-    latency). Raises ``ModelError`` /
+    latency). ``shaper``: a token bucket on each host's inter-node traffic
+    (:mod:`kit.outputs.export.shaper`: the sustained rate a stream sees). Raises ``ModelError`` /
     ``UserError`` with the reason for what SimGrid cannot carry (see the module doc).
     """
     _check_counts(hosts, cores)
@@ -362,7 +370,12 @@ def cluster_platform(inter_model: PointToPointModel, *, hosts: int, cores: int =
                                link=LinkValue(route.bandwidth, half), loopback=loop,
                                backbone=backbone, inter=inter, intra=intra, config=config,
                                version=inter.version, notes=notes, cabinet=cabinet,
-                               uplink=uplink)
+                               uplink=uplink, shaper=shaper)
+    if shaper is not None:
+        notes.append(f"each host's messages to other hosts pass a token bucket of "
+                     f"{shaper.rate:.4g} B/s sustained, burst {shaper.burst:.4g} B "
+                     f"({shaper.source}): a message on an idle link keeps the ping-pong's "
+                     "factors, back-to-back messages wait for the sustained rate")
     if link_values:
         platform = platform.with_link_values(link_values)
     return platform

@@ -17,7 +17,14 @@ from pathlib import Path
 
 import matplotlib
 
-from kit.analyses.collectives import Share, ranking, selector_lines
+from kit.analyses.collectives import (
+    CENSORING,
+    Share,
+    not_completed,
+    ranking,
+    selector_lines,
+    share_cell,
+)
 from kit.core.atomicwrite import make_dirs, save_png, write_text
 from kit.core.paths import PACKAGE_DIR
 
@@ -73,16 +80,26 @@ def shares_plot(path: Path, found: list[Share], collective: str) -> Path:
             pts = [s for s in mine if s.numprocs == label and s.within_percent == x]
             pts.sort(key=lambda s: algs.index(s.algorithm))
             y = [algs.index(s.algorithm) + (k - (len(xs) - 1) / 2) * 0.22 for s in pts]
+            out = [(yy, s) for yy, s in zip(y, pts, strict=True) if s.left_out]
+            if out:  # what the left-out configurations could make the share over all
+                ax.hlines([yy for yy, _ in out], [s.bound_lo for _, s in out],
+                          [s.bound_hi for _, s in out], colors="grey", lw=5, alpha=0.3,
+                          label="bounds (left out)" if k == 0 else None)
+            y = [yy for yy, s in zip(y, pts, strict=True) if s.configurations]
+            pts = [s for s in pts if s.configurations]
             ax.errorbar([s.share for s in pts], y,
                         xerr=[[s.share - s.lo for s in pts], [s.hi - s.share for s in pts]],
                         fmt="o", ms=4, capsize=2, label=f"within {x:g} %")
-        n = next((s.configurations for s in mine if s.numprocs == label), 0)
-        ax.set(xlim=(-0.02, 1.02), title=f"numproc {label} ({n} configurations)",
+        n, gone = next(((s.configurations, s.left_out) for s in mine if s.numprocs == label),
+                       (0, 0))
+        ax.set(xlim=(-0.02, 1.02), title=f"numproc {label} ({n} configurations"
+               + (f", {gone} left out)" if gone else ")"),
                xlabel="share of configurations (95 % interval)")
         ax.set_yticks(range(len(algs)), algs)
         ax.grid(True, axis="x", alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=len(labels))
+    fig.tight_layout(rect=(0, 0.35 / (0.35 * len(algs) + 1.6), 1, 1))  # room for the legend
     return save_png(fig, path, dpi=100)
 
 
@@ -92,6 +109,7 @@ def write_report(out_dir: Path, rows: pl.DataFrame, found: list[Share], *, sourc
     where the numproc ranges split and why (``topology_split``'s text)."""
     make_dirs(out_dir)
     ranked = ranking(rows)
+    missing = not_completed(rows)
     parts = []
     for collective in sorted(ranked["collective"].unique().to_list()):
         times_plot(out_dir / f"{collective}-times.png", ranked, collective)
@@ -108,10 +126,16 @@ def write_report(out_dir: Path, rows: pl.DataFrame, found: list[Share], *, sourc
                   .sort("status"))
         parts.append({
             "name": collective,
-            "shares": [{"numprocs": k[0], "algorithm": k[1], "n": next(iter(v.values()))
-                        .configurations, "cells": [f"{v[x].share:.2f} [{v[x].lo:.2f}, "
-                                                   f"{v[x].hi:.2f}]" for x in within]}
+            "shares": [{"numprocs": k[0], "algorithm": k[1],
+                        "n": next(iter(v.values())).configurations,
+                        "left_out": next(iter(v.values())).left_out,
+                        "cells": [share_cell(v[x]) for x in within]}
                        for k, v in table.items()],
+            "missing": [(n, _size(size), ", ".join(f"{r['algorithm']} {r['status']}"
+                                                    for r in part.iter_rows(named=True)))
+                        for (n, size), part in missing.filter(
+                            pl.col("collective") == collective).partition_by(
+                            "numproc", "size", as_dict=True, maintain_order=True).items()],
             "best": [(r["numproc"], _size(r["size"]), r["algorithm"])
                      for r in best.iter_rows(named=True)],
             "selectors": [ln for ln in selector_lines(found) if ln.startswith(collective + " ")],
@@ -120,5 +144,5 @@ def write_report(out_dir: Path, rows: pl.DataFrame, found: list[Share], *, sourc
     env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True)
     html = env.get_template("collectives.html.j2").render(
-        source=source, parts=parts, within=within, split=split)
+        source=source, parts=parts, within=within, split=split, censoring=CENSORING)
     return write_text(out_dir / "index.html", html)

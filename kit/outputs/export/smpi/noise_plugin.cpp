@@ -30,6 +30,14 @@
  *   link NAME BANDWIDTH_BPS LATENCY_S
  *   set that link's nominal bandwidth and latency when the platform is created (per-link
  *   values a <cluster> tag cannot say); an unknown link name is an error.
+ *   shaper RATE_BPS BURST_BYTES [LINE_BPS]
+ *   a token bucket on every host's messages to other hosts (kit/outputs/export/shaper.py):
+ *   the factors describe a message on an idle link (a full bucket, as the ping-pong that
+ *   calibrated them saw); the bucket is replayed in simulated time per sending host as a
+ *   fluid (bytes leave at LINE while it has tokens, which drain at LINE - RATE, at RATE
+ *   after; LINE absent: at once), and a message that takes longer through it than on an idle
+ *   link (messages sent just before it) waits the difference as extra latency. A message on
+ *   an idle link keeps its factors.
  * Each message draws one u ~ U(0,1) and r = Q(u); it gets latency factor LAT*r and
  * bandwidth factor BW/r, so its whole network time is multiplied by r.
  * PT2PT_SIMGRID_SEED (default 1) seeds the generator; PT2PT_SIMGRID_DETERMINISTIC=1 keeps
@@ -79,6 +87,19 @@ std::map<std::string, RouteClass> classes;
 const RouteClass* intra_class = nullptr;
 const RouteClass* inter_class = nullptr;
 std::vector<LinkValue> link_values;
+
+// The token bucket of a sending host: `tokens` bytes are available at time `t`, the time
+// its queue (messages already admitted) is empty.
+struct Bucket {
+  double t;
+  double tokens;
+};
+bool shaped = false;
+double shaper_rate = 0.0;
+double shaper_burst = 0.0;
+double shaper_line = INFINITY;
+std::unordered_map<const simgrid::s4u::Host*, Bucket> buckets;
+double pending_wait = 0.0;  // the shaper's wait for the message whose factors are pending
 std::mt19937_64 rng;
 bool deterministic = false;
 // The ratio drawn by the bandwidth callback, reused by the latency callback of the same
@@ -124,6 +145,19 @@ void load(const std::string& path) {
       if (!(ls >> word >> v.name >> v.bandwidth >> v.latency) || !(v.bandwidth > 0) || !(v.latency >= 0))
         throw bad(path, lineno, "expected link NAME BANDWIDTH_BPS LATENCY_S");
       link_values.push_back(v);
+      continue;
+    }
+    if (line.rfind("shaper ", 0) == 0) {
+      std::string word;
+      if (!(ls >> word >> shaper_rate >> shaper_burst) || !(shaper_rate > 0) || !(shaper_burst >= 0))
+        throw bad(path, lineno, "expected shaper RATE_BPS BURST_BYTES [LINE_BPS] (rate > 0, burst >= 0)");
+      double line;
+      if (ls >> line) {
+        if (!(line > 0))
+          throw bad(path, lineno, "the shaper's LINE_BPS must be > 0");
+        shaper_line = line;
+      }
+      shaped = true;
       continue;
     }
     RouteClass& rc = classes[current];
@@ -227,8 +261,49 @@ double draw(const Segment& s, double size) {
   return quantile(tb[j - 1], u) * (1 - w) + quantile(tb[j], u) * w;
 }
 
+/* How long `size` bytes take through a bucket holding `tokens`; `left` gets its tokens after.
+ * Fluid: at the line's speed while tokens last (they drain at line - rate), then at rate. */
+double through(double size, double tokens, double* left) {
+  if (std::isinf(shaper_line)) {  // bytes leave at once while tokens last
+    *left = std::max(0.0, tokens - size);
+    return size <= tokens ? 0.0 : (size - tokens) / shaper_rate;
+  }
+  double drain = shaper_line - shaper_rate;
+  if (!(drain > 0)) {  // the line is no faster than the bucket: it never empties
+    *left = std::min(shaper_burst, tokens - size * drain / shaper_line);
+    return size / shaper_line;
+  }
+  double fast = tokens / drain * shaper_line;  // bytes that leave at the line's speed
+  if (size <= fast) {
+    *left = tokens - size * drain / shaper_line;
+    return size / shaper_line;
+  }
+  *left = 0.0;
+  return fast / shaper_line + (size - fast) / shaper_rate;
+}
+
+/* Admit a message of `size` bytes from `src` now; the extra time (s) it waits for the bucket
+ * beyond what it would take on an idle link (a full bucket). */
+double shaper_wait(double size, const simgrid::s4u::Host* src) {
+  double now = simgrid::s4u::Engine::get_clock();
+  auto it = buckets.find(src);
+  if (it == buckets.end())
+    it = buckets.emplace(src, Bucket{now, shaper_burst}).first;
+  Bucket& b = it->second;
+  double start = std::max(now, b.t);
+  double tokens = std::min(shaper_burst, b.tokens + (start - b.t) * shaper_rate);
+  double left;
+  double finish = start + through(size, tokens, &left);
+  b.t = finish;
+  b.tokens = std::max(0.0, left);
+  double unused;
+  double idle = through(size, shaper_burst, &unused);
+  return std::max(0.0, finish - now - idle);
+}
+
 double bw_factor(double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
                  const std::vector<simgrid::s4u::Link*>&, const std::unordered_set<simgrid::s4u::NetZone*>&) {
+  pending_wait = (shaped && src != dst) ? shaper_wait(size, src) : 0.0;
   const Segment* s = route_segment(size, src, dst);
   if (!s) {
     pending = false;
@@ -240,13 +315,21 @@ double bw_factor(double size, const simgrid::s4u::Host* src, const simgrid::s4u:
 }
 
 double lat_factor(double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
-                  const std::vector<simgrid::s4u::Link*>&, const std::unordered_set<simgrid::s4u::NetZone*>&) {
+                  const std::vector<simgrid::s4u::Link*>& links, const std::unordered_set<simgrid::s4u::NetZone*>&) {
+  double wait = pending_wait;
+  pending_wait = 0.0;
+  // SimGrid multiplies the route's latency by this factor: the shaper's wait is added as a
+  // share of it (a route without latency cannot carry a wait).
+  double route_latency = 0.0;
+  for (auto const* link : links)
+    route_latency += link->get_latency();
+  double extra = (wait > 0 && route_latency > 0) ? wait / route_latency : 0.0;
   const Segment* s = route_segment(size, src, dst);
   if (!s)
-    return 1.0;
+    return 1.0 + extra;
   double r = pending ? pending_ratio : draw(*s, size);
   pending = false;
-  return s->lat * r;
+  return s->lat * r + extra;
 }
 
 void install() {
