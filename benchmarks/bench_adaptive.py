@@ -15,6 +15,7 @@ that hold the true median (nominal: the level, 0.95).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import time
@@ -74,6 +75,10 @@ def coverage(truth: synth.Truth, design: Design, size: np.ndarray, t: np.ndarray
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--first", type=int, default=1, help="first seed (to split a run)")
+    ap.add_argument("--no-fixed", action="store_true",
+                    help="the adaptive design and its coverage only (the fixed design is "
+                    "most of the time)")
     ap.add_argument("--median", type=float, default=0.03)
     ap.add_argument("--breaks", type=float, default=0.10)
     ap.add_argument("--round", type=int, default=5000)
@@ -84,18 +89,19 @@ def main() -> None:
     truth = synth.jumps() if args.truth == "plain" else synth.ethernet_like()
     rows = []
     c0 = time.process_time()
-    for seed in range(1, args.seeds + 1):
+    for seed in range(args.first, args.first + args.seeds):
         design = Design(lo=1, hi=2**22, target=Target(args.median, args.breaks),
                         budget=Budget(400_000, 40), round_samples=args.round, seed=seed)
         record, size, t = run_design(accumulate(_measure(truth, seed)), design)
-        n_fixed = fixed(truth, design)
+        n_fixed = 0 if args.no_fixed else fixed(truth, design)
         cov = coverage(truth, design, size, t) if args.truth == "plain" else float("nan")
         rows.append((record["total_samples"], n_fixed, cov, record["stopped"]))
         print(f"seed {seed}: adaptive {record['total_samples']} ({record['stopped']}), "
-              f"fixed {n_fixed}, coverage {cov:.2f}", flush=True)
+              f"fixed {n_fixed}, coverage {cov:.3f}", flush=True)
     ratio = [a / f for a, f, _, _ in rows if f > 0]
-    print(f"adaptive/fixed samples: median {statistics.median(ratio):.2f} "
-          f"(range {min(ratio):.2f}-{max(ratio):.2f}, {len(ratio)} seeds where fixed reached it); "
+    shown = ratio or [math.nan]
+    print(f"adaptive/fixed samples: median {statistics.median(shown):.2f} "
+          f"(range {min(shown):.2f}-{max(shown):.2f}, {len(ratio)} seeds where fixed reached it); "
           f"median-interval coverage of the truth {np.mean([r[2] for r in rows]):.3f} "
           f"(nominal 0.95); {sum(r[3] == 'target' for r in rows)}/{len(rows)} reached the target; "
           f"{time.process_time() - c0:.0f} CPU-s, load {os.getloadavg()[0]:.1f}")

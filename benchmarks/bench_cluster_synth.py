@@ -20,7 +20,7 @@ the samples per pair allow for the figure's statistic; a recall below it is the 
 
     PYTHONPATH=$PWD nice .venv/bin/python benchmarks/bench_cluster_synth.py \\
         [--seeds 5] [--first-seed 0] [--nodes 64] [--samples 400] [--runs taurus,stampede] \\
-        [--held-out 1]
+        [--held-out 1] [--noise-statistic tail]
 """
 
 from __future__ import annotations
@@ -155,8 +155,15 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=0.10,
                     help="threshold of all three figures (default 0.10, pt2pt cluster "
                     "--threshold 10%%)")
+    ap.add_argument("--noise-statistic", default="tail", choices=("tail", "spread", "tailmean"),
+                    help="the noise figure's statistic: the kit's (tail) or a candidate of "
+                    "bench_noise_statistic.py swapped in")
     args = ap.parse_args()
-    print("load average at start", os.getloadavg())
+    if args.noise_statistic != "tail":
+        from bench_noise_statistic import candidates, use
+
+        use(candidates()[args.noise_statistic])
+    print("load average at start", os.getloadavg(), "noise statistic", args.noise_statistic)
     for run in args.runs.split(","):
         s, t = read_pingpong(CAL / RUNS[run])
         population = fit_arrays({"stat": "raw"}, s, t)

@@ -19,7 +19,7 @@ from kit.fit.clustermodel import ClusterModel, read_cluster_model, save_cluster_
 from kit.fit.clustervalidate import held_out
 from kit.fit.fitting import fit_arrays
 from kit.fit.hierarchy import decompose, two_group
-from kit.fit.pairmetrics import group_quantiles, windows_for
+from kit.fit.pairmetrics import group_quantiles, unit_metrics, windows_for
 from kit.fit.synthcluster import Effect, SynthCluster, draw, write_probe_runs
 
 
@@ -49,6 +49,29 @@ def test_group_quantiles_match_numpy_and_their_errors_cover() -> None:
     # the order-statistic standard error: the median's 95 % interval covers the truth (1)
     hits = np.abs(g.value[:50, 0] - 1.0) <= 1.96 * g.se[:50, 0]
     assert 0.85 <= hits.mean() <= 1.0
+
+
+def test_the_noise_figure_reads_the_upper_tail_not_the_fast_side() -> None:
+    """A noisier link has slower slow messages: a wider upper tail counts in full, a wider
+    fast side (below the median) does not count at all. A two-sided scale would read both
+    at about half (benchmarks/bench_noise_statistic.py), so this fails if the figure's
+    statistic is swapped for one."""
+    rng = np.random.default_rng(5)
+    units, n = 40, 2000
+    # the reference runs' shape: a narrow bulk and a slow band (ln residuals)
+    slow = rng.random((units, n)) < 0.15
+    r = np.where(slow, 0.3 + rng.exponential(0.2, (units, n)), rng.normal(0.0, 0.05, (units, n)))
+    r -= np.median(r, axis=1, keepdims=True)
+    r[0] = np.where(r[0] > 0, 1.5 * r[0], r[0])  # upper tail 50 % wider
+    r[1] = np.where(r[1] < 0, 1.5 * r[1], r[1])  # fast side 50 % wider
+    r[2] = 1.5 * r[2]  # the whole distribution (what the synthetic cluster plants)
+    size = np.tile(np.repeat([64.0, 4096.0], n // 2), units)
+    m = unit_metrics(np.repeat(np.arange(units), n), units, size, 1e-5 * np.exp(r.ravel()),
+                     np.full(units * n, 1e-5), windows_for(size))
+    y, se = m.y["noise"], np.sqrt(m.w["noise"])
+    assert abs(y[0] - math.log(1.5)) <= 3.5 * se[0]
+    assert abs(y[2] - math.log(1.5)) <= 3.5 * se[2]
+    assert abs(y[1]) <= 3.5 * se[1] and 3.5 * se[1] < 0.5 * math.log(1.5)
 
 
 def test_benjamini_hochberg_matches_the_step_up_rule() -> None:

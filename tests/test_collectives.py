@@ -239,6 +239,26 @@ def test_shares_and_intervals_on_synthetic_truth() -> None:
     assert covered >= 33  # 95 % nominal; 40 trials
 
 
+def test_a_killed_run_keeps_its_cpu_seconds() -> None:
+    """A run killed over a limit dies unreaped by the sweep (its smpirun shell dies first),
+    so its CPU time is read from the session before the kill: here a process that burned
+    0.4 CPU-s in its own session, the same way smpirun is started."""
+    import signal
+    import sys
+
+    code = ("import time\nwhile time.process_time() < 0.4: pass\nprint('burnt', flush=True)\n"
+            "time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "burnt"
+        assert 0.35 <= collsweep._session_cpu(proc.pid) < 30
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert collsweep._session_cpu(proc.pid) == 0  # gone: nothing of it is left to count
+
+
 def test_a_point_that_did_not_complete_is_left_out_not_counted_slow(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The bias the censoring rule removes: "fast" is the best everywhere but times out (on

@@ -63,10 +63,11 @@ REFINE_FACTOR = 1.25
 MAX_MERGE_SAMPLES = 20000
 #: Fewest samples for trying a two-band mixture in a regime.
 MIN_MIXTURE_SAMPLES = 200
-#: Slack of :meth:`RegimeModel.cdf_bounds` in ln time and in level: far above the root
-#: search's tolerance on a stored size's base quantiles (1e-10 relative), far below any
-#: margin a physical model has.
-_BOUND_MARGIN = 1e-6
+#: Slack of :meth:`RegimeModel.cdf_bounds` in ln time and in level: above the root
+#: search's tolerance on a stored size's base quantiles (1e-10 relative) and scipy's ppf
+#: wobble (up to 1e-5 relative, see predict_quantiles), far below any margin a physical
+#: model has (a size nearer a limit than that gets the exact CDF).
+_BOUND_MARGIN = 1e-4
 #: Candidate curve fits already made on the same samples (see :mod:`kit.model.memo`).
 _CURVE_FITS = ContentMemo()
 

@@ -36,11 +36,12 @@ by a fraction of a bin). Above ``MAX_RATIO_SAMPLES`` samples in a regime, every 
 stands for the k next to it (neighbours in size, then time) with their summed counts, so
 the noise quantiles vary as those of all n samples do, which is what the model reports.
 
-The interval of a quantity is the percentile interval of its bootstrap estimates,
-re-centred on the value the model reports (the cheap re-estimate on the full data gives
-the centre the spread is measured from): in log scale for positive quantities, linear for
-slopes and shares. A quantity that could not be estimated (too few samples in a regime,
-too few resamples that held it) gets ``null`` and a reason, never a number.
+The interval of a quantity is the percentile interval of its bootstrap estimates (its
+ends read by Harrell-Davis, :func:`percentiles`), re-centred on the value the model
+reports (the cheap re-estimate on the full data gives the centre the spread is measured
+from): in log scale for positive quantities, linear for slopes and shares. A quantity that
+could not be estimated (too few samples in a regime, too few resamples that held it) gets
+``null`` and a reason, never a number.
 """
 
 from __future__ import annotations
@@ -471,7 +472,7 @@ def _intervals(model: RegimeModel, size: ArrayLike, time: ArrayLike, groups: Arr
                               "lo": None, "hi": None, "why": why}
             missing.append(f"{_describe(key, families)}: {why}")
             continue
-        lo_q, hi_q = np.quantile(arr, [alpha, 1.0 - alpha])
+        lo_q, hi_q = percentiles(arr, alpha)
         if _linear_quantity(key, fam):
             lo, hi = value + (lo_q - c), value + (hi_q - c)
             if ".share" in key:
@@ -498,6 +499,35 @@ def _intervals(model: RegimeModel, size: ArrayLike, time: ArrayLike, groups: Arr
             f"m{i}", {"value": None, "lo": None, "hi": None, "why": "no regime holds it"})}
             for i, x in enumerate(at)]
     return out
+
+
+#: How the interval's ends are read off the resampled estimates: "harrell-davis", or
+#: "linear" (numpy's default, as before issue 60's coverage check; kept to compare).
+PERCENTILES = "harrell-davis"
+
+
+def percentiles(draws: NDArray, alpha: float) -> tuple[float, float]:
+    """The ``alpha`` and ``1 - alpha`` points of the resampled estimates ``draws``.
+
+    Harrell-Davis (a Beta-weighted mean of all order statistics) rather than numpy's
+    linear interpolation between two: from ~120 resamples the latter reads the 2.5 % point
+    from the 3rd and 4th smallest draw, whose expected place is about 1.88 σ out rather
+    than 1.96 (intervals ~4 % narrow) and which jump from one resample set to the next;
+    the weighted mean sits where the percentile is and varies less.
+    """
+    if PERCENTILES != "harrell-davis":
+        lo, hi = np.quantile(draws, [alpha, 1.0 - alpha])
+        return float(lo), float(hi)
+    from scipy.special import betainc
+
+    x = np.sort(draws)
+    n = len(x)
+    grid = np.arange(n + 1) / n
+    out = []
+    for p in (alpha, 1.0 - alpha):
+        w = np.diff(betainc(p * (n + 1), (1.0 - p) * (n + 1), grid))
+        out.append(float(w @ x))
+    return out[0], out[1]
 
 
 def _reported(model: RegimeModel, s: NDArray, t: NDArray, at: NDArray | None = None
