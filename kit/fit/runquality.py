@@ -37,6 +37,7 @@ with its one-word ``verdict``: ``quiet``, ``disturbed`` or ``conditions not reco
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -307,7 +308,9 @@ def _compare_runs(code: NDArray, s: NDArray, t: NDArray, disturbed: NDArray,
     for cell, a, c in zip(cells.tolist(), starts.tolist(), counts.tolist(), strict=True):
         if c >= 3:
             med[cell // len(ub), cell % len(ub)] = np.median(tk[idx[a:a + c]])
-    with np.errstate(invalid="ignore"), np.errstate(divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        # a bin no run measured 3 times is all-NaN: its centre is NaN and it is skipped
+        warnings.simplefilter("ignore", RuntimeWarning)
         centre = np.nanmedian(med, axis=0)
         rel = np.log(med / centre)
     for i, r in enumerate(runs):
