@@ -85,6 +85,8 @@ def probe_run(transport: str, scratch: Path, sizes: str, n: int, warm: int,
     ``binary`` (a baseline build) is run without --order, which older probes lack; with one
     size the order does not matter."""
     prefix = scratch / "probe"
+    for old in scratch.glob("probe.*"):  # the probe refuses to overwrite a run's files
+        old.unlink()
     order_args = [] if binary else ["--order", order]
     mpirun(transport, scratch, [str(binary or PROBE_BIN), "--sizes", sizes, "--samples",
                                 str(n), "--warmup", str(warm), *order_args, "--seed", "1",
