@@ -178,6 +178,11 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     # ------------------------------------------------------------------ workers
 
+    def _gone(self) -> bool:
+        """Whether the user left this screen while a worker ran: detached, or being taken
+        down (its widgets already removed, so querying them would raise)."""
+        return not self.is_attached or not self.query("#fit-busy")
+
     @work(exclusive=True, group="load-series")
     async def _load(self) -> None:
         """Draw the series from its stored drawing summaries first, or from a preview of a
@@ -185,7 +190,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         without holding the plot back."""
         try:
             stamp, cached = await in_background(self._read_cached)
-            if cached is not None and self.is_attached and self.state is None:
+            if cached is not None and not self._gone() and self.state is None:
                 self._preview(cached)
             state = await in_background(self._read, stamp, cached)
         except UserError as err:
@@ -221,14 +226,14 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     def _load_failed(self, err: UserError) -> None:
         notify_error(self, err)
-        if not self.is_attached:
+        if self._gone():
             return
         self.query_one("#plot").loading = False
         self.dismiss()
 
     def _loaded(self, state: SeriesState) -> None:
         self.session.series[self.key] = state  # kept even if the user already left
-        if not self.is_attached:
+        if self._gone():
             return
         self.query_one("#plot").loading = False
         self._start_from(state)
@@ -251,7 +256,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     def start_fit(self, *, auto: bool = False) -> None:
         state = self.state
-        if state is None:
+        if state is None or self._gone():
             return
         for timer in (self._refit_timer, self._validate_timer):
             if timer is not None:
@@ -285,7 +290,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self._fitted(generation, model, True)
 
     def _fit_failed(self, generation: int, err: UserError) -> None:
-        if generation != self._generation or not self.is_attached:
+        if generation != self._generation or self._gone():
             return
         self.fitting = False
         self.query_one("#fit-busy").display = False
@@ -293,7 +298,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
         self.redraw()
 
     def _fitted(self, generation: int, model: RegimeModel, final: bool = True) -> None:
-        if generation != self._generation or not self.is_attached:
+        if generation != self._generation or self._gone():
             return  # a newer edit is being fitted, or the user left this series
         self.fitting = not final
         self.preview = not final
@@ -324,7 +329,7 @@ class SeriesScreen(HelpMixin, Screen[None]):
 
     def _validated(self, generation: int, err: UserError | None) -> None:
         self.validating = False
-        if generation != self._generation or not self.is_attached:
+        if generation != self._generation or self._gone():
             return
         if err is not None:
             self.notify(f"Validation skipped: {err.paragraph()}", severity="warning")
