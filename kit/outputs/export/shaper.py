@@ -125,6 +125,6 @@ def shaper_from_models(pingpong_model: Any, stream_model: Any,
     if burst is not None:
         if not (burst >= 0 and math.isfinite(burst)):
             raise ModelError(f"burst {burst} bytes", where="option --burst",
-                             hint="give a size >= 0, e.g. 64k")
+                             hint="give a size >= 0, e.g. 64K")
         b, how = float(burst), "burst as given, line speed from the ping-pong"
     return Shaper(rate, b, line, f"sustained rate from the stream model's top octave, {how}")
