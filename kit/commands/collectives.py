@@ -27,15 +27,6 @@ def _list(parse: Any, what: str) -> Any:
     return inner
 
 
-def _size(text: str) -> int:
-    from kit.core.checks import parse_size
-
-    value = parse_size(text)
-    if not 0 <= value <= 1 << 34:
-        raise ValueError(text)
-    return value
-
-
 def _percent(text: str) -> float:
     value = float(text.rstrip("%"))
     if not (math.isfinite(value) and 0 <= value <= 1000):
@@ -70,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "the valid ones)")
     s.add_argument("--np", type=_list(integer(1, 65536, "ranks"), "rank counts"),
                    required=True, metavar="N,...", help="numbers of processes")
-    s.add_argument("--sizes", type=_list(_size, "sizes (bytes; K, M suffixes)"),
+    s.add_argument("--sizes", type=_list(argtypes.size_bytes(), "sizes (bytes; K, M suffixes)"),
                    required=True, metavar="S,...",
                    help="message sizes (alltoall/allgather: per block; others: the buffer)")
     s.add_argument("--reps", type=integer(1, 10000, "repetitions"), default=3,
@@ -141,7 +132,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    default=["linear", "pairwise", "modified_bruck"], metavar="A,B,...")
     v.add_argument("--np", type=_list(integer(2, 64, "ranks"), "rank counts"),
                    default=[2, 3, 4], metavar="N,...")
-    v.add_argument("--sizes", type=_list(_size, "sizes (bytes; K, M suffixes)"),
+    v.add_argument("--sizes", type=_list(argtypes.size_bytes(), "sizes (bytes; K, M suffixes)"),
                    default=[1024, 65536, 1 << 20], metavar="S,...")
     v.add_argument("--runs", type=integer(1, 100, "runs"), default=3,
                    help="real mpiruns per point, interleaved (default 3)")

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kit.core import argtypes
 from kit.core.argtypes import integer
 from kit.core.errors import UserError
 
@@ -111,7 +112,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          "fit DS --series op=stream): each host's messages pass a token bucket "
                          "at its sustained rate, so windows and collectives see that rate while "
                          "a lone message keeps MODEL's factors (docs/simgrid.md)")
-    cluster.add_argument("--burst", metavar="BYTES",
+    cluster.add_argument("--burst", metavar="BYTES", type=argtypes.size_bytes(),
                          help="with --stream: the bucket's size, e.g. 64K (default: where "
                          "MODEL's ping-pong leaves line speed)")
     p.set_defaults(func=run)
@@ -180,7 +181,6 @@ def _quality_notes(inter: ModelFile, others: dict[str, ModelFile]) -> list[str]:
 
 def _shaper(args: argparse.Namespace, model: Any, stream: ModelFile | None) -> Any:
     """The token bucket of ``--stream``/``--burst`` (None without ``--stream``)."""
-    from kit.core.checks import parse_size
     from kit.outputs.export.shaper import shaper_from_models
 
     if stream is None:
@@ -190,13 +190,7 @@ def _shaper(args: argparse.Namespace, model: Any, stream: ModelFile | None) -> A
         raise UserError(f"{stream.name} is a model of op={op}, not of the probe's stream op",
                         where="option --stream",
                         hint="fit the stream series: pt2pt fit DS --series op=stream")
-    burst = None
-    if args.burst is not None:
-        try:
-            burst = float(parse_size(args.burst.strip()))
-        except ValueError:
-            raise UserError(f"cannot read '{args.burst}' as a size", where="option --burst",
-                            hint="give bytes, e.g. 65536 or 64K") from None
+    burst = None if args.burst is None else float(args.burst)
     return shaper_from_models(model, stream.model, burst)
 
 

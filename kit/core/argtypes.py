@@ -64,6 +64,26 @@ def real(lo: float, hi: float, what: str = "", *, lo_open: bool = False,
     return parse
 
 
+def size_bytes(hi: int = 1 << 34) -> Callable[[str], int]:
+    """A message size in bytes, ``64K`` / ``4M`` / ``1G`` (powers of 1024, as the probe
+    reads them, :func:`kit.core.checks.parse_size`), from 0 to ``hi``."""
+
+    def parse(text: str) -> int:
+        from kit.core.checks import parse_size
+
+        try:
+            value = parse_size(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a size in bytes (e.g. 65536 or 64K)") from None
+        if not 0 <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{text!r}: a size from 0 to {hi} bytes")
+        return value
+
+    parse.__name__ = "size"
+    return parse
+
+
 #: ``--seed``: any non-negative integer numpy accepts.
 seed = integer(0, SEED_MAX, "a seed")
 #: ``--jobs``: worker processes.
