@@ -185,6 +185,7 @@ def test_app_campaign_runs_locally_into_its_own_series(
     assert main(["fit", str(dataset), "--all", "--no-intervals", "-o", str(tmp_path / "m")]) == 0
     models = [p.name for p in (tmp_path / "m").glob("*.json")]
     assert models and not [m for m in models if "__app__" in m or "halo" in m], models
+    _runs_that_waited_for_a_cpu_are_withheld(tmp_path, dataset)
     if shutil.which("smpirun") is None:
         return
     # predict-app: the same program simulated on a platform (synthetic models: no
@@ -212,6 +213,29 @@ def test_app_campaign_runs_locally_into_its_own_series(
     html = (report / "index.html").read_text()
     assert 'id="apps"' in html and "halo -n 2048 -w 256 -i 3 -c 10 np=2" in html
     _tui_shows_the_apps(dataset, result)
+
+
+def _runs_that_waited_for_a_cpu_are_withheld(tmp_path: Path, dataset: Path) -> None:
+    """predict-app's real runs come with their run-quality verdicts from the runs table:
+    the same collected runs, marked disturbed, withhold the program (a copy: the test's
+    dataset stays as collected)."""
+    from kit.data.dataset import RUNS_FILE
+    from kit.outputs.predictapp import app_series
+
+    (series,) = app_series(dataset)
+    assert len(series["real"]) + series["dropped"] == 2
+    busy = tmp_path / "busy"
+    shutil.copytree(dataset, busy)
+    table = pl.read_parquet(busy / RUNS_FILE)
+    meta = pl.read_parquet_metadata(busy / RUNS_FILE)
+    why = "tasks waited for a CPU 90 % of the time"
+    table.with_columns(conditions=pl.when(pl.col("tool") == "app").then(pl.lit("disturbed"))
+                       .otherwise(pl.col("conditions")),
+                       conditions_why=pl.when(pl.col("tool") == "app").then(pl.lit(why))
+                       .otherwise(pl.col("conditions_why"))
+                       ).write_parquet(busy / RUNS_FILE, metadata=meta)
+    (series,) = app_series(busy)
+    assert series["withheld"] and why in series["withheld"] and len(series["real"]) == 2
 
 
 def _tui_shows_the_apps(dataset: Path, result: Path) -> None:
@@ -269,3 +293,48 @@ def test_comparison_figures_on_synthetic_truth() -> None:
     assert closer(cal, near) == "tie"
     with pytest.raises(ValueError):
         compare([], [1.0], "x")
+
+
+def test_real_runs_that_waited_for_a_cpu_are_not_compared() -> None:
+    """Only runs whose run quality was not disturbed are compared (unknown: nothing recorded,
+    kept); a program left with fewer than two is withheld, with the runs' own reason, and
+    keeps every run for display (issue 57: 4 ranks on 2 cores measured the scheduler)."""
+    from kit.analyses.appcompare import usable_runs
+
+    waited = "tasks waited for a CPU 86 % of the time"
+    mixed = usable_runs([1.0, 2.0, 9.0, 1.5], ["quiet", None, "disturbed", "quiet"],
+                        [None, None, waited, None])
+    assert mixed.values == [1.0, 2.0, 1.5] and mixed.dropped == 1 and mixed.withheld is None
+    oversubscribed = usable_runs([30.0, 31.0, 29.0], ["disturbed"] * 3, [waited] * 3)
+    assert oversubscribed.values == [30.0, 31.0, 29.0] and oversubscribed.dropped == 0
+    assert oversubscribed.withheld and waited in oversubscribed.withheld
+    assert "3 of 3" in oversubscribed.withheld
+
+
+def test_withheld_programs_are_shown_but_left_out_of_the_target_figures() -> None:
+    """The summary's median error, within-target count and baseline verdicts are over the
+    programs not withheld; the withheld one stays in the table, marked, and is named under
+    it."""
+    from kit.analyses.appcompare import compare
+    from kit.outputs.predictapp import document, summary_lines, table_rows
+
+    def result(program: str, real: list[float], sim: list[float],
+               withheld: str | None) -> dict[str, object]:
+        cal = compare(real, sim, "calibrated", n_boot=200).to_dict()
+        nominal = compare(real, [sim[0] * 2], "nominal", n_boot=200).to_dict()
+        return {"program": program, "placement": "inter-node", "real": real, "dropped": 0,
+                "withheld": withheld, "comparisons": {"calibrated": cal, "nominal": nominal},
+                "closer": {"nominal": "calibrated"}}
+
+    good = result("osu_latency np=2", [1.0, 1.01, 0.99], [1.01, 1.02, 1.0], None)
+    busy = result("halo np=4", [30.0, 31.0, 29.0], [1.0, 1.0, 1.0], "3 of 3 real runs waited")
+    doc = document(Path("ds"), Path("plat"), [good, busy], [], "skip")
+    s = doc["summary"]
+    assert s["programs"] == 1 and s["withheld"] == 1
+    assert s["median_error"] == pytest.approx(0.01, abs=0.005) and s["within_target"] == 1
+    assert s["nominal"]["calibrated_closer"] == 1
+    rows = table_rows(doc)
+    assert [r["program"] for r in rows] == ["osu_latency np=2", "halo np=4"]
+    assert rows[1]["runs"].endswith("withheld") and not rows[0]["runs"].endswith("withheld")
+    assert any("halo np=4" in line and "3 of 3 real runs waited" in line
+               for line in summary_lines(doc))
