@@ -18,8 +18,17 @@ the budget (``--skip-over`` x the budget) is not run (``predicted``): it would c
 of CPU to learn what the law says.
 The output folder is a sweep folder (resumable; ``pt2pt collectives analyze`` reads it).
 
+``--platform DIR`` runs on a platform folder ``pt2pt export --hosts N`` wrote (N >= --max-np;
+e.g. the graphene-calibrated one of the 2015 sweep) instead of the synthetic one; ``--start N``
+begins the walk at N ranks (the law is read where the cost has left SimGrid's start-up).
+The law's interval: the 95 % t-interval of the least-squares slope (:func:`exponent_interval`)
+over every count in budget whose cost is at least 4x the smallest count's; with three counts
+it has one degree of freedom, and it widens where the law bends (a pure power law over
+2-3 doublings gives a narrow one); the slope of the last doubling is printed beside it.
+
     nice -n 19 .venv/bin/python benchmarks/bench_collectives_limits.py OUT
         [--algorithms all] [--sizes 1K,1M] [--max-np 1024] [--cpu 60] [--gib 4] [--report-only]
+        [--platform DIR] [--start 64]
 """
 
 from __future__ import annotations
@@ -58,6 +67,26 @@ def exponent(points: list[tuple[int, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else math.nan
 
 
+def exponent_interval(points: list[tuple[int, float]]) -> tuple[float, float, float]:
+    """Slope b of log(value) on log(numproc) and its 95 % t-interval, over every count whose
+    value is at least 4x the smallest count's (the start-up floor, see :func:`exponent`);
+    NaN bounds with two counts (no degree of freedom left), NaN all with fewer."""
+    from scipy import stats
+
+    points = sorted(points)
+    floor = 4 * max(points[0][1], 1e-9) if points else 0.0
+    use = [(n, v) for n, v in points if v >= floor and v > 0]
+    if len(use) < 2:
+        use = [(n, v) for n, v in points if v > 0][-2:]
+    if len(use) < 2:
+        return math.nan, math.nan, math.nan
+    fit = stats.linregress([math.log(n) for n, _ in use], [math.log(v) for _, v in use])
+    if len(use) < 3:
+        return float(fit.slope), math.nan, math.nan
+    half = float(stats.t.ppf(0.975, len(use) - 2)) * float(fit.stderr)
+    return float(fit.slope), float(fit.slope) - half, float(fit.slope) + half
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
@@ -65,12 +94,16 @@ def main() -> None:
     ap.add_argument("--sizes", default="1K,1M")
     ap.add_argument("--max-np", type=int, default=1024)
     ap.add_argument("--cpu", type=float, default=60.0, help="CPU-s budget per point")
+    ap.add_argument("--cpu-kill", type=float, help="CPU-s a run is stopped at (default: "
+                    "--cpu; higher measures a point the load pushes over the budget)")
     ap.add_argument("--gib", type=float, default=4.0, help="memory budget per point")
     ap.add_argument("--time-limit", type=float, default=600.0, help="wall s (kill)")
     ap.add_argument("--per-byte", type=float, default=9e-10)
     ap.add_argument("--skip-over", type=float, default=1.0,
                     help="skip a count predicted above this many budgets (default 1)")
     ap.add_argument("--report-only", action="store_true", help="print OUT's results, run none")
+    ap.add_argument("--platform", type=Path, help="platform folder (default: synthetic)")
+    ap.add_argument("--start", type=int, default=2, help="first numproc (default 2)")
     a = ap.parse_args()
 
     from kit.core.checks import parse_size
@@ -81,8 +114,8 @@ def main() -> None:
     algorithms = [x for x in collsweep.valid_algorithms("alltoall") if x not in SKIP] \
         if a.algorithms == "all" else a.algorithms.split(",")
     sizes = [parse_size(s) for s in a.sizes.split(",")]
-    folder = a.out / "platform"
-    if not (folder / "platform.json").is_file():
+    folder = a.platform or a.out / "platform"
+    if a.platform is None and not (folder / "platform.json").is_file():
         cluster_platform(three_linear_regimes(a.per_byte), hosts=a.max_np, cores=1).write(folder)
     limit = int(a.gib * 2**30)
     print(f"load average at start {os.getloadavg()[0]:.1f}", flush=True)
@@ -90,7 +123,7 @@ def main() -> None:
         for size in sizes:
             done = {p.numproc: p for p in collsweep.read_journal(a.out)
                     if p.algorithm == alg and p.size == size}
-            n, stop, fit = 2, "", 2.0
+            n, stop, fit = a.start, "", 2.0
             while n <= a.max_np:
                 p = done.get(n)
                 if p is None and a.report_only:
@@ -107,7 +140,7 @@ def main() -> None:
                     sweep = collsweep.Sweep(platform=folder, algorithms={"alltoall": [alg]},
                                             numprocs=[n], sizes=[size], reps=1,
                                             time_limit=a.time_limit, memory_limit=limit,
-                                            cpu_limit=math.ceil(a.cpu))
+                                            cpu_limit=math.ceil(a.cpu_kill or a.cpu))
                     p = next(q for q in collsweep.run_sweep(sweep, a.out)
                              if q.key == ("alltoall", alg, n, size))
                     done[n] = p
@@ -137,9 +170,14 @@ def report(alg: str, size: int, done: dict[int, Point], stop: str, cpu: float,
     top, tp = ok[-1]
     b_cpu = exponent([(n, p.cpu_s) for n, p in ok])
     b_mem = exponent([(n, p.peak_memory_bytes) for n, p in ok])
+    b, lo, hi = exponent_interval([(n, p.cpu_s) for n, p in ok])
+    last = (math.log(ok[-1][1].cpu_s / ok[-2][1].cpu_s) / math.log(ok[-1][0] / ok[-2][0])
+            if len(ok) >= 2 and ok[-2][1].cpu_s > 0 else math.nan)
     at = 1024 / top
     print(f"RESULT {alg} {size}: largest np {top} ({tp.cpu_s:.1f} CPU-s, "
-          f"{tp.peak_memory_bytes / 2**30:.2f} GiB); CPU-s ~ np^{b_cpu:.2f}, memory ~ "
+          f"{tp.peak_memory_bytes / 2**30:.2f} GiB); CPU-s ~ np^{b:.2f} [{lo:.2f}, {hi:.2f}] "
+          f"over {', '.join(f'{n}:{p.cpu_s:.1f}' for n, p in ok)}, last doubling "
+          f"np^{last:.2f}; memory ~ "
           f"np^{b_mem:.2f}; at 1024: {tp.cpu_s * at ** b_cpu:.0f} CPU-s, "
           f"{tp.peak_memory_bytes * at ** b_mem / 2**30:.1f} GiB; "
           f"stopped: {stop or 'max np'}", flush=True)

@@ -269,3 +269,48 @@ def test_comparison_figures_on_synthetic_truth() -> None:
     assert closer(cal, near) == "tie"
     with pytest.raises(ValueError):
         compare([], [1.0], "x")
+
+
+def test_real_runs_that_waited_for_a_cpu_are_not_compared() -> None:
+    """Only runs whose run quality was not disturbed are compared (unknown: nothing recorded,
+    kept); a program left with fewer than two is withheld, with the runs' own reason, and
+    keeps every run for display (issue 57: 4 ranks on 2 cores measured the scheduler)."""
+    from kit.analyses.appcompare import usable_runs
+
+    waited = "tasks waited for a CPU 86 % of the time"
+    mixed = usable_runs([1.0, 2.0, 9.0, 1.5], ["quiet", None, "disturbed", "quiet"],
+                        [None, None, waited, None])
+    assert mixed.values == [1.0, 2.0, 1.5] and mixed.dropped == 1 and mixed.withheld is None
+    oversubscribed = usable_runs([30.0, 31.0, 29.0], ["disturbed"] * 3, [waited] * 3)
+    assert oversubscribed.values == [30.0, 31.0, 29.0] and oversubscribed.dropped == 0
+    assert oversubscribed.withheld and waited in oversubscribed.withheld
+    assert "3 of 3" in oversubscribed.withheld
+
+
+def test_withheld_programs_are_shown_but_left_out_of_the_target_figures() -> None:
+    """The summary's median error, within-target count and baseline verdicts are over the
+    programs not withheld; the withheld one stays in the table, marked, and is named under
+    it."""
+    from kit.analyses.appcompare import compare
+    from kit.outputs.predictapp import document, summary_lines, table_rows
+
+    def result(program: str, real: list[float], sim: list[float],
+               withheld: str | None) -> dict[str, object]:
+        cal = compare(real, sim, "calibrated", n_boot=200).to_dict()
+        nominal = compare(real, [sim[0] * 2], "nominal", n_boot=200).to_dict()
+        return {"program": program, "placement": "inter-node", "real": real, "dropped": 0,
+                "withheld": withheld, "comparisons": {"calibrated": cal, "nominal": nominal},
+                "closer": {"nominal": "calibrated"}}
+
+    good = result("osu_latency np=2", [1.0, 1.01, 0.99], [1.01, 1.02, 1.0], None)
+    busy = result("halo np=4", [30.0, 31.0, 29.0], [1.0, 1.0, 1.0], "3 of 3 real runs waited")
+    doc = document(Path("ds"), Path("plat"), [good, busy], [], "skip")
+    s = doc["summary"]
+    assert s["programs"] == 1 and s["withheld"] == 1
+    assert s["median_error"] == pytest.approx(0.01, abs=0.005) and s["within_target"] == 1
+    assert s["nominal"]["calibrated_closer"] == 1
+    rows = table_rows(doc)
+    assert [r["program"] for r in rows] == ["osu_latency np=2", "halo np=4"]
+    assert rows[1]["runs"].endswith("withheld") and not rows[0]["runs"].endswith("withheld")
+    assert any("halo np=4" in line and "3 of 3 real runs waited" in line
+               for line in summary_lines(doc))

@@ -436,6 +436,24 @@ def test_the_shared_malloc_mode_does_not_change_the_simulated_times(platform: Pa
                                             shared_malloc="huge"), tmp_path / "bad")
 
 
+@needs_simgrid
+def test_extra_simgrid_options_reach_smpirun(platform: Path, tmp_path: Path) -> None:
+    # the cost benchmark (bench_collectives_options.py) compares SimGrid options through
+    # Sweep.cfg: an option must reach the run (a bad key fails it, in SimGrid's words), and
+    # another context factory must leave the simulated times as they are
+    def run(name: str, *cfg: str) -> list[collsweep.Point]:
+        sweep = collsweep.Sweep(platform, {"alltoall": ["pair", "basic_linear"]}, [4], [65536],
+                                reps=2, noise=False, cfg=cfg)
+        return collsweep.run_sweep(sweep, tmp_path / name)
+
+    base, other = run("base"), run("ucontext", "contexts/factory:ucontext")
+    assert {p.status for p in base + other} == {"ok"}
+    assert [p.times for p in base] == [p.times for p in other]
+    bad = run("bad", "pt2pt/no-such-key:1")
+    assert {p.status for p in bad} == {"failed"}
+    assert all("pt2pt/no-such-key" in p.reason for p in bad)
+
+
 def _twin_rows(medians: dict[str, float], spread: float, seed: int) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     return pl.DataFrame([{"collective": "alltoall", "algorithm": alg, "numproc": 4,

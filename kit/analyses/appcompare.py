@@ -12,6 +12,15 @@ For one program (its series: the real runs' figures) and one simulated variant (
   whether they **differ beyond the noise** (their ratio intervals do not overlap): a
   baseline that cannot be told apart from the calibrated platform is a tie, not a loss.
 
+Which real runs are compared at all (:func:`usable_runs`): only those whose ranks had their
+CPUs. A simulation gives every rank a CPU of its own (SMPI's hosts); a real run that waited
+for one measured the scheduler as much as the network. Measured on the shaped local cluster
+(issue 57, 2026-12-06): halo with 1 KiB halos on 2 nodes took 1.2 ms with a core per rank and
+144 ms with both ranks pinned to one core (osu_latency 4 KiB: 69 us and 6 ms), and the 4-node
+runs, 4 ranks on the machine's 2 cores, were 1.4-34x what the simulation gives. The run quality
+verdict (:func:`kit.measure.conditions.judge`, recorded per run) already says which runs waited
+(CPU pressure, the load beyond the free CPUs); it is read here, not judged again.
+
 Pure functions on arrays: no dataset, no SimGrid.
 """
 
@@ -27,6 +36,8 @@ from numpy.typing import ArrayLike
 #: Bootstrap resamples of the median ratio's interval, and its level.
 N_BOOT = 2000
 LEVEL = 0.95
+#: Fewest undisturbed real runs a program needs to be compared (fewer: withheld).
+MIN_USABLE_RUNS = 2
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,35 @@ def compare(real: ArrayLike, sim: ArrayLike, variant: str, *, seed: int = 0,
                       real_p50=real_p50, sim_p50=sim_p50, sim_p05=p05, sim_p95=p95,
                       ratio=sim_p50 / real_p50, ratio_lo=float(lo), ratio_hi=float(hi),
                       real_p50_level=level, inside=p05 <= real_p50 <= p95)
+
+
+@dataclass(frozen=True)
+class RealRuns:
+    """The real runs a program is compared with, and why the others were left out."""
+
+    values: list[float]
+    #: runs left out: their run quality was ``disturbed``
+    dropped: int
+    #: why the program is not compared at all (too few undisturbed runs), else None
+    withheld: str | None
+
+
+def usable_runs(values: list[float], verdicts: list[str | None],
+                whys: list[str | None]) -> RealRuns:
+    """The runs of ``values`` whose run-quality verdict is not ``disturbed`` (``quiet``, or
+    unknown: nothing recorded to judge by). With fewer than :data:`MIN_USABLE_RUNS` of them
+    the program is withheld, the reason being the disturbed runs' most common one, and every
+    run is kept for display."""
+    keep = [v for v, verdict in zip(values, verdicts, strict=True) if verdict != "disturbed"]
+    dropped = len(values) - len(keep)
+    if len(keep) >= MIN_USABLE_RUNS:
+        return RealRuns(keep, dropped, None)
+    reasons = [w for w, verdict in zip(whys, verdicts, strict=True)
+               if verdict == "disturbed" and w]
+    common = max(set(reasons), key=reasons.count) if reasons else "run quality disturbed"
+    return RealRuns(list(values), 0, (
+        f"{dropped} of {len(values)} real runs waited for a CPU ({common}); the simulation "
+        "gives every rank a CPU of its own, so the comparison would measure the scheduler"))
 
 
 def closer(calibrated: Comparison, baseline: Comparison) -> str:

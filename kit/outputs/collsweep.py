@@ -138,6 +138,8 @@ class Sweep:
     data_cap: int | None = None  # RLIMIT_DATA per process; None: the host's memory (doc)
     ranks_per_host: int | None = None
     shared_malloc: str = "local"
+    #: more ``--cfg=KEY:VALUE`` for smpirun, after the sweep's own (benchmarks of the cost)
+    cfg: tuple[str, ...] = ()
 
     def points(self) -> list[tuple[str, str, int, int]]:
         return [(c, a, n, s) for c, algs in self.algorithms.items() for a in algs
@@ -311,7 +313,7 @@ def run_point(sweep: Sweep, collective: str, algorithm: str, numproc: int, size:
     cmd = [*_caps(sweep), "smpirun", "-wrapper", "env " + " ".join(env), "-platform",
            str(platform / "platform.xml"), "-hostfile", str(work / "hostfile"), "-np",
            str(numproc), *cfg, *SCALE_CFG, *SHARED_MALLOC[sweep.shared_malloc],
-           f"--cfg=smpi/{collective}:{algorithm}",
+           f"--cfg=smpi/{collective}:{algorithm}", *(f"--cfg={c}" for c in sweep.cfg),
            "--log=root.thres:critical", str(binary), "-c", collective, "-s", str(size),
            "-r", str(sweep.reps), "-w", "1"]
     point = Point(collective, algorithm, numproc, size, "failed", seed=sweep.seed)

@@ -13,6 +13,10 @@ program runs under SMPI on
   ``alpha``, bandwidth ``beta``: ``kit.fit.baselines.RobustHockneyModel``, fitted to the
   inter-node, and intra-node, samples the platform's models came from), factors 1, one run.
 
+The real runs compared are those whose run quality was not ``disturbed``
+(:func:`kit.analyses.appcompare.usable_runs`): a program whose ranks waited for a CPU (four
+fake nodes on two cores) is *withheld*: shown, but left out of the summary's target figures.
+
 Each comparison is :func:`kit.analyses.appcompare.compare` (median ratio with its bootstrap
 interval, the real median's level among the simulated runs, inside p05-p95), and each
 baseline is set against the calibrated platform with :func:`appcompare.closer`. The result
@@ -32,7 +36,7 @@ from typing import Any
 
 import polars as pl
 
-from kit.analyses.appcompare import closer, compare, summarise
+from kit.analyses.appcompare import closer, compare, summarise, usable_runs
 from kit.core.atomicwrite import write_text
 from kit.core.errors import UserError
 from kit.outputs.appsim import COMPUTE_TEXT, AppSimulation, simulate_app
@@ -46,19 +50,30 @@ TARGET_ERROR = 0.05
 
 
 def app_series(dataset: Path) -> list[dict[str, Any]]:
-    """Each app series of ``dataset``: its keys and its runs' figures (seconds)."""
+    """Each app series of ``dataset``: its keys, its runs' figures (seconds) and which of
+    them are compared (:func:`usable_runs`: the run-quality verdicts of the runs table)."""
     from kit.data import dataset as ds
 
     rows = (ds.scan(ds.require_ingested(dataset)).filter(pl.col("op") == "app")
-            .select("campaign", "transport", "placement", "program", "size", "time")
+            .select("campaign", "transport", "placement", "program", "size", "time", "run_id")
             .collect())
+    quality = ds.runs(dataset)
+    if {"conditions", "conditions_why"} <= set(quality.columns):
+        rows = rows.join(quality.select("run_id", "conditions", "conditions_why"),
+                         on="run_id", how="left")
+    else:  # an older dataset: nothing recorded, every run counts
+        rows = rows.with_columns(conditions=pl.lit(None, pl.String),
+                                 conditions_why=pl.lit(None, pl.String))
     out = []
     for key, group in rows.group_by(["campaign", "transport", "placement", "program"],
                                     maintain_order=True):
         campaign, transport, placement, program = (str(v) for v in key)
+        real = usable_runs([float(t) for t in group["time"]], group["conditions"].to_list(),
+                           group["conditions_why"].to_list())
         out.append({"campaign": campaign, "transport": transport, "placement": placement,
                     "program": program, "size": int(group["size"][0]),
-                    "real": [float(t) for t in group["time"]]})
+                    "real": real.values, "dropped": real.dropped,
+                    "withheld": real.withheld})
     return sorted(out, key=lambda s: (s["program"], s["campaign"]))
 
 
@@ -149,7 +164,8 @@ def predict_app(dataset: Path, platform: Path, *, reps: int | None = None, seed:
             results.append({
                 **{k: series[k] for k in ("campaign", "transport", "placement", "program",
                                           "size")},
-                "real": series["real"],
+                "real": series["real"], "dropped": series["dropped"],
+                "withheld": series["withheld"],
                 "simulated": {v: s.values() for v, s in sims.items()},
                 "ranks": {v: [r.ranks for r in s.runs] for v, s in sims.items()},
                 "comparisons": {v: c.to_dict() for v, c in comparisons.items()},
@@ -157,14 +173,18 @@ def predict_app(dataset: Path, platform: Path, *, reps: int | None = None, seed:
                            if b in comparisons},
                 "simulation_s": sum(s.elapsed_s for s in sims.values()),
             })
-    return _document(dataset, platform, results, notes, compute)
+    return document(dataset, platform, results, notes, compute)
 
 
-def _document(dataset: Path, platform: Path, results: list[dict[str, Any]], notes: list[str],
+def document(dataset: Path, platform: Path, results: list[dict[str, Any]], notes: list[str],
               compute: str) -> dict[str, Any]:
+    """The result; the summary's figures are over the programs not withheld."""
+    withheld = [r for r in results if r.get("withheld")]
+    results_all, results = results, [r for r in results if not r.get("withheld")]
     cal = [r["comparisons"]["calibrated"] for r in results]
     summary: dict[str, Any] = {
-        "programs": len(results),
+        "programs": len(results), "withheld": len(withheld),
+        "dropped_runs": int(sum(r.get("dropped", 0) for r in results)),
         **summarise([c["error"] for c in cal]),
         "inside": int(sum(c["inside"] for c in cal)),
         "within_target": int(sum(c["error"] <= TARGET_ERROR for c in cal)),
@@ -179,12 +199,16 @@ def _document(dataset: Path, platform: Path, results: list[dict[str, Any]], note
             "baseline_closer": verdicts.count("baseline"), "tie": verdicts.count("tie")}
     return {
         "format": FORMAT, "format_version": 1, "dataset": str(dataset),
-        "platform": str(platform), "compute": compute, "summary": summary, "programs": results,
+        "platform": str(platform), "compute": compute, "summary": summary,
+        "programs": results_all,
         "statistic": "median of each program's figure per run (halo: wall time of the slowest "
                      "rank; OSU: latency, or size / bandwidth), seconds; ratio = simulated / "
                      "real with a 95 % bootstrap interval (real and simulated runs resampled); "
                      "level = share of simulated runs at or below the real median; inside = "
                      "the real median within the simulated p05-p95",
+        "real_runs": "the real runs whose run quality was not disturbed; a program with fewer "
+                     "than 2 such runs is withheld: shown with all its runs, left out of the "
+                     "summary",
         "closer": "calibrated or baseline: closer to the real median (|ln ratio|) where the "
                   "two ratio intervals do not overlap; tie otherwise",
         "notes": notes,
@@ -223,7 +247,8 @@ def table_rows(doc: dict[str, Any]) -> list[dict[str, str]]:
         cal = c["calibrated"]
         row = {
             "program": r["program"], "placement": r["placement"],
-            "runs": f"{cal['n_real']} / {cal['n_sim']}",
+            "runs": f"{cal['n_real']} / {cal['n_sim']}" + (
+                " withheld" if r.get("withheld") else ""),
             "real p50": f"{cal['real_p50']:.4g} s",
             "calibrated": fmt_ratio(cal),
             "level": f"{cal['real_p50_level']:.2f}" + (" in" if cal["inside"] else " out"),
@@ -246,6 +271,12 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
            f"{s['programs']} program(s) (worst {100 * s['worst_error']:.1f} %), "
            f"{s['within_target']} within {100 * s['target_error']:.0f} %, real p50 inside the "
            f"simulated p05-p95 for {s['inside']}"]
+    if s.get("dropped_runs"):
+        out.append(f"{s['dropped_runs']} real run(s) left out of those programs: run quality "
+                   "disturbed")
+    for r in doc["programs"]:
+        if r.get("withheld"):
+            out.append(f"withheld (not in the figures above): {r['program']}: {r['withheld']}")
     for base in BASELINES:
         b = s.get(base) or {}
         if math.isfinite(b.get("median_error", math.nan)):
