@@ -185,6 +185,7 @@ def test_app_campaign_runs_locally_into_its_own_series(
     assert main(["fit", str(dataset), "--all", "--no-intervals", "-o", str(tmp_path / "m")]) == 0
     models = [p.name for p in (tmp_path / "m").glob("*.json")]
     assert models and not [m for m in models if "__app__" in m or "halo" in m], models
+    _runs_that_waited_for_a_cpu_are_withheld(tmp_path, dataset)
     if shutil.which("smpirun") is None:
         return
     # predict-app: the same program simulated on a platform (synthetic models: no
@@ -212,6 +213,29 @@ def test_app_campaign_runs_locally_into_its_own_series(
     html = (report / "index.html").read_text()
     assert 'id="apps"' in html and "halo -n 2048 -w 256 -i 3 -c 10 np=2" in html
     _tui_shows_the_apps(dataset, result)
+
+
+def _runs_that_waited_for_a_cpu_are_withheld(tmp_path: Path, dataset: Path) -> None:
+    """predict-app's real runs come with their run-quality verdicts from the runs table:
+    the same collected runs, marked disturbed, withhold the program (a copy: the test's
+    dataset stays as collected)."""
+    from kit.data.dataset import RUNS_FILE
+    from kit.outputs.predictapp import app_series
+
+    (series,) = app_series(dataset)
+    assert len(series["real"]) + series["dropped"] == 2
+    busy = tmp_path / "busy"
+    shutil.copytree(dataset, busy)
+    table = pl.read_parquet(busy / RUNS_FILE)
+    meta = pl.read_parquet_metadata(busy / RUNS_FILE)
+    why = "tasks waited for a CPU 90 % of the time"
+    table.with_columns(conditions=pl.when(pl.col("tool") == "app").then(pl.lit("disturbed"))
+                       .otherwise(pl.col("conditions")),
+                       conditions_why=pl.when(pl.col("tool") == "app").then(pl.lit(why))
+                       .otherwise(pl.col("conditions_why"))
+                       ).write_parquet(busy / RUNS_FILE, metadata=meta)
+    (series,) = app_series(busy)
+    assert series["withheld"] and why in series["withheld"] and len(series["real"]) == 2
 
 
 def _tui_shows_the_apps(dataset: Path, result: Path) -> None:

@@ -304,6 +304,42 @@ def test_repeated_evaluations_at_stored_sizes_give_what_a_fresh_model_gives(tmp_
     assert not np.array_equal(seq[0][0], seq[4][0])  # the views differ: nothing was mixed
 
 
+def test_batched_evaluations_give_what_one_call_per_view_and_size_gives(tmp_path: Path):
+    """What the SimGrid export asks in one go is what separate calls answer, bit for bit:
+    the model's own quantiles and the unmeasured view's from one root search
+    (``predict_quantiles_and_unmeasured``; stored and unseen sizes, levels unsorted), and
+    draws a size at a time from one generator (``sample_each``: the stream of one
+    ``sample`` call per size, in order)."""
+    model, grid = _persize_shapes_fit()
+    sizes = np.concatenate([grid[::3], grid[:20] + 0.5, [3e6]])
+    q = [0.9, 0.05, 0.5, 0.3, 0.95]
+    own, smooth = load_model(save_model(model, tmp_path / "m.json")).\
+        predict_quantiles_and_unmeasured(sizes, q, [1, 2, 4])
+    fresh = load_model(save_model(model, tmp_path / "m2.json"))
+    assert np.array_equal(own, fresh.predict_quantiles(sizes, q))
+    assert np.array_equal(smooth, fresh.unmeasured().predict_quantiles(sizes, [0.05, 0.5,
+                                                                               0.95]))
+    assert not np.array_equal(own[:, [1, 2, 4]], smooth)  # stored sizes' own maps differ
+    for view in (model, model.unmeasured()):
+        rng = np.random.default_rng(5)
+        want = np.stack([view.sample(np.array([x]), 300, random_state=rng)[0] for x in sizes])
+        assert np.array_equal(view.sample_each(sizes, 300, np.random.default_rng(5)), want)
+
+
+def _persize_shapes_fit() -> tuple[RegimeModel, np.ndarray]:
+    """Two bands and sizes whose noises differ in width: the maps are not plain shifts."""
+    rng = np.random.default_rng(4)
+    grid = np.unique(np.round(np.geomspace(1, 1e6, 40)))
+    width = np.repeat(np.where(np.arange(len(grid)) % 3 == 0, 0.05, 0.3), 60)
+    s = np.repeat(grid, 60)
+    slow = rng.random(len(s)) < 0.3
+    t = (20e-6 + s / 1e9) * np.exp(np.repeat(rng.normal(0, 0.05, len(grid)), 60)
+                                   + width * rng.standard_normal(len(s)) + 0.7 * slow)
+    model = RegimeModel().fit(s, t)
+    assert model.per_size_.has_shape()
+    return model, grid
+
+
 def test_a_model_that_kept_its_base_quantiles_still_copies_and_pickles():
     """The kept quantiles' key names the special functions (a module): a deepcopy or pickle
     of a model evaluated at its stored sizes failed with 'cannot pickle module' (CI, a test

@@ -93,6 +93,15 @@ def _as_sizes(size: ArrayLike, what: str = "size") -> NDArray:
     return s
 
 
+def _monotone(out: NDArray, q: NDArray) -> NDArray:
+    """Quantiles ``out`` (a column per level ``q``) made non-decreasing in the level, in place:
+    a quantile function never decreases; scipy's ppf of near-degenerate fits (e.g. inverse
+    Gaussian with mu ~ 1e-10) can wobble by 1e-5 relative."""
+    order = np.argsort(q, kind="stable")
+    out[:, order] = np.maximum.accumulate(out[:, order], axis=1)
+    return out
+
+
 def _too_few(lo_edge: float, hi_edge: float, n: int, min_support: int) -> ModelError:
     return ModelError(f"regime [{max(lo_edge, 0):g}, {hi_edge:g}) B holds {n} samples, "
                       f"fewer than the minimum support {min_support}", where="breakpoints",
@@ -640,12 +649,27 @@ class RegimeModel(Params):
         qq = np.asarray(q, dtype=float).reshape(-1)
         if np.any((qq <= 0) | (qq >= 1)):
             raise ModelError("quantiles must lie strictly between 0 and 1", where="q")
-        out = self._shaped(s, tl, _quantiles(tl, len(s), qq))
-        # A quantile function never decreases; scipy's ppf of near-degenerate fits (e.g.
-        # inverse Gaussian with mu ~ 1e-10) can wobble by 1e-5 relative: flatten that.
-        order = np.argsort(qq, kind="stable")
-        out[:, order] = np.maximum.accumulate(out[:, order], axis=1)
-        return out
+        return _monotone(self._shaped(s, tl, _quantiles(tl, len(s), qq)), qq)
+
+    def predict_quantiles_and_unmeasured(self, size: ArrayLike, q: ArrayLike,
+                                         cols: Sequence[int]) -> tuple[NDArray, NDArray]:
+        """``predict_quantiles(size, q)`` and ``unmeasured().predict_quantiles(size,
+        q[cols])`` from one root search: a format-2 layer's stored sizes are monotone maps
+        on the unmeasured distribution (their terms are the same), so its quantiles before
+        the maps are the unmeasured view's. Each (size, level) is solved on its own, so the
+        values are those of the two calls (the SimGrid export asks for both at the stored
+        sizes: kit/outputs/export/persize.py)."""
+        qq = np.asarray(q, dtype=float).reshape(-1)
+        ps = getattr(self, "per_size_", None)
+        if ps is not None and ps.version < 2:  # format 1: terms of their own
+            return (self.predict_quantiles(size, qq),
+                    self.unmeasured().predict_quantiles(size, qq[list(cols)]))
+        s, tl = self._terms(size)
+        if np.any((qq <= 0) | (qq >= 1)):
+            raise ModelError("quantiles must lie strictly between 0 and 1", where="q")
+        base = _quantiles(tl, len(s), qq)
+        smooth = _monotone(base[:, list(cols)], qq[list(cols)])
+        return _monotone(self._shaped(s, tl, base), qq), smooth
 
     def population(self) -> RegimeModel:
         """A view of the fitted model without the per-size adjustments of stored sizes.
@@ -757,6 +781,19 @@ class RegimeModel(Params):
         s, tl = self._terms(size)
         rng = np.random.default_rng(random_state)
         return self._shaped(s, tl, _sample(tl, len(s), int(n), rng))
+
+    def sample_each(self, size: ArrayLike, n: int,
+                    random_state: int | np.random.Generator | None = None) -> NDArray:
+        """(len(size), n) draws: what ``sample([s], n, rng)`` gives for each size in turn
+        on the one generator (the same stream, the same values), with the terms evaluated
+        once for all sizes (a third of the SimGrid export's 112 calls of 4000 draws)."""
+        s, tl = self._terms(size)
+        rng = np.random.default_rng(random_state)
+        out = np.empty((len(s), int(n)))
+        for i in range(len(s)):
+            one = [(w[i:i + 1], sc[i:i + 1], nz) for w, sc, nz in tl if w[i] != 0]
+            out[i] = self._shaped(s[i:i + 1], one, _sample(one, 1, int(n), rng))[0]
+        return out
 
     def _shaped(self, s: NDArray, tl: list, base: NDArray) -> NDArray:
         """``base`` times (quantiles or draws of the base terms ``tl``, a row per size of

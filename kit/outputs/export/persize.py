@@ -15,12 +15,13 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from kit.core.errors import ModelError
-from kit.model.contract import PointToPointModel
+from kit.core.sets import unique_sorted
 
 #: A stored size whose median, p05 or p95 differs from the smooth curve's by more than this
 #: (relative) gets entries of its own; below it the smooth line already says the same.
@@ -73,19 +74,20 @@ class OwnSizes:
     quantiles: NDArray[np.float64]
 
 
-def own_sizes(model: PointToPointModel, smooth: PointToPointModel, stored: NDArray[np.float64],
-              probs: Sequence[float] = OWN_PROBS,
+def own_sizes(model: Any, stored: NDArray[np.float64], probs: Sequence[float] = OWN_PROBS,
               tolerance: float = PER_SIZE_TOLERANCE) -> OwnSizes:
-    """The stored sizes whose median, p05 or p95 differ from ``smooth``'s by > tolerance
-    (one quantile call per model: the model's own at ``probs`` and the three levels)."""
-    sizes = np.unique(np.asarray(stored, dtype=np.float64))
+    """The stored sizes whose median, p05 or p95 differ from the smooth curve's (what
+    ``model.unmeasured()`` predicts there) by > tolerance; both from one root search
+    (``predict_quantiles_and_unmeasured``: the model's own at ``probs`` and the three
+    levels, the smooth view's at the three levels)."""
+    sizes = unique_sorted(stored)
     sizes = sizes[(sizes >= 1) & (sizes == np.round(sizes))]
     levels = [*probs, *_DECIDE_LEVELS]
     if not sizes.size:
         return OwnSizes(sizes, sizes, np.zeros((0, len(probs))))
-    q = np.asarray(model.predict_quantiles(sizes, levels), dtype=np.float64)
+    q, base = (np.asarray(v, dtype=np.float64) for v in model.predict_quantiles_and_unmeasured(
+        sizes, levels, range(len(probs), len(levels))))
     own = q[:, len(probs):]
-    base = np.asarray(smooth.predict_quantiles(sizes, list(_DECIDE_LEVELS)), dtype=np.float64)
     keep = np.max(np.abs(own / base - 1.0), axis=1) > tolerance
     return OwnSizes(sizes[keep], own[keep, 1], q[keep, :len(probs)])
 

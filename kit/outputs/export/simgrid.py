@@ -60,6 +60,7 @@ from numpy.typing import ArrayLike, NDArray
 from kit.core.atomicwrite import make_dirs, write_text
 from kit.core.errors import ModelError
 from kit.core.lsq import nnls2
+from kit.core.sets import member, setdiff_sorted, unique_sorted
 from kit.figures import sanity
 from kit.outputs.export.persize import (
     OVERHEADS_EXCEED,
@@ -202,8 +203,23 @@ def fit_line(size: NDArray[np.float64], time: NDArray[np.float64],
     return float(a + min_a), float(b_scaled / scale + min_b)
 
 
+#: Lines already fitted, by their sizes, times and floors (``linear_pieces`` runs twice
+#: on one target: without and with the per-byte floor, mostly on the same ranges).
+LineMemo = dict[tuple[bytes, bytes, float, float], tuple[float, float]]
+
+
+def _fit_kept(grid: NDArray[np.float64], curve: NDArray[np.float64], min_b: float,
+              min_a: float, memo: LineMemo | None) -> tuple[float, float]:
+    if memo is None:
+        return fit_line(grid, curve, min_b=min_b, min_a=min_a)
+    key = (grid.tobytes(), curve.tobytes(), min_b, min_a)
+    if key not in memo:
+        memo[key] = fit_line(grid, curve, min_b=min_b, min_a=min_a)
+    return memo[key]
+
+
 def _split(model: Any, k: int, lo: float, hi: float, last: bool, tol: float,
-           out: list[LinearPiece], min_b: float = 0.0) -> None:
+           out: list[LinearPiece], min_b: float = 0.0, memo: LineMemo | None = None) -> None:
     """Fit one line on [lo, hi); halve the range (in log size) while it misses by > tol."""
     grid = model.grid(lo, hi, last) if hasattr(model, "grid") else _grid(lo, hi, last)
     # Every size of the range is exported on its own (measured sizes): any line will do.
@@ -215,9 +231,9 @@ def _split(model: Any, k: int, lo: float, hi: float, last: bool, tol: float,
         raise ModelError(f"regime {k + 1} [{lo:.0f}, {hi:.0f}) B has a non-positive curve, "
                          "cannot export", hint="refit the series; check for bad samples")
     min_a = MIN_LATENCY_SHARE * float(curve.min())
-    a, b = fit_line(grid, curve)
+    a, b = _fit_kept(grid, curve, 0.0, 0.0, memo)
     if b < min_b or a < min_a:
-        a, b = fit_line(grid, curve, min_b=min_b, min_a=min_a)
+        a, b = _fit_kept(grid, curve, min_b, min_a, memo)
     err = float(np.max(np.abs(a + b * grid - curve) / curve))
     # The split point is a whole size with sizes on both sides of it, so that a jump (e.g.
     # the median of two bands switching, downwards too) is split down to the byte.
@@ -233,12 +249,12 @@ def _split(model: Any, k: int, lo: float, hi: float, last: bool, tol: float,
     if err <= tol or narrow or free or not first < mid <= final:
         out.append(LinearPiece(lo, hi, a, b, k))
         return
-    _split(model, k, lo, mid, False, tol, out, min_b)
-    _split(model, k, mid, hi, last, tol, out, min_b)
+    _split(model, k, lo, mid, False, tol, out, min_b, memo)
+    _split(model, k, mid, hi, last, tol, out, min_b, memo)
 
 
-def linear_pieces(model: Any, tol: float = LINE_TOLERANCE, min_b: float = 0.0
-                  ) -> list[LinearPiece]:
+def linear_pieces(model: Any, tol: float = LINE_TOLERANCE, min_b: float = 0.0,
+                  memo: LineMemo | None = None) -> list[LinearPiece]:
     """Lines ``a + b*s`` that follow the model's central curve within ``tol`` (relative).
 
     A linear regime is one piece, exactly. A power or constant-plus-jump curve is cut into
@@ -253,7 +269,7 @@ def linear_pieces(model: Any, tol: float = LINE_TOLERANCE, min_b: float = 0.0
     pieces: list[LinearPiece] = []
     for k, r in enumerate(regimes):
         _split(model, k, float(r.size_min), float(r.size_max), k == len(regimes) - 1, tol,
-               pieces, min_b)
+               pieces, min_b, memo)
     return pieces
 
 
@@ -445,10 +461,10 @@ class _Target:
         The model's predictive quantiles cost a fixed overhead per call, so the line
         splitting reads from this table (``grid``) instead of calling once per range.
         """
-        pts = [np.unique(np.round(np.geomspace(max(r.size_min, 1.0),
+        pts = [unique_sorted(np.round(np.geomspace(max(r.size_min, 1.0),
                                                max(r.size_max, r.size_min, 1.0), per_regime)))
                for r in self.regimes_]
-        dense = np.setdiff1d(np.concatenate(pts), self.own)
+        dense = setdiff_sorted(np.concatenate(pts), self.own)
         self._dense = dense
         self._dense_centre = self._centre_uncached(dense)
 
@@ -465,9 +481,9 @@ class _Target:
                 picked = inside[::step]
                 return picked if picked[-1] == inside[-1] else np.append(picked, inside[-1])
         # whole sizes only (messages are): a range of one size exported on its own is empty
-        whole = np.unique(np.round(_grid(lo, hi, last)))
+        whole = unique_sorted(np.round(_grid(lo, hi, last)))
         whole = whole[(whole >= max(lo, 1.0)) & ((whole < hi) | last)]
-        return np.setdiff1d(whole, self.own)
+        return setdiff_sorted(whole, self.own)
 
     def message(self, size: ArrayLike) -> NDArray[np.float64]:
         """The message size the user sent for a network transfer of ``size`` bytes."""
@@ -482,7 +498,7 @@ class _Target:
             hit = dense[idx] == s
             if not np.all(hit):  # evaluate the misses once and keep them (the line split
                 # and the check after it ask for the same narrow ranges again)
-                new = np.unique(s[~hit])
+                new = unique_sorted(s[~hit])
                 merged = np.concatenate([dense, new])
                 order = np.argsort(merged, kind="stable")
                 self._dense = dense = merged[order]
@@ -614,12 +630,21 @@ def _refuse_unphysical(model: Any, lat_entries: Sequence[FactorEntry],
             "real --latency/--bandwidth")
 
 
-def _ratio_table(model: Any, size: float, rng: np.random.Generator) -> list[float]:
-    """Quantiles of ``time / curve`` at ``size`` from the model's own predictive draws."""
-    draws = np.asarray(model.sample(np.array([size]), 4000, random_state=rng),
-                       dtype=np.float64).ravel()
-    curve = float(np.asarray(model.curve(np.array([size]))).ravel()[0])
-    return [float(v) for v in np.quantile(draws / curve, _QUANTILE_PROBS)]
+def _ratio_tables(model: Any, sizes: Sequence[float], rng: np.random.Generator
+                  ) -> list[list[float]]:
+    """Per size, quantiles of ``time / curve`` from the model's own predictive draws (4000
+    each, a size after another from ``rng``)."""
+    s = np.asarray(sizes, dtype=np.float64)
+    if hasattr(model, "sample_each"):
+        draws = np.asarray(model.sample_each(s, 4000, random_state=rng), dtype=np.float64)
+    else:
+        draws = np.stack([np.asarray(model.sample(s[i:i + 1], 4000, random_state=rng),
+                                     dtype=np.float64).ravel() for i in range(len(s))])
+    curve = np.asarray(model.curve(s), dtype=np.float64).ravel()
+    if not len(s):
+        return []
+    # one call for every row (the values of one call per row: the same order statistics)
+    return np.quantile(draws / curve[:, None], _QUANTILE_PROBS, axis=1).T.tolist()
 
 
 def _network_ratios(target: _Target, sizes: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -637,22 +662,28 @@ def _network_ratios(target: _Target, sizes: NDArray[np.float64]) -> NDArray[np.f
     return np.maximum(ratio, 1e-3)
 
 
+def _top(piece: LinearPiece) -> float:
+    """A piece's largest whole size (its first size for the open last piece)."""
+    lo = max(piece.size_min, 1.0)
+    return max(piece.size_max - 1 if math.isfinite(piece.size_max) else lo, lo)
+
+
 def _noise_tables(target: _Target, pieces: Sequence[LinearPiece]
                   ) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
     """Per piece, the table sizes and their ratio quantiles (one model call for all)."""
     per_piece = []
+    own = unique_sorted(target.own)
     for piece in pieces:
-        lo = max(piece.size_min, 1.0)
-        hi = max(piece.size_max - 1 if math.isfinite(piece.size_max) else lo, lo)
+        lo, hi = max(piece.size_min, 1.0), _top(piece)
         # Noise tables at most a factor 2 apart: band weights change with size. Not at a
         # size exported on its own (the smooth view there is mostly that size's own).
         n_tables = max(2, math.ceil(math.log2(hi / lo)) + 1) if hi > lo else 1
-        sizes = np.unique(np.round(np.geomspace(lo, hi, n_tables)))
+        sizes = unique_sorted(np.round(np.geomspace(lo, hi, n_tables)))
         for _ in range(8):
-            clash = np.isin(sizes, target.own) & (sizes + 1 <= hi)
+            clash = member(sizes, own) & (sizes + 1 <= hi)
             if not clash.any():
                 break
-            sizes = np.unique(np.where(clash, sizes + 1, sizes))
+            sizes = unique_sorted(np.where(clash, sizes + 1, sizes))
         per_piece.append(sizes)
     ratios = _network_ratios(target, np.concatenate(per_piece))
     out, at = [], 0
@@ -745,7 +776,7 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
         overhead_cfg[key] = text
         if key != "smpi/ois":
             overheads.append(text)
-    own = (own_sizes(full, model, full.stored_sizes())
+    own = (own_sizes(full, full.stored_sizes())
            if center == "median" and hasattr(full, "stored_sizes") else None)
     target = _Target(model, center, overheads, DETACHED_THRESH, envelope,
                      own.sizes if own is not None else None)
@@ -758,7 +789,8 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
                              where="ping-pong model",
                              hint="check that --send/--recv are models of the same pair, or "
                              "export without them")
-    pieces = linear_pieces(target)
+    lines: LineMemo = {}
+    pieces = linear_pieces(target, memo=lines)
     if latency is None:
         latency = pieces[0].a if pieces[0].a > 0 else min((p.a for p in pieces if p.a > 0),
                                                           default=float("nan"))
@@ -789,11 +821,13 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
     check_physical(model, bandwidth, what="ping-pong model")
     # Refit pieces whose per-byte cost is below the physical floor, splitting as needed.
     min_b = 1.0 / (bandwidth * MAX_BW_FACTOR)
-    pieces = linear_pieces(target, min_b=min_b)
+    pieces = linear_pieces(target, min_b=min_b, memo=lines)
     bounds = _bounds(pieces)
     tables = _noise_tables(target, pieces)
     lat_entries, bw_entries, segments, rows = [], [], [], []
-    rng = np.random.default_rng(random_state)
+    mids = [math.sqrt(max(p.size_min, 1.0) * _top(p)) for p in pieces]
+    ratio_tables = _ratio_tables(model, [max(mid - envelope, 1.0) for mid in mids],
+                                 np.random.default_rng(random_state))
     for k, (bound, piece) in enumerate(zip(bounds, pieces, strict=True)):
         source = target.regimes_[piece.regime].source
         regime = model.regimes_[source]
@@ -812,13 +846,11 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
         bwf = 1.0 / (piece.b * bandwidth)
         lat_entries.append(FactorEntry(bound, (lat,)))
         bw_entries.append(FactorEntry(bound, (bwf,)))
-        lo = max(piece.size_min, 1.0)
-        hi = max(piece.size_max - 1 if math.isfinite(piece.size_max) else lo, lo)
         table_sizes, ratios = tables[k]
         for size, row in zip(table_sizes, ratios, strict=True):
             rows.append(f"{bound} {_num(lat)} {_num(bwf)} {_num(float(size))} {len(row)} "
                         + " ".join(_num(float(v)) for v in row))
-        mid = math.sqrt(lo * hi)
+        mid = mids[k]
         segments.append({
             "bound": bound, "size_min": piece.size_min, "size_max": piece.size_max,
             "regime": source, "intercept_s": piece.a, "per_byte_s": piece.b,
@@ -829,7 +861,7 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
             "weight": _jsonable(getattr(regime, "weight", {})),
             "overlap": _jsonable(getattr(regime, "overlap", None)),
             "ratio_quantiles": {"size": mid, "probs": list(_QUANTILE_PROBS),
-                                "values": _ratio_table(model, max(mid - envelope, 1.0), rng)},
+                                "values": ratio_tables[k]},
             "network_ratio_tables": [
                 {"size": float(size), "probs": list(NOISE_PROBS),
                  "values": [float(v) for v in row]}
