@@ -70,7 +70,6 @@ def planted(n_nodes: int, rng: np.random.Generator) -> tuple[dict, dict, dict]:
 def one_seed(population: Any, n_nodes: int, samples: int, seed: int,
              held: bool, plan: str = "cluster", threshold: float = 0.10) -> dict[str, Any]:
     from kit.analyses.slowlinks import Thresholds, find
-    from kit.data.pairrows import pair_label
     from kit.fit.clustermodel import ClusterModel
     from kit.fit.clustervalidate import held_out
     from kit.fit.synthcluster import SynthCluster, draw
@@ -85,6 +84,19 @@ def one_seed(population: Any, n_nodes: int, samples: int, seed: int,
     model = ClusterModel(random_state=seed).fit(rows)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     findings = find(model, Thresholds(threshold, threshold, threshold))
+    out = score(findings, slow_nodes, slow_links, names, truth, threshold)
+    out.update({"cpu": cpu, "wall": wall, "samples": len(rows), "pairs": len(rows.pairs)})
+    if held:
+        out["held_out"] = held_out(rows, 0.2, seed=seed, max_scored=20_000)
+    return out
+
+
+def score(findings: Any, slow_nodes: dict, slow_links: dict, names: list[str],
+          truth: dict[str, Any], threshold: float) -> dict[str, Any]:
+    """Found, planted, false and flagged counts of a verdict, and the oracle recall (keys
+    (kind, effect), (figure, effect), (kind, figure, effect))."""
+    from kit.data.pairrows import pair_label
+
     by_item = {(f.name, f.figure): f for f in findings.tests}
     # Benjamini-Hochberg's cut of this run: p <= fdr k / m (k flagged; one more if none)
     k_cut = max(len(findings.flagged), 1)
@@ -99,10 +111,9 @@ def one_seed(population: Any, n_nodes: int, samples: int, seed: int,
             if getattr(eff, fig):
                 plant[(pair_label((names[a], names[b])), fig)] = getattr(eff, fig)
     flagged = {(f.name, f.figure) for f in findings.flagged}
-    out: dict[str, Any] = {"cpu": cpu, "wall": wall, "samples": len(rows),
-                           "pairs": len(rows.pairs), "found": defaultdict(int),
-                           "planted": defaultdict(int), "false": defaultdict(int),
-                           "flagged": defaultdict(int), "oracle": defaultdict(float)}
+    out: dict[str, Any] = {"found": defaultdict(int), "planted": defaultdict(int),
+                           "false": defaultdict(int), "flagged": defaultdict(int),
+                           "oracle": defaultdict(float)}
     kind_of = {n: "node" for n in names}
     for key, e in plant.items():
         kind = kind_of.get(key[0], "link")
@@ -120,8 +131,6 @@ def one_seed(population: Any, n_nodes: int, samples: int, seed: int,
         out["flagged"][key[1]] += 1
         if key not in plant:
             out["false"][key[1]] += 1
-    if held:
-        out["held_out"] = held_out(rows, 0.2, seed=seed, max_scored=20_000)
     return out
 
 

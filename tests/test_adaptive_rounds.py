@@ -43,9 +43,11 @@ def _fake_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 class FakeJobs:
     """Runs a round's jobs the way the probe would, counting the rounds it measured."""
 
-    def __init__(self, fail_round: int | None = None) -> None:
+    def __init__(self, fail_round: int | None = None,
+                 loads: dict[int, float] | None = None) -> None:
         self.ran: list[str] = []
         self.fail_round = fail_round
+        self.loads = loads  # per round: the runnable tasks the job's watcher saw
 
     def __call__(self, round_dir: Path) -> list[LocalResult]:
         k = int(round_dir.name.split("-")[1])
@@ -80,8 +82,15 @@ class FakeJobs:
                     "start": f"2026-01-01T00:00:{k:02d}Z", "end": None,
                     "samples_written": len(sizes), "complete": True}
             (folder / job["meta_file"]).write_text(json.dumps(meta))
-            (folder / "job.json").write_text(json.dumps({"state": "completed",
-                                                         "exit_status": 0}))
+            job_record: dict[str, object] = {"state": "completed", "exit_status": 0}
+            if self.loads is not None:  # as the job templates record it (kit.tools.jobrecord)
+                job_record["plan"] = json.loads((folder / "plan.json").read_text())
+                job_record["conditions"] = {
+                    "cpus_online": 2, "ranks_per_node": 2, "before": {"load1": 1.0},
+                    "during": {"load": self.loads.get(k, 2.0), "samples": 5,
+                               "cpu_pressure": 0.5 if k in self.loads else 0.01},
+                    "after": {"load1": 1.0}}
+            (folder / "job.json").write_text(json.dumps(job_record))
             results.append(LocalResult(job["id"], "completed", 0))
         return results
 
@@ -119,6 +128,22 @@ def test_rounds_until_the_budget_every_round_collected(tmp_path: Path) -> None:
     again = run_adaptive(out, run=jobs, echo=lines.append)
     assert again == record and jobs.ran == ["round-00", "round-01", "round-02"]
     assert "already finished" in lines[-1]
+
+
+def test_a_round_measured_on_a_busy_node_is_said_and_recorded(tmp_path: Path) -> None:
+    """Each round's fit takes all its samples, so a loaded round moves the design: the
+    run-conditions judge's verdict is printed per round and kept in the design record."""
+    out = _start(tmp_path)
+    lines: list[str] = []
+    record = run_adaptive(out, run=FakeJobs(loads={1: 6.0}), echo=lines.append)
+    verdicts = [r["conditions"] for r in record["rounds"]]
+    assert [v.get("disturbed", 0) for v in verdicts] == [0, 1, 0]
+    assert [v.get("quiet", 0) for v in verdicts] == [1, 0, 1]
+    said = [line for line in lines if "disturbed node" in line]
+    assert len(said) == 1 and said[0].startswith("round 1: 1 of 1 run(s)")
+    assert "load 6.0 during the run" in said[0]
+    assert json.loads((out / "design.json").read_text())["rounds"][1]["conditions"] == \
+        verdicts[1]
 
 
 def test_an_interrupted_run_resumes_where_it_stopped_and_draws_the_same_rounds(

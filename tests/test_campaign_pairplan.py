@@ -104,3 +104,29 @@ def test_a_budget_keeps_64_nodes_all_pairs_in_its_time(tmp_path: Path,
     bad = _all_pairs(tmp_path, monkeypatch, 8, "", ", budget: {time: '01:00:00', bandwidth: fast}")
     with pytest.raises(CampaignError, match="not a positive amount"):
         plan_campaign(bad, tmp_path / "out4")
+
+
+def test_a_second_stage_share_bounds_the_first_and_sizes_the_second(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kit.measure.campaign.pairplan import second_stage_pairs
+
+    base = ', budget: {time: "04:00:00", latency: 20us, bandwidth: 1Gbps, startup: 5s'
+    tool = "    sizes: cluster:4M\n    samples: auto\n    warmup: 10\n"
+    one = json.loads(plan_campaign(_all_pairs(tmp_path, monkeypatch, 16, tool, base + "}"),
+                                   tmp_path / "one").read_text())["campaign"]["budget"]
+    two = json.loads(plan_campaign(
+        _all_pairs(tmp_path, monkeypatch, 16, tool,
+                   base + ", second-stage: {share: 0.4, visits: 16}}"),
+        tmp_path / "two").read_text())["campaign"]["budget"]
+    # the first stage gets 60 % of the time, the second holds 0.4 / 0.6 of its jobs
+    assert two["estimate_s"] <= 0.6 * 4 * 3600 < one["estimate_s"]
+    assert two["second_stage"] == {"share": 0.4, "visits": 16,
+                                   "pairs": second_stage_pairs(240, 0.4, 16)}
+    # 120 pairs x 2 visits: the second stage's 0.4 / 0.6 of that is 10 pairs x 16 visits
+    assert second_stage_pairs(240, 0.4, 16) == 10 and second_stage_pairs(4032, 0.4, 16) == 168
+    # what the second stage may measure fits in its share: its jobs cost the first's
+    assert 10 * 16 * two["job_s"] / two["concurrent"] <= 0.4 * 4 * 3600
+    bad = _all_pairs(tmp_path, monkeypatch, 8, tool, base + ", second-stage: {share: 1.5}}")
+    with pytest.raises(CampaignError, match="between 0 and 1") as err:
+        plan_campaign(bad, tmp_path / "out5")
+    assert "allpairs.yaml:" in err.value.paragraph() and "share" in err.value.paragraph()

@@ -16,7 +16,7 @@ and must give all three the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +99,21 @@ class PairRows:
         return PairRows.of_arrays(hp, run_ids, self.size[keep], self.time[keep],
                                   self.seq[keep], series=self.series, run_start=starts,
                                   dataset=self.dataset)
+
+    @classmethod
+    def joined(cls, parts: Sequence[PairRows]) -> PairRows:
+        """The samples of several parts as one cluster's rows (e.g. a campaign's two stages;
+        run ids must differ between parts, the first part's series keys are kept)."""
+        def col(name: str) -> NDArray:
+            return np.concatenate([getattr(p, name) for p in parts])
+
+        hp = np.concatenate([np.array([p.host_pairs[k][0] for k in range(len(p.pairs))]
+                                      )[p.pair] for p in parts])
+        rid = np.concatenate([np.asarray(p.runs)[p.run] for p in parts])
+        starts = {r: s for p in parts for r, s in zip(p.runs, p.run_start, strict=True)}
+        return cls.of_arrays(hp, rid, col("size"), col("time"), col("seq"),
+                             series=parts[0].series, run_start=starts,
+                             dataset=parts[0].dataset)
 
     @classmethod
     def of_arrays(cls, host_pair: NDArray, run_id: NDArray, size: NDArray, time: NDArray,

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 import yaml
 
 from kit.core.atomicwrite import write_text
@@ -43,6 +44,7 @@ from kit.fit.adaptive import Array, Budget, Design, Target, run_design
 from kit.measure.campaign.plan import plan_campaign
 from kit.measure.campaign.runlocal import LocalResult, run_local
 from kit.measure.campaign.schema import Campaign, load_campaign
+from kit.measure.conditions import DISTURBED, QUIET, UNKNOWN
 
 DESIGN_FILE = "design.json"
 
@@ -198,6 +200,36 @@ def describe_rounds(out: Path) -> str:
     return "\n".join(lines)
 
 
+def _run_ids(dataset: Path) -> set[str]:
+    if not (dataset / ds.RUNS_FILE).is_file():
+        return set()
+    return set(ds.runs(dataset)["run_id"].to_list())
+
+
+def round_conditions(new_runs: pl.DataFrame) -> dict[str, Any]:
+    """What the run-conditions judge (kit.measure.conditions, at collect) said of a round's
+    runs: counts per verdict and the first reason a run was disturbed. Why: each round's fit
+    takes every sample, so a round measured beside other work moves the design (and its
+    stopping) as much as the network does; the record and the console must say so."""
+    verdicts = new_runs["conditions"].fill_null(UNKNOWN).to_list()
+    whys = [w for v, w in zip(verdicts, new_runs["conditions_why"].to_list(), strict=True)
+            if v == DISTURBED and w]
+    return {"runs": len(verdicts), **{v: verdicts.count(v) for v in sorted(set(verdicts))},
+            "why": whys[0] if whys else None}
+
+
+def conditions_line(k: int, c: dict[str, Any]) -> str | None:
+    """The console line for a round whose runs were not all quiet (None: all quiet)."""
+    if c.get(QUIET, 0) == c["runs"]:
+        return None
+    if c.get(DISTURBED):
+        return (f"round {k}: {c[DISTURBED]} of {c['runs']} run(s) measured on a disturbed "
+                f"node ({c['why']}): this round's samples hold that load too; measure on a "
+                "quiet machine for the network alone")
+    return (f"round {k}: conditions of {c['runs'] - c.get(QUIET, 0)} of {c['runs']} run(s) "
+            "not recorded: quiet or not cannot be told")
+
+
 def _selector(campaign: Campaign) -> dict[str, str]:
     return {"campaign": campaign.name, "tool": "probe",
             "op": campaign.tools[0].options["ops"][0]}
@@ -233,6 +265,8 @@ def run_adaptive(out: Path, *, run: RunRound = run_local,
         echo(f"adaptive design: resuming after round {state['rounds'][-1]['round']} "
              f"({state['rounds'][-1]['total_samples']} samples)")
 
+    conditions: dict[int, dict[str, Any]] = {}
+
     def measure(k: int, sizes: np.ndarray, reps: int) -> tuple[Array, Array]:
         round_dir = out / f"round-{k:02d}"
         plan_file = out / f"round-{k:02d}.yaml"
@@ -249,12 +283,20 @@ def run_adaptive(out: Path, *, run: RunRound = run_local,
                                 hint="see the job's folder (job.json, stdout.txt); run "
                                      "the same command again to run the round's unfinished "
                                      "jobs again and go on (recorded rounds are kept)")
+        before = _run_ids(dataset)
         report = collect(round_dir, dataset)
         echo(format_report(report))
+        new = ds.runs(dataset).filter(~pl.col("run_id").is_in(sorted(before)))
+        if len(new):
+            conditions[k] = round_conditions(new)
+            if line := conditions_line(k, conditions[k]):
+                echo(line)
         data = ds.select_series(dataset, selector)
         return data.size, data.time
 
     def progress(r: dict[str, Any]) -> None:
+        if r["round"] in conditions:
+            r["conditions"] = conditions[r["round"]]
         state["rounds"].append(r)
         _save_state(out, state)  # from here on this round is not measured again
         worst = max((d["width"] for d in r["decades"]), default=float("nan"))

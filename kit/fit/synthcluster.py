@@ -88,13 +88,68 @@ def draw(cluster: SynthCluster, population: Population, seed: int = 0,
     node_eff = [_jitter(cluster.nodes_slow.get(i, Effect()), sp, rng) for i in range(N)]
     pairs = list(itertools.combinations(range(N), 2))
     link_eff = {p: _jitter(cluster.links_slow.get(p, Effect()), sp, rng) for p in pairs}
+    _menu, m64, bw_pop = _references(cluster, population)
+    L, keep_bw, k = _pair_effects(pairs, node_eff, link_eff, m64)
+    rows = _sample(cluster, population, [(names[i], names[j]) for i, j in pairs], L, keep_bw,
+                   k, cluster.visits, 0, rng, campaign)
+    truth = {"nodes": {names[i]: node_eff[i] for i in range(N)},
+             "links": {pair_label((names[i], names[j])): link_eff[(i, j)] for i, j in pairs},
+             "planted_nodes": {names[i]: eff for i, eff in cluster.nodes_slow.items()},
+             "planted_links": {pair_label((names[i], names[j])): eff
+                               for (i, j), eff in cluster.links_slow.items()},
+             "latency_64B": m64, "bandwidth_top": bw_pop}
+    return rows, truth
+
+
+def draw_visits(cluster: SynthCluster, population: Population, truth: dict[str, Any],
+                pairs: list[tuple[str, str]], visits: int, seed: int = 0,
+                first_visit: int | None = None, campaign: str = "synthetic") -> PairRows:
+    """More visits of some pairs of a drawn cluster (a second stage): the same node and link
+    effects as ``truth`` (:func:`draw`'s), fresh samples and visit shifts; visits are
+    numbered from ``first_visit`` (default: after the cluster's own), so run ids differ."""
+    rng = np.random.default_rng(seed)
+    _menu, m64, _bw = _references(cluster, population)
+    node_eff = [truth["nodes"][n] for n in cluster.node_names()]
+    index = {n: i for i, n in enumerate(cluster.node_names())}
+    ends = [(index[a], index[b]) for a, b in pairs]
+    link_eff = {(i, j): truth["links"][pair_label((a, b))]
+                for (i, j), (a, b) in zip(ends, pairs, strict=True)}
+    L, keep_bw, k = _pair_effects(ends, node_eff, link_eff, m64)
+    start = cluster.visits if first_visit is None else first_visit
+    return _sample(cluster, population, list(pairs), L, keep_bw, k, visits, start, rng,
+                   campaign)
+
+
+def _references(cluster: SynthCluster, population: Population
+                ) -> tuple[NDArray | None, float, float]:
+    """(the sizes menu or None, the 64 B latency reference, the top size's bandwidth)."""
     menu = np.array(cluster_sizes(int(cluster.size_max)), dtype=float) \
         if cluster.plan == "cluster" else None
-    m64 = latency_reference(population, menu)
     top = float(cluster.size_max)
-    bw_pop = top / float(population.predict(np.array([top]))[0])
+    return menu, latency_reference(population, menu), \
+        top / float(population.predict(np.array([top]))[0])
+
+
+def _pair_effects(pairs: list[tuple[int, int]], node_eff: list[Effect],
+                  link_eff: dict[tuple[int, int], Effect], m64: float
+                  ) -> tuple[NDArray, NDArray, NDArray]:
+    """Per pair: seconds added, bandwidth kept, noise factor (its nodes' and link's)."""
+    L, keep_bw, k = np.empty(len(pairs)), np.empty(len(pairs)), np.empty(len(pairs))
+    for p, (i, j) in enumerate(pairs):
+        e = (node_eff[i], node_eff[j], link_eff[(i, j)])
+        L[p] = sum(x.latency for x in e) * m64
+        keep_bw[p] = math.prod(1.0 - x.bandwidth for x in e)
+        k[p] = math.prod(1.0 + x.noise for x in e)
+    return L, keep_bw, k
+
+
+def _sample(cluster: SynthCluster, population: Population, pairs: list[tuple[str, str]],
+            L: NDArray, keep_bw: NDArray, k: NDArray, V: int, first_visit: int,
+            rng: np.random.Generator, campaign: str) -> PairRows:
+    """``V`` visits of ``cluster.samples`` samples of each pair, its effects applied."""
+    menu, _m64, bw_pop = _references(cluster, population)
     lo, hi = math.log(cluster.size_min), math.log(cluster.size_max + 1)
-    P, V, S = len(pairs), cluster.visits, cluster.samples
+    P, S = len(pairs), cluster.samples
     # one draw for every sample of every visit (a population call per visit was most of the
     # time at 2,016 pairs), then each pair's effects by index
     pair = np.repeat(np.arange(P), V * S)
@@ -113,34 +168,19 @@ def draw(cluster: SynthCluster, population: Population, seed: int = 0,
     rank[order] = np.arange(len(s)) - np.repeat(np.cumsum(counts) - counts, counts)
     base = population.sample(distinct, int(counts.max()), rng)[at, rank]
     med = population.predict(distinct)[at]
-    L = np.empty(P)
-    keep_bw = np.empty(P)
-    k = np.empty(P)
-    for p, (i, j) in enumerate(pairs):
-        e = (node_eff[i], node_eff[j], link_eff[(i, j)])
-        L[p] = sum(x.latency for x in e) * m64
-        keep_bw[p] = math.prod(1.0 - x.bandwidth for x in e)
-        k[p] = math.prod(1.0 + x.noise for x in e)
     transfer = np.minimum(s / bw_pop, med)
     med_p = med + transfer * (1.0 / keep_bw[pair] - 1.0) + L[pair]
     shift = np.exp(rng.normal(0.0, cluster.visit_sd, P * V)) if cluster.visit_sd else \
         np.ones(P * V)
     t = med_p * np.exp(k[pair] * np.log(base / med)) * shift[pair * V + visit]
-    labels = np.array([f"{names[i]}:{names[j]}" for i, j in pairs])
+    labels = np.array([f"{a}:{b}" for a, b in pairs])
     hp = labels[pair]
-    rid = np.char.add(np.char.add(hp, "/v"), visit.astype(str))
+    rid = np.char.add(np.char.add(hp, "/v"), (visit + first_visit).astype(str))
     seq = np.tile(np.arange(S), P * V)
-    rows = PairRows.of_arrays(hp, rid, s, t, seq,
+    return PairRows.of_arrays(hp, rid, s, t, seq,
                               series={"campaign": campaign, "tool": "synthetic",
                                       "transport": "synthetic", "op": "pingpong",
                                       "stat": "raw"})
-    truth = {"nodes": {names[i]: node_eff[i] for i in range(N)},
-             "links": {pair_label((names[i], names[j])): link_eff[(i, j)] for i, j in pairs},
-             "planted_nodes": {names[i]: eff for i, eff in cluster.nodes_slow.items()},
-             "planted_links": {pair_label((names[i], names[j])): eff
-                               for (i, j), eff in cluster.links_slow.items()},
-             "latency_64B": m64, "bandwidth_top": bw_pop}
-    return rows, truth
 
 
 def latency_reference(population: Population, menu: NDArray | None = None) -> float:

@@ -274,9 +274,12 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
     if s.get("dropped_runs"):
         out.append(f"{s['dropped_runs']} real run(s) left out of those programs: run quality "
                    "disturbed")
-    for r in doc["programs"]:
-        if r.get("withheld"):
-            out.append(f"withheld (not in the figures above): {r['program']}: {r['withheld']}")
+    held = [r for r in doc["programs"] if r.get("withheld")]
+    if held:  # one line: on a machine with fewer cores than ranks, every such program is here
+        names = "; ".join(f"{r['program']} ({r['withheld'].split(' real runs')[0]} waited)"
+                          for r in held)
+        out.append(f"withheld (not in the figures above): {len(held)} program(s) with fewer "
+                   f"than 2 real runs that had their CPUs: {names}. First: {held[0]['withheld']}")
     for base in BASELINES:
         b = s.get(base) or {}
         if math.isfinite(b.get("median_error", math.nan)):

@@ -19,6 +19,14 @@ round fits, and refuses (naming the line) a fixed ``samples`` that does not. The
 of one job: ``startup + (warmup + samples x sizes) x mean round trip``, a round trip at size
 s being ``2 (latency + s / bandwidth)``; jobs of a round run ``concurrent`` at a time (half
 the nodes by default).
+
+**Second stage.** ``budget: {..., second-stage: {share: S, visits: V}}`` keeps the share S of
+the time for measuring more where the first stage left a verdict undecided: the first stage
+(every pair, its visits) is sized from ``(1 - S) x time``, and the second stage measures at
+most :attr:`BudgetPlan.second_pairs` pairs ``V`` visits each, jobs of the first stage's
+shape, which is what ``S x time`` holds (:func:`second_stage_pairs`). Which pairs, and why
+the verdict's false-discovery rate still holds, is :mod:`kit.analyses.twostage`'s. The
+total is the budget's time whatever the first stage finds.
 """
 
 from __future__ import annotations
@@ -87,16 +95,40 @@ class BudgetPlan:
     budget_s: int
     concurrent: int
     jobs: int
+    #: the second stage: share of the time, visits per pair, most pairs it measures
+    second_share: float = 0.0
+    second_visits: int = 0
+    second_pairs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"samples_per_size": self.samples, "sizes": self.sizes,
-                "job_s": round(self.job_s, 3), "estimate_s": round(self.total_s, 1),
-                "budget_s": self.budget_s, "concurrent": self.concurrent, "jobs": self.jobs}
+        out: dict[str, Any] = {"samples_per_size": self.samples, "sizes": self.sizes,
+                               "job_s": round(self.job_s, 3),
+                               "estimate_s": round(self.total_s, 1),
+                               "budget_s": self.budget_s, "concurrent": self.concurrent,
+                               "jobs": self.jobs}
+        if self.second_share:
+            out["second_stage"] = {"share": self.second_share, "visits": self.second_visits,
+                                   "pairs": self.second_pairs}
+        return out
 
     def describe(self) -> str:
-        return (f"budget {_hms(self.budget_s)}: {self.jobs} jobs, {self.concurrent} at a time, "
+        text = (f"budget {_hms(self.budget_s)}: {self.jobs} jobs, {self.concurrent} at a time, "
                 f"{self.samples} samples of each of {self.sizes} sizes per visit, "
                 f"~{self.job_s:.0f} s a job: estimated {_hms(self.total_s)}")
+        if self.second_share:
+            text += (f"; then a second stage of {self.second_share:.0%} of the time: at most "
+                     f"{self.second_pairs} undecided pairs, {self.second_visits} more visits "
+                     "each")
+        return text
+
+
+def second_stage_pairs(first_jobs: int, share: float, visits: int) -> int:
+    """Most pairs a second stage of ``share`` of the whole budget measures ``visits`` more
+    times each, its jobs the shape of the first stage's ``first_jobs`` (which take the
+    other ``1 - share``): the one place the split is computed."""
+    if not 0 < share < 1 or visits < 1:
+        return 0
+    return math.floor(first_jobs * share / (1.0 - share) / visits + 1e-9)
 
 
 def _hms(seconds: float) -> str:
@@ -115,16 +147,23 @@ def plan_budget(budget: Budget, *, n_nodes: int, n_jobs: int, sizes: Sequence[in
     the check that a given count fits; CampaignError naming ``where`` otherwise."""
     concurrent = budget.concurrent or max(1, n_nodes // 2)
     rtt = round_trip_s(sizes, budget)
-    slots = budget.time_s * concurrent / max(n_jobs, 1)  # seconds one job may take
+    first_s = budget.time_s * (1.0 - budget.second_share)  # what the first stage may take
+    slots = first_s * concurrent / max(n_jobs, 1)  # seconds one job may take
+    second: dict[str, Any] = {}
+    if budget.second_share:
+        second = {"second_share": budget.second_share, "second_visits": budget.second_visits,
+                  "second_pairs": second_stage_pairs(n_jobs, budget.second_share,
+                                                     budget.second_visits)}
     if samples:
         job = budget.startup_s + (warmup + samples * len(sizes)) * rtt
         plan = BudgetPlan(samples, len(sizes), job, job * n_jobs / concurrent,
-                          budget.time_s, concurrent, n_jobs)
+                          budget.time_s, concurrent, n_jobs, **second)
         if job > slots:
             fit = math.floor((slots - budget.startup_s) / rtt - warmup) // len(sizes)
             raise CampaignError(
                 f"{n_jobs} jobs of {samples} x {len(sizes)} sizes need about "
-                f"{_hms(plan.total_s)}, over the budget of {_hms(budget.time_s)}",
+                f"{_hms(plan.total_s)}, over the budget of {_hms(first_s)}"
+                + (" (the first stage's share)" if budget.second_share else ""),
                 where=where, hint=f"write samples: auto (or at most {max(fit, 0)}), a longer "
                 "budget time, or fewer pairs")
         return plan
@@ -137,4 +176,4 @@ def plan_budget(budget: Budget, *, n_nodes: int, n_jobs: int, sizes: Sequence[in
             hint="give a longer budget time, more concurrent pairs, or fewer pairs")
     job = budget.startup_s + (warmup + fit * len(sizes)) * rtt
     return BudgetPlan(fit, len(sizes), job, job * n_jobs / concurrent, budget.time_s,
-                      concurrent, n_jobs)
+                      concurrent, n_jobs, **second)

@@ -70,6 +70,11 @@ class Budget:
     startup_s: float = 5.0
     #: pairs measured at once (0: half the nodes, every node busy in every round)
     concurrent: int = 0
+    #: share of ``time`` kept for a second stage (``second-stage: {share, visits}``): more
+    #: visits of the pairs the first stage left undecided (kit.analyses.twostage); 0: none
+    second_share: float = 0.0
+    #: visits of each pair the second stage measures
+    second_visits: int = 16
     line: int | None = None
 
 
@@ -254,7 +259,8 @@ def _quantity(ck: _Checker, value: Any, path: PathKey, units: dict[str, float],
 def _budget(ck: _Checker, value: Any, path: PathKey) -> Budget:
     """``budget: {time: "04:00:00", latency: 20us, bandwidth: 10Gbps, startup: 5s,
     concurrent: K}``: the campaign's whole Slurm time and the network it is planned for."""
-    doc = ck.mapping(value, path, ("time", "latency", "bandwidth", "startup", "concurrent"))
+    doc = ck.mapping(value, path, ("time", "latency", "bandwidth", "startup", "concurrent",
+                                   "second-stage"))
     if "time" not in doc:
         raise ck.fail(path, "a budget needs 'time' (the whole campaign's Slurm time)",
                       'write e.g. budget: {time: "04:00:00", bandwidth: 10Gbps}')
@@ -272,7 +278,22 @@ def _budget(ck: _Checker, value: Any, path: PathKey) -> Budget:
         startup_s=_quantity(ck, doc.get("startup", "5s"), (*path, "startup"), _TIME_UNITS,
                             "startup: 5s"),
         concurrent=ck.integer(doc.get("concurrent", 0), (*path, "concurrent"), 0, 1_000_000),
+        **_second_stage(ck, doc.get("second-stage"), (*path, "second-stage")),
         line=ck.loc.line(path))
+
+
+def _second_stage(ck: _Checker, value: Any, path: PathKey) -> dict[str, Any]:
+    """``second-stage: {share: 0.4, visits: 16}``: the share of the budget's time a second
+    stage may spend, and how many visits each pair it measures gets."""
+    if value is None:
+        return {}
+    doc = ck.mapping(value, path, ("share", "visits"))
+    share = doc.get("share")
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share < 1:
+        raise ck.fail((*path, "share"), f"expected a share of the budget's time between 0 and "
+                      f"1, found {share!r}", "write e.g. second-stage: {share: 0.4, visits: 16}")
+    visits = ck.integer(doc.get("visits", 16), (*path, "visits"), 1, 10_000)
+    return {"second_share": float(share), "second_visits": visits}
 
 
 def _tools(ck: _Checker, value: Any, path: PathKey, base: Path | None) -> tuple[ToolSpec, ...]:
