@@ -21,14 +21,13 @@ The output folder is a sweep folder (resumable; ``pt2pt collectives analyze`` re
 ``--platform DIR`` runs on a platform folder ``pt2pt export --hosts N`` wrote (N >= --max-np;
 e.g. the graphene-calibrated one of the 2015 sweep) instead of the synthetic one; ``--start N``
 begins the walk at N ranks (the law is read where the cost has left SimGrid's start-up).
-The law's interval: the 95 % t-interval of the least-squares slope (:func:`exponent_interval`)
-over every count in budget whose cost is at least 4x the smallest count's; with three counts
-it has one degree of freedom, and it widens where the law bends (a pure power law over
-2-3 doublings gives a narrow one); the slope of the last doubling is printed beside it.
+The law's interval: the 95 % t-interval of that least-squares slope (:func:`exponent_interval`,
+over the last three counts of at least 0.4 CPU-s; one degree of freedom: narrow only where the
+law is straight over those two doublings); the slope of the last doubling is printed beside it.
 
     nice -n 19 .venv/bin/python benchmarks/bench_collectives_limits.py OUT
         [--algorithms all] [--sizes 1K,1M] [--max-np 1024] [--cpu 60] [--gib 4] [--report-only]
-        [--platform DIR] [--start 64]
+        [--platform DIR] [--start 64] [--cpu-kill 150] [--deterministic]
 """
 
 from __future__ import annotations
@@ -67,15 +66,21 @@ def exponent(points: list[tuple[int, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else math.nan
 
 
-def exponent_interval(points: list[tuple[int, float]]) -> tuple[float, float, float]:
-    """Slope b of log(value) on log(numproc) and its 95 % t-interval, over every count whose
-    value is at least 4x the smallest count's (the start-up floor, see :func:`exponent`);
-    NaN bounds with two counts (no degree of freedom left), NaN all with fewer."""
+#: CPU-s below which SimGrid's start-up (~0.1 CPU-s at 8 ranks) hides the law: 4x it.
+STARTUP_FLOOR_CPU_S = 0.4
+
+
+def exponent_interval(points: list[tuple[int, float]],
+                      floor: float = STARTUP_FLOOR_CPU_S) -> tuple[float, float, float]:
+    """Slope b of log(CPU-s) on log(numproc) over the last three counts of at least ``floor``,
+    and its 95 % t-interval: one degree of freedom, so it is narrow only where the law is
+    straight over those two doublings (a law that bends there gets a wide one, as it should);
+    NaN bounds with two counts. Why an absolute floor, not :func:`exponent`'s relative one: a
+    walk that starts at 64 ranks is already above the start-up there."""
     from scipy import stats
 
     points = sorted(points)
-    floor = 4 * max(points[0][1], 1e-9) if points else 0.0
-    use = [(n, v) for n, v in points if v >= floor and v > 0]
+    use = [(n, v) for n, v in points if v >= floor and v > 0][-3:]
     if len(use) < 2:
         use = [(n, v) for n, v in points if v > 0][-2:]
     if len(use) < 2:
@@ -104,6 +109,8 @@ def main() -> None:
     ap.add_argument("--report-only", action="store_true", help="print OUT's results, run none")
     ap.add_argument("--platform", type=Path, help="platform folder (default: synthetic)")
     ap.add_argument("--start", type=int, default=2, help="first numproc (default 2)")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="the noise plugin off (each message at its median factors)")
     a = ap.parse_args()
 
     from kit.core.checks import parse_size
@@ -140,7 +147,8 @@ def main() -> None:
                     sweep = collsweep.Sweep(platform=folder, algorithms={"alltoall": [alg]},
                                             numprocs=[n], sizes=[size], reps=1,
                                             time_limit=a.time_limit, memory_limit=limit,
-                                            cpu_limit=math.ceil(a.cpu_kill or a.cpu))
+                                            cpu_limit=math.ceil(a.cpu_kill or a.cpu),
+                                            noise=not a.deterministic)
                     p = next(q for q in collsweep.run_sweep(sweep, a.out)
                              if q.key == ("alltoall", alg, n, size))
                     done[n] = p

@@ -3,16 +3,21 @@ first left the verdict undecided, and the final p-values stay valid under that c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+import yaml
 
 from kit.analyses.slowlinks import Finding, Findings, Thresholds, find
 from kit.analyses.twostage import StageDesign, combine, second_view, two_route_p, undecided
+from kit.cli import main
+from kit.data.ingest import ingest
 from kit.data.pairrows import pair_label
 from kit.fit import synth
 from kit.fit.clustermodel import ClusterModel
 from kit.fit.fitting import fit_arrays
-from kit.fit.synthcluster import Effect, SynthCluster, draw, draw_visits
+from kit.fit.synthcluster import Effect, SynthCluster, draw, draw_visits, write_probe_runs
 
 TH = Thresholds(0.10, 0.10, 0.10)
 
@@ -80,3 +85,42 @@ def test_the_second_stage_measures_the_undecided_links_and_finds_them(population
     flagged = {(f.name, f.figure) for f in final.flagged}
     assert flagged == {*((n, "noise") for n in want), (slow, "bandwidth")}
     assert any("two stages" in n for n in final.notes)
+
+
+def test_cli_writes_the_undecided_pairs_and_gives_the_combined_verdict(  # type: ignore[no-untyped-def]
+        population, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same machine through the command: --undecided writes the pairs, a second
+    campaign of them (another dataset) given as --second-stage gives the final verdict."""
+    noisy = {(0, 5): Effect(noise=0.25), (3, 7): Effect(noise=0.25)}
+    cluster = SynthCluster(n_nodes=12, links_slow={**noisy, (2, 8): Effect(bandwidth=0.4)},
+                           samples=150, plan="cluster")
+    rows, truth = draw(cluster, population, seed=4)
+    ds1 = _ingested(rows, tmp_path / "one", "first")
+    listing = tmp_path / "undecided.yaml"
+    assert main(["cluster", str(ds1), "--undecided", str(listing), "--capacity", "6",
+                 "--seed", "4", "--threshold", "10%"]) == 0
+    pairs = [tuple(p) for p in yaml.safe_load(listing.read_text())["pairs"]]
+    assert len(pairs) == 6 and {("n01", "n06"), ("n04", "n08")} <= set(pairs)
+    rows2 = draw_visits(cluster, population, truth, pairs, 16, seed=54)
+    ds2 = _ingested(rows2, tmp_path / "two", "second")
+    capsys.readouterr()
+    assert main(["cluster", str(ds1), "--second-stage", str(ds2), "--seed", "4",
+                 "--threshold", "10%", "--fail-if"]) == 1
+    out = capsys.readouterr().out
+    assert "link n01-n06 noise" in out and "link n04-n08 noise" in out, out
+    assert "two stages: 6 undecided links" in out and "second stage" in out, out
+    # a second stage of pairs the first never measured is refused, naming the option
+    other = SynthCluster(n_nodes=14, samples=50, plan="cluster")
+    rows3, _ = draw(other, population, seed=1)
+    ds3 = _ingested(rows3.select(np.arange(len(rows3.pairs)) >= 80), tmp_path / "three",
+                    "third")
+    capsys.readouterr()
+    assert main(["cluster", str(ds1), "--second-stage", str(ds3)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the first did not" in err and "--second-stage" in err
+
+
+def _ingested(rows, folder: Path, campaign: str) -> Path:  # type: ignore[no-untyped-def]
+    files = write_probe_runs(rows, folder / "raw")
+    assert ingest(files, folder / "ds", campaign=campaign, transport="tcp").ok
+    return folder / "ds"

@@ -235,3 +235,18 @@ def test_huber_regression_lands_where_irls_does_from_any_start() -> None:
         cost_got = _huber_cost(design @ got * sw - y * sw, f_scale)
         assert cost_got <= cost_want * (1 + 1e-12) + 1e-300
         np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-7)
+
+
+def test_power_fit_with_one_residual_inside_the_threshold_stays_on_the_data() -> None:
+    """A bootstrap refit (issue 57's 2-node dataset, `pt2pt fit --series op=send`) started
+    from the full data's curve with only one of four log residuals inside the 1e-3
+    threshold: the singular curvature passed LU in floats and the fit returned a = 0,
+    b = 1e12, and `fit` died in math.log. The same four medians lie on a power curve."""
+    s = np.array([65536.0, 131072.0, 262144.0, 524288.0])
+    m = np.array([1.38786e-4, 1.74518e-4, 2.2134199796694715e-4, 2.85118e-4])
+    w = np.array([578.14, 708.34, 721.03, 795.72])
+    params, _ = fit_family("power", s, m, w, {"a": 1.7264987520551436e-06,
+                                               "b": 0.3891937194505191})
+    assert 0 < params["a"] < 1 and 0.3 < params["b"] < 0.4
+    np.testing.assert_allclose(evaluate("power", params, s), m, rtol=0.02)
+    assert np.all(np.isfinite(ln_evaluate("power", params, s)))

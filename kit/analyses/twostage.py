@@ -42,9 +42,11 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr, ndtri
 
-from kit.analyses.slowlinks import Finding, Findings, benjamini_hochberg
-from kit.data.pairrows import PairRows
+from kit.analyses.slowlinks import Finding, Findings, Thresholds, benjamini_hochberg, find
+from kit.core.errors import UserError
+from kit.data.pairrows import PairRows, pair_label
 from kit.figures.deviation import sentence
+from kit.fit.clustermodel import ClusterModel
 
 #: Share of each link's level spent on its first stage alone.
 PI_FIRST = 0.1
@@ -155,3 +157,31 @@ def combine(first: Findings, second: Findings, chosen: set[str],
     return Findings(tests, first.thresholds, first.fdr, first.where, first.populations,
                     [*first.notes, note])
 
+
+
+def visits_per_pair(rows: PairRows) -> int:
+    """The visits most pairs of ``rows`` have (a campaign's repetitions, when complete)."""
+    counts = np.bincount(rows.run_pair, minlength=len(rows.pairs))
+    return int(np.median(counts)) if len(counts) else 0
+
+
+def verdict(first_rows: PairRows, second_rows: PairRows, thresholds: Thresholds,
+            fdr: float, seed: int = 0) -> tuple[ClusterModel, Findings]:
+    """The final verdict of a two-stage campaign: the first stage's model (what the cluster
+    view shows) and :func:`combine`'s findings; the re-measured links are the pairs of
+    ``second_rows``. The combination's weights are the stages' visits per pair as measured
+    (the design's ``repetitions`` of each stage when every job ran)."""
+    model = ClusterModel(random_state=seed).fit(first_rows)
+    first = find(model, thresholds, fdr)
+    chosen = set(second_rows.pairs)
+    unknown = chosen - set(model.pairs_)
+    if unknown:
+        raise UserError(f"the second stage measured {len(unknown)} pair(s) the first did not "
+                        f"(e.g. {pair_label(sorted(unknown)[0])})", where="option --second-stage",
+                        hint="give the dataset of the second stage of this campaign (pairs "
+                        "listed by pt2pt cluster --undecided)")
+    design = StageDesign(visits_per_pair(first_rows), visits_per_pair(second_rows), len(chosen))
+    second_model = ClusterModel(random_state=seed).fit(second_view(first_rows, second_rows,
+                                                                   chosen))
+    return model, combine(first, find(second_model, thresholds, fdr),
+                          {pair_label(p) for p in chosen}, design)

@@ -89,6 +89,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="write the cluster model (population, nodes, links) as JSON")
     p.add_argument("--json", type=Path, metavar="FILE",
                    help="write every test and the verdict as JSON ('-': stdout, no text)")
+    two = p.add_argument_group(
+        "two stages", "measure more where the verdict is undecided (campaign budget "
+        "second-stage: {share, visits}; kit.analyses.twostage)")
+    two.add_argument("--undecided", type=Path, metavar="FILE",
+                     help="write the pairs to measure again as a campaign's 'pairs:' list")
+    two.add_argument("--capacity", type=integer(1, 10**7, "capacity"), metavar="K",
+                     help="at most K pairs (the plan's budget.second_stage.pairs)")
+    two.add_argument("--second-stage", type=Path, metavar="DATASET2",
+                     help="the dataset of the second stage: the final, combined verdict")
     p.add_argument("--seed", type=integer(0, 2**32 - 1, "seed"), default=0,
                    help="seed of the population fit's subsample (default 0)")
     sim = p.add_argument_group(
@@ -134,9 +143,24 @@ def run(args: argparse.Namespace) -> int:
     from kit.core.atomicwrite import write_text
     from kit.data.dataset import parse_selector
 
-    model, source = fit_or_read(args.dataset, parse_selector(args.series, "option --series"),
-                                seed=args.seed)
-    findings = find(model, thresholds_of(args), args.fdr)
+    selector = parse_selector(args.series, "option --series")
+    if args.second_stage is not None:
+        from kit.analyses.twostage import verdict
+        from kit.data.pairrows import read_pairs
+
+        model, findings = verdict(read_pairs(args.dataset, selector),
+                                  # its own campaign: every key of --series but that one
+                                  read_pairs(args.second_stage,
+                                             {k: v for k, v in selector.items()
+                                              if k != "campaign"},
+                                             where="option --second-stage"),
+                                  thresholds_of(args), args.fdr, seed=args.seed)
+        source = str(args.dataset)
+    else:
+        model, source = fit_or_read(args.dataset, selector, seed=args.seed)
+        findings = find(model, thresholds_of(args), args.fdr)
+    if args.undecided is not None:
+        _undecided(args, model, findings)
     if args.output is not None:
         from kit.fit.clustermodel import save_cluster_model
 
@@ -162,6 +186,22 @@ def run(args: argparse.Namespace) -> int:
     if args.json is not None:
         print(f"wrote {args.json}")
     return _health(findings, args.fail_if)
+
+
+def _undecided(args: argparse.Namespace, model: Any, findings: Any) -> None:
+    """Write the first stage's undecided pairs as a campaign's explicit ``pairs:`` list."""
+    from kit.analyses.twostage import StageDesign, undecided
+    from kit.core.atomicwrite import write_text
+
+    capacity = args.capacity or len(model.pairs_)
+    chosen = [model.pairs_[k] for k in undecided(findings, StageDesign(1, 1, capacity))]
+    lines = ["# pairs the first stage left undecided, most suspicious first "
+             f"({len(chosen)}, at most {capacity})", "pairs:"]
+    lines += [f"  - [{a}, {b}]" for a, b in chosen]
+    write_text(args.undecided, "\n".join(lines) + "\n")
+    print(f"wrote {args.undecided}: {len(chosen)} undecided pair(s) to measure again "
+          "(a campaign with these pairs and the second stage's repetitions; then "
+          "pt2pt cluster DATASET --second-stage DATASET2)")
 
 
 def _health(findings: Any, fail_if: str | None, quiet: bool = False) -> int:

@@ -118,6 +118,10 @@ def _huber_regression(design: Array, y: Array, sw: Array, f_scale: float, p0: Ar
     cost = None  # the loss at p, needed only once a step changes the split
     for _ in range(max_iter):
         inside = np.abs(r) <= f_scale
+        if np.count_nonzero(inside) < a.shape[1]:
+            # fewer squares than parameters: the curvature is singular, and LU in floats
+            # may not see it (a "solution" 10^12 away that keeps the split)
+            break
         slope = np.where(inside, 0.0, np.copysign(f_scale, r))  # outside: the line's slope
         a_in = a * inside[:, None]
         try:

@@ -825,6 +825,7 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
     bounds = _bounds(pieces)
     tables = _noise_tables(target, pieces)
     lat_entries, bw_entries, segments, rows = [], [], [], []
+    described: dict[int, dict[str, Any]] = {}
     mids = [math.sqrt(max(p.size_min, 1.0) * _top(p)) for p in pieces]
     ratio_tables = _ratio_tables(model, [max(mid - envelope, 1.0) for mid in mids],
                                  np.random.default_rng(random_state))
@@ -847,25 +848,27 @@ def export_simgrid(model: Any, *, latency: float | None = None, bandwidth: float
         lat_entries.append(FactorEntry(bound, (lat,)))
         bw_entries.append(FactorEntry(bound, (bwf,)))
         table_sizes, ratios = tables[k]
-        for size, row in zip(table_sizes, ratios, strict=True):
-            rows.append(f"{bound} {_num(lat)} {_num(bwf)} {_num(float(size))} {len(row)} "
-                        + " ".join(_num(float(v)) for v in row))
+        values = ratios.tolist()
+        for size, row in zip(table_sizes.tolist(), values, strict=True):
+            rows.append(f"{bound} {_num(lat)} {_num(bwf)} {_num(size)} {len(row)} "
+                        + " ".join(map(_num, row)))
         mid = mids[k]
+        if source not in described:  # a regime's description, once for all its segments
+            described[source] = {
+                "family": regime.family, "params": _jsonable(regime.params),
+                "noise": _jsonable(regime.noise),
+                "components": _jsonable(getattr(regime, "components", [])),
+                "weight": _jsonable(getattr(regime, "weight", {})),
+                "overlap": _jsonable(getattr(regime, "overlap", None))}
         segments.append({
             "bound": bound, "size_min": piece.size_min, "size_max": piece.size_max,
             "regime": source, "intercept_s": piece.a, "per_byte_s": piece.b,
-            "latency_factor": lat, "bandwidth_factor": bwf,
-            "family": regime.family, "params": _jsonable(regime.params),
-            "noise": _jsonable(regime.noise),
-            "components": _jsonable(getattr(regime, "components", [])),
-            "weight": _jsonable(getattr(regime, "weight", {})),
-            "overlap": _jsonable(getattr(regime, "overlap", None)),
+            "latency_factor": lat, "bandwidth_factor": bwf, **described[source],
             "ratio_quantiles": {"size": mid, "probs": list(_QUANTILE_PROBS),
                                 "values": ratio_tables[k]},
             "network_ratio_tables": [
-                {"size": float(size), "probs": list(NOISE_PROBS),
-                 "values": [float(v) for v in row]}
-                for size, row in zip(table_sizes, ratios, strict=True)],
+                {"size": size, "probs": list(NOISE_PROBS), "values": row}
+                for size, row in zip(table_sizes.tolist(), values, strict=True)],
         })
     points = [] if own is None else size_points(
         own, envelope=envelope, overhead=target.overhead,
