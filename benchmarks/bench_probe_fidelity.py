@@ -6,7 +6,11 @@ that alternate the tools so that load from other work hits all of them alike:
 1. **Back to back, one size per run** — the conditions of `osu_latency -m S:S -z -i N -x W`:
    the probe runs `--sizes list:S --samples N --warmup W` (a one-size plan is back to back
    whatever the order). Reported: P50 of the one-way latency (round trip / 2) of each tool,
-   and probe/OSU as the median of the per-round ratios (target 0.95-1.05).
+   and probe/OSU as the median of the per-round ratios (target 0.95-1.05); the same for the
+   mean (OSU's average column), the claim statistic at vader 8 B, where both tools' samples
+   alternate between two levels and a run's P50 lands on either (tests/test_real_tools.py,
+   CLAIM_STAT). Use thousands of samples: at vader 64 KiB / 1 MiB `osu_latency`'s first few
+   ms of iterations are slower (kit/probe/README.md, "64 KiB over vader").
 2. **Blocked vs shuffled, all sizes in one run** — `--sizes list:<all> --order blocked` (each
    size's repetitions back to back, OSU's sweep) and `--order shuffled` (the probe's default).
    shuffled/blocked isolates what random order costs (caches, branch predictors, the MPI
@@ -67,20 +71,22 @@ def mpirun(transport: str, scratch: Path, argv: list[str]) -> str:
                           timeout=900).stdout
 
 
-def osu_p50(osu: str, transport: str, scratch: Path, size: int, n: int, warm: int) -> float:
-    """P50 one-way latency in µs from osu_latency -z (its own percentile rule)."""
+def osu_p50(osu: str, transport: str, scratch: Path, size: int, n: int,
+            warm: int) -> tuple[float, float]:
+    """P50 and mean one-way latency in µs from osu_latency -z (its own percentile rule)."""
     out = mpirun(transport, scratch, [osu, "-m", f"{size}:{size}", "-z", "-i", str(n),
                                       "-x", str(warm)])
     for line in out.splitlines():
         fields = line.split()
         if fields and fields[0] == str(size):
-            return float(fields[2])
+            return float(fields[2]), float(fields[1])
     raise RuntimeError(f"no result line for {size} B in osu_latency output:\n{out}")
 
 
 def probe_run(transport: str, scratch: Path, sizes: str, n: int, warm: int,
               order: str, binary: Path | None = None) -> tuple[dict[int, float], float]:
-    """P50 one-way latency in µs per size, and loop_seconds / sum of round trips.
+    """P50 one-way latency in µs per size, and loop_seconds / sum of round trips (the
+    sizes' means go to MEANS, the claim statistic at vader 8 B: tests/test_real_tools.py).
 
     ``binary`` (a baseline build) is run without --order, which older probes lack; with one
     size the order does not matter."""
@@ -105,9 +111,12 @@ def probe_run(transport: str, scratch: Path, sizes: str, n: int, warm: int,
                         t / 2 * 1e6)
             previous = size
     meta = json.loads(Path(f"{prefix}.meta.json").read_text())
+    MEANS.update({s: statistics.fmean(v) for s, v in by_size.items()})
     return {s: statistics.median(v) for s, v in by_size.items()}, meta["loop_seconds"] / total
 
 
+#: mean one-way µs per size of the last probe_run
+MEANS: dict[int, float] = {}
 #: one-way µs per (transport, order, size, size of the previous sample), pooled over rounds
 HISTORY: dict[tuple[str, str, int, int], list[float]] = {}
 
@@ -154,6 +163,8 @@ def main() -> int:
                                     dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
     osu: dict[tuple[str, int], list[float]] = {}
     single: dict[tuple[str, int], list[float]] = {}
+    osu_mean: dict[tuple[str, int], list[float]] = {}
+    single_mean: dict[tuple[str, int], list[float]] = {}
     baseline: dict[tuple[str, int], list[float]] = {}
     blocked: dict[tuple[str, int], list[float]] = {}
     shuffled: dict[tuple[str, int], list[float]] = {}
@@ -169,12 +180,15 @@ def main() -> int:
                         steps.reverse()
                     for step in steps:
                         if step == "osu" and args.osu:
-                            osu.setdefault(key, []).append(
-                                osu_p50(args.osu, t, scratch, size, args.samples, args.warmup))
+                            o_p50, o_mean = osu_p50(args.osu, t, scratch, size, args.samples,
+                                                    args.warmup)
+                            osu.setdefault(key, []).append(o_p50)
+                            osu_mean.setdefault(key, []).append(o_mean)
                         elif step == "probe":
                             p50, _ = probe_run(t, scratch, f"list:{size}", args.samples,
                                                args.warmup, "blocked")
                             single.setdefault(key, []).append(p50[size])
+                            single_mean.setdefault(key, []).append(MEANS[size])
                         elif step == "baseline" and args.baseline_probe:
                             p50, _ = probe_run(t, scratch, f"list:{size}", args.samples,
                                                args.warmup, "shuffled", args.baseline_probe)
@@ -194,8 +208,9 @@ def main() -> int:
         print("P50 one-way latency in µs, median over rounds (min-max); ratios are medians of "
               "per-round ratios [their ~95 % distribution-free interval].\n")
         print("| transport | size B | OSU P50 | probe P50 (one size) | probe/OSU "
-              "| probe blocked P50 | probe shuffled P50 | shuffled/blocked | shuffled/OSU |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "| probe/OSU mean | probe blocked P50 | probe shuffled P50 | shuffled/blocked "
+              "| shuffled/OSU |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for t in transports:
             for size in sizes:
                 key = (t, size)
@@ -203,8 +218,10 @@ def main() -> int:
                 ratio = fmt_ratio(single[key], o)
                 sb = fmt_ratio(shuffled[key], blocked[key])
                 so = fmt_ratio(shuffled[key], o)
+                mean_ratio = fmt_ratio(single_mean[key], osu_mean.get(key))
                 print(f"| {t} | {size} | {fmt_spread(o) if o else '-'} "
-                      f"| {fmt_spread(single[key])} | {ratio} | {fmt_spread(blocked[key])} "
+                      f"| {fmt_spread(single[key])} | {ratio} | {mean_ratio} "
+                      f"| {fmt_spread(blocked[key])} "
                       f"| {fmt_spread(shuffled[key])} | {sb} | {so} |")
         if baseline:
             print(f"\nBaseline probe {args.baseline_probe}, same rounds, one size per run:\n")
@@ -233,8 +250,8 @@ def main() -> int:
                 cells = []
                 for prev in sizes:
                     v = HISTORY.get((t, "shuffled", size, prev))
-                    p50 = statistics.median(v) if v else math.nan
-                    cells.append(f"{p50:.3f} (×{p50 / same:.2f})")
+                    cell = statistics.median(v) if v else math.nan
+                    cells.append(f"{cell:.3f} (×{cell / same:.2f})")
                 print(f"| {size} | " + " | ".join(cells) + " |")
             print()
     finally:

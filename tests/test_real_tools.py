@@ -265,6 +265,9 @@ GROSS_TOLERANCE = 0.25
 #: the samples within it (8 B-64 KiB at load 7-11: the P50s of a run's two halves differ by
 #: a median 0.3-2 %, the P50s of 10 runs by 12-23 % max/min). 10 rounds give the median of
 #: the paired ratios a 98 % distribution-free interval, 2nd-9th of 10 (kit.figures.estimate).
+#: At shm 64 KiB / 1 MiB (CMA) a short osu_latency run also carries its own slow first
+#: milliseconds (kit/probe/README.md, "64 KiB over vader"): more rounds would narrow the
+#: interval around that bias, longer runs dilute it; kept at 10 x 200 for CI's time.
 CROSS_ROUNDS, CROSS_SAMPLES, CROSS_WARMUP = 10, 200, 20
 #: Longest wait for the load average to fall below a two-rank run's limit before measuring.
 QUIET_WAIT_S = 90.0
