@@ -188,9 +188,13 @@ def main() -> None:
             for ln in dict.fromkeys(r["quality"]):
                 print(f"   {ln}")
         a, f = results["adaptive"], results["fixed"]
-        print(f"adaptive/fixed: samples {a['samples'] / f['samples']:.2f}x, wall "
-              f"{a['wall_s'] / f['wall_s']:.2f}x; target ±{args.median:.0%} median per decade, "
-              f"breaks ±{args.breaks:.0%}; link {args.rate} burst {args.burst}, "
+        # a design that stopped on its budget bounds the ratio only: say so
+        bound = "<= " if a["reached"] and not f["reached"] else ""
+        print(f"adaptive/fixed: samples {bound}{a['samples'] / f['samples']:.2f}x, wall "
+              f"{bound}{a['wall_s'] / f['wall_s']:.2f}x"
+              f"{'' if f['reached'] else ' (fixed did not reach the target)'}; target "
+              f"±{100 * args.median:g} % median per decade, "
+              f"breaks ±{100 * args.breaks:g} %; link {args.rate} burst {args.burst}, "
               f"1 B-{args.hi}; {child_cpu():.0f} CPU-s in all; load {load0[0]:.1f} -> "
               f"{os.getloadavg()[0]:.1f}")
         (work / "result.json").write_text(json.dumps(results, indent=1))
