@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -311,3 +312,28 @@ def test_sigterm_at_several_moments_leaves_all_or_nothing(tmp_path: Path,
         _no_tmp(dataset)
         _all_or_nothing(dataset)
         assert ds.runs(dataset).height in (1, 2)
+
+
+def test_a_signal_while_the_writers_are_joined_leaves_no_temp_part(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window the CI rehearsal of c246d98 hit (SIGTERM 0.5 s into an ingest left a
+    ``pending-0.parquet.0.PID.tmp``): every frame written, the interruption raised while the
+    writer threads are joined, outside the write loop's own clean-up. Deterministic: the
+    pool's exit raises as the signal handler would."""
+    from kit.data.ingest import orchestrate
+    from kit.data.ingest.orchestrate import parse_file, write_part
+
+    class InterruptedAtJoin(ThreadPoolExecutor):
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            super().shutdown(wait=wait, cancel_futures=cancel_futures)
+            raise Interrupted(signal.SIGTERM)
+
+    run = parse_file(_random_probe_csv(tmp_path / "run.samples.csv", 5_000))
+    folder = tmp_path / "part"
+    folder.mkdir()
+    monkeypatch.setattr(orchestrate, "ThreadPoolExecutor", InterruptedAtJoin)
+    named: list[Path] = []
+    with pytest.raises(Interrupted):
+        write_part(run, folder / "pending-0.parquet", named)
+    assert named, "the caller was not told the temp file's name"
+    assert list(folder.iterdir()) == []

@@ -565,7 +565,7 @@ class _Batch:
                 folder.mkdir(parents=True, exist_ok=True)
                 # The run id (the files' SHA-256) is known once they are read: the probe's
                 # parser hashes its file as it parses it, instead of reading it twice.
-                n_rows, tmps = write_part(run, folder / f"pending-{len(self.parts)}.parquet")
+                n_rows, _ = write_part(run, folder / f"pending-{len(self.parts)}.parquet", tmps)
             except (OSError, pl.exceptions.PolarsError) as exc:
                 # Writing into the dataset failed: no other file would fare better.
                 storage = storage_error(exc, self.dataset)
@@ -646,8 +646,14 @@ def run_conditions(run: ParsedRun) -> dict[str, Any]:
                                           cpus_end=run.cpus_end))
 
 
-def write_part(run: ParsedRun, beside: Path) -> tuple[int, list[Path]]:
+def write_part(run: ParsedRun, beside: Path, written: list[Path] | None = None
+               ) -> tuple[int, list[Path]]:
     """Write the run's rows to temp files named after ``beside``: (row count, temp files).
+
+    ``written``: the caller's list, given each temp file's name before the file is begun, so
+    that whatever the moment a signal stops this (even while it returns), the caller knows
+    every file to remove. Here they are removed on any exception, including one raised while
+    the writer threads are joined (a SIGTERM there left a temp part: CI rehearsal of c246d98).
 
     One temp file per frame; :func:`_final_names` gives their committed names once the run
     id is known (the probe's parser hashes the file as it reads it). Frames are written by
@@ -656,32 +662,38 @@ def write_part(run: ParsedRun, beside: Path) -> tuple[int, list[Path]]:
     frames. A lazy frame is parsed by Polars' streaming engine as it is written.
     """
     frames = [run.rows] if isinstance(run.rows, pl.DataFrame) else run.rows
-    written: list[Path] = []
+    written = [] if written is None else written
     n_rows = 0
     in_flight: deque[Future[int]] = deque()
-    with ThreadPoolExecutor(max_workers=_IN_FLIGHT, thread_name_prefix="pt2pt-write") as pool:
-        try:
-            for index, frame in enumerate(frames):
-                _stop_if_signalled()
-                tmp = beside.with_name(f"{beside.name}.{index}.{os.getpid()}{ds.TMP_SUFFIX}")
-                written.append(tmp)
-                if len(in_flight) >= _IN_FLIGHT:
+    try:
+        with ThreadPoolExecutor(max_workers=_IN_FLIGHT,
+                                thread_name_prefix="pt2pt-write") as pool:
+            try:
+                for index, frame in enumerate(frames):
+                    _stop_if_signalled()
+                    tmp = beside.with_name(
+                        f"{beside.name}.{index}.{os.getpid()}{ds.TMP_SUFFIX}")
+                    written.append(tmp)
+                    if len(in_flight) >= _IN_FLIGHT:
+                        n_rows += in_flight.popleft().result()
+                    in_flight.append(pool.submit(_write_frame, run, frame, tmp))
+                while in_flight:
                     n_rows += in_flight.popleft().result()
-                in_flight.append(pool.submit(_write_frame, run, frame, tmp))
-            while in_flight:
-                n_rows += in_flight.popleft().result()
-            if n_rows == 0:
-                raise fail(run.sources[0], None, "no samples in the file",
-                           "check that the run got past its first measurement")
-        except BaseException:
-            for job in in_flight:
-                job.cancel()
-            for job in in_flight:
-                with contextlib.suppress(BaseException):
-                    job.result()
-            for tmp in written:
-                tmp.unlink(missing_ok=True)
-            raise
+                if n_rows == 0:
+                    raise fail(run.sources[0], None, "no samples in the file",
+                               "check that the run got past its first measurement")
+            except BaseException:
+                # no writer may still create a file once the names are removed below
+                for job in in_flight:
+                    job.cancel()
+                for job in in_flight:
+                    with contextlib.suppress(BaseException):
+                        job.result()
+                raise
+    except BaseException:
+        for tmp in written:
+            tmp.unlink(missing_ok=True)
+        raise
     return n_rows, written
 
 
