@@ -169,3 +169,32 @@ def test_cli_export(linear_model: RegimeModel, tmp_path: Path,
     err = capsys.readouterr().err
     assert "--latency" in err and "Traceback" not in err
     assert main(["export", str(tmp_path / "missing.json"), "--simgrid"]) == 2
+
+
+class _SizeZeroApart:
+    """A model stand-in whose size 0 is 3.6 % faster than the smooth curve (the demo's tcp
+    model of the CI rehearsal of c246d98) and every other stored size on it."""
+
+    def predict_quantiles_and_unmeasured(self, sizes: np.ndarray, levels: list[float],
+                                         decide: range) -> tuple[np.ndarray, np.ndarray]:
+        base = np.full((len(sizes), len(levels)), 6e-6)
+        own = base * np.where(np.asarray(sizes) == 0, 0.964, 1.0)[:, None]
+        return own, base[:, list(decide)]
+
+
+def test_size_zero_gets_its_own_entry_when_it_differs_from_the_smooth_line() -> None:
+    """`pt2pt predict` gives size 0 its own median; the export dropped it (only sizes >= 1
+    had entries), so SimGrid ran size 0 at the smooth line's time: 1.038x predict's."""
+    from kit.outputs.export.persize import SizePoint, own_sizes, with_points
+
+    own = own_sizes(_SizeZeroApart(), np.array([0.0, 1.0, 2.0, 8.0]))
+    assert own.sizes.tolist() == [0.0]
+    assert own.median[0] == pytest.approx(0.964 * 6e-6)
+    # SimGrid applies an entry above its bound: size 0 + the 16-byte envelope is the entry
+    # at 15; without an envelope (transfer 0) there is no bound below it: no entry
+    point = SizePoint(0, 16, 0.5, 2.0, 5.8e-6, (1.0,))
+    table = dict(with_points([0, 1000], [(1.0, 1.0), (1.0, 1.0)], [point]))
+    assert table[15] == (0.5, 2.0) and table[16] == (1.0, 1.0)
+    bare = SizePoint(0, 0, 0.5, 2.0, 5.8e-6, (1.0,))
+    assert dict(with_points([0, 1000], [(1.0, 1.0), (1.0, 1.0)], [bare])) == {
+        0: (1.0, 1.0), 1000: (1.0, 1.0)}

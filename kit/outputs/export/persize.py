@@ -81,7 +81,8 @@ def own_sizes(model: Any, stored: NDArray[np.float64], probs: Sequence[float] = 
     (``predict_quantiles_and_unmeasured``: the model's own at ``probs`` and the three
     levels, the smooth view's at the three levels)."""
     sizes = unique_sorted(stored)
-    sizes = sizes[(sizes >= 1) & (sizes == np.round(sizes))]
+    # size 0 too: its own median can differ from size 1's (the demo's tcp model: 3.6 %)
+    sizes = sizes[(sizes >= 0) & (sizes == np.round(sizes))]
     levels = [*probs, *_DECIDE_LEVELS]
     if not sizes.size:
         return OwnSizes(sizes, sizes, np.zeros((0, len(probs))))
@@ -142,6 +143,8 @@ def with_points(bounds: Sequence[int], values: Sequence[tuple[float, float]],
         return smooth[at][1] if at >= 0 else (1.0, 1.0)
 
     table = dict(smooth)
+    # a point is the entry at transfer - 1: a transfer of 0 (size 0, no envelope) has none
+    points = [p for p in points if p.transfer >= 1]
     for p in points:
         table[p.transfer] = smooth_at(p.transfer + 1)
     for p in points:
